@@ -1,0 +1,131 @@
+// Package report holds the wrapper's report: the JSON document lockwrap writes as its
+// container's termination message and the controller folds into status. It is the one
+// contract between the two sides, so both import it.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Version is the report format version written in "v".
+const Version = 1
+
+// MaxBytes is the most Kubernetes keeps of a termination message.
+const MaxBytes = 4096
+
+// Outcome is what happened to one occurrence in one pod.
+type Outcome string
+
+const (
+	Succeeded           Outcome = "Succeeded"
+	Failed              Outcome = "Failed"
+	SkippedContention   Outcome = "SkippedContention"
+	SuppressedDuplicate Outcome = "SuppressedDuplicate"
+	LockLost            Outcome = "LockLost"
+	Error               Outcome = "Error"
+)
+
+// Outcomes lists every outcome, in the order status and metrics show them.
+var Outcomes = []Outcome{Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error}
+
+// Valid reports whether o is one of Outcomes.
+func (o Outcome) Valid() bool {
+	for _, k := range Outcomes {
+		if o == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is one occurrence's result as seen by the wrapper. Empty fields are left out.
+type Report struct {
+	V            int     `json:"v"`
+	Outcome      Outcome `json:"outcome"`
+	Occurrence   string  `json:"occurrence,omitempty"`
+	Key          string  `json:"key,omitempty"`
+	Holder       string  `json:"holder,omitempty"`
+	HeldBy       string  `json:"heldBy,omitempty"`
+	FencingToken int64   `json:"fencingToken,omitempty"`
+	Attempts     int     `json:"attempts,omitempty"`
+	WaitedMs     int64   `json:"waitedMs,omitempty"`
+	AcquiredAt   string  `json:"acquiredAt,omitempty"`
+	ReleasedAt   string  `json:"releasedAt,omitempty"`
+	ExitCode     int     `json:"exitCode,omitempty"`
+	LockLost     bool    `json:"lockLost,omitempty"`
+	Recovered    bool    `json:"recovered,omitempty"`
+	Message      string  `json:"message,omitempty"`
+}
+
+// ErrTooLarge is returned when a report does not fit MaxBytes even with an empty message.
+var ErrTooLarge = errors.New("report: does not fit the termination message limit")
+
+// Encode marshals r (with V set) into at most MaxBytes of JSON, shortening Message (never
+// the structure) when the whole would be too long.
+func Encode(r Report) ([]byte, error) {
+	r.V = Version
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) <= MaxBytes {
+		return b, nil
+	}
+	msg := r.Message
+	r.Message = ""
+	base, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(base) > MaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes without message", ErrTooLarge, len(base))
+	}
+	// Binary search the longest prefix of msg (on rune boundaries) whose encoding fits;
+	// escaping makes the encoded length differ from the raw length.
+	const ellipsis = "…"
+	lo, hi := 0, len(msg)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		r.Message = truncateRunes(msg, mid) + ellipsis
+		if b, _ := json.Marshal(r); len(b) <= MaxBytes {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	r.Message = truncateRunes(msg, lo) + ellipsis
+	return json.Marshal(r)
+}
+
+// truncateRunes cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncateRunes(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Decode parses a termination message. It fails for anything that is not a version-1
+// report with a known outcome, so the caller can count it as an Error.
+func Decode(b []byte) (Report, error) {
+	var r Report
+	if len(b) == 0 {
+		return r, errors.New("report: empty termination message")
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("report: not JSON: %w", err)
+	}
+	if r.V != Version {
+		return r, fmt.Errorf("report: version %d, want %d", r.V, Version)
+	}
+	if !r.Outcome.Valid() {
+		return r, fmt.Errorf("report: unknown outcome %q", r.Outcome)
+	}
+	return r, nil
+}

@@ -1,0 +1,31 @@
+// Package config is lockwrap's command-line and environment contract: every flag, the
+// LOCKEDCRON_* variable that sets it, and their parsing. The controller imports the names
+// to build pods; lockwrap imports the parser.
+package config
+
+// Environment variables read by lockwrap; a flag of the same meaning wins over them.
+const (
+	EnvRedisURL        = "LOCKEDCRON_REDIS_URL"         // --redis-url
+	EnvRedisUsername   = "LOCKEDCRON_REDIS_USERNAME"    // --redis-username
+	EnvRedisPassword   = "LOCKEDCRON_REDIS_PASSWORD"    // environment only, never a flag (argv is visible in ps)
+	EnvRedisCACert     = "LOCKEDCRON_REDIS_CA_CERT"     // PEM text of the CA (from the Secret's ca.crt)
+	EnvRedisCAFile     = "LOCKEDCRON_REDIS_CA_FILE"     // --redis-ca-file, a PEM file
+	EnvKey             = "LOCKEDCRON_LOCK_KEY"          // --key
+	EnvTTL             = "LOCKEDCRON_LOCK_TTL"          // --ttl
+	EnvRenewInterval   = "LOCKEDCRON_RENEW_INTERVAL"    // --renew-interval
+	EnvOccurrence      = "LOCKEDCRON_OCCURRENCE"        // --occurrence (RFC 3339); also given to the child
+	EnvHolder          = "LOCKEDCRON_HOLDER"            // --holder; also given to the child
+	EnvContention      = "LOCKEDCRON_CONTENTION"        // --contention skip|retry
+	EnvRetryAttempts   = "LOCKEDCRON_RETRY_ATTEMPTS"    // --retry-attempts
+	EnvRetryBackoff    = "LOCKEDCRON_RETRY_BACKOFF"     // --retry-backoff
+	EnvRetryMaxBackoff = "LOCKEDCRON_RETRY_MAX_BACKOFF" // --retry-max-backoff
+	EnvRetryDeadline   = "LOCKEDCRON_RETRY_DEADLINE"    // --retry-deadline (RFC 3339 instant; from startingDeadlineSeconds)
+	EnvOnLost          = "LOCKEDCRON_ON_LOST"           // --on-lost terminate|continue
+	EnvKillGrace       = "LOCKEDCRON_KILL_GRACE"        // --kill-grace, SIGTERM→SIGKILL grace on a lost lock
+	EnvMinReplicas     = "LOCKEDCRON_MIN_REPLICAS"      // --min-replicas
+	EnvDedupeRetention = "LOCKEDCRON_DEDUPE_RETENTION"  // --dedupe-retention
+	EnvTerminationLog  = "LOCKEDCRON_TERMINATION_LOG"   // --termination-log
+
+	// EnvFencingToken is set for the child only: the token lockwrap acquired.
+	EnvFencingToken = "LOCKEDCRON_FENCING_TOKEN"
+)
