@@ -1,0 +1,184 @@
+// Command jobimage is the program of the end-to-end job image
+// (k8s.local/lockedcron-e2e-job:dev). It records each run on the Redis list
+// lockedcron-e2e:audit so that tests check what actually ran:
+//
+//   - at start it RPUSHes {"event":"start", occurrence, holder, fencingToken, start, pod, ...}
+//   - at the end it RPUSHes {"event":"end", ..., start, end, exitCode}; if it receives
+//     SIGTERM/SIGINT while sleeping it pushes the end record with "signal" set and exits 143/130.
+//
+// Two runs overlapped if one's [start,end] intersects another's; a start without an end is
+// a run that was killed without a chance to say so (SIGKILL).
+//
+// Inputs: env LOCKEDCRON_OCCURRENCE, LOCKEDCRON_HOLDER, LOCKEDCRON_FENCING_TOKEN (set by
+// lockwrap), E2E_REDIS_URL (redis://host:port/db; unset = only print the records),
+// --sleep / E2E_SLEEP (how long the job works, default 2s), --exit / E2E_EXIT_CODE
+// (exit code to finish with, default 0). It writes its end record to --termination-log
+// (default /dev/termination-log, best effort) and prints every record on stdout.
+//
+// `jobimage cp DEST` copies this binary to DEST (for an init container sharing an emptyDir).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AuditList is the Redis list every run appends to.
+const AuditList = "lockedcron-e2e:audit"
+
+// Record is one entry of the audit list.
+type Record struct {
+	Event        string    `json:"event"` // start | end
+	Occurrence   string    `json:"occurrence"`
+	Holder       string    `json:"holder"`
+	FencingToken int64     `json:"fencingToken"`
+	Start        time.Time `json:"start"`
+	End          time.Time `json:"end,omitzero"`
+	ExitCode     int       `json:"exitCode,omitempty"`
+	Signal       string    `json:"signal,omitempty"`
+	Pod          string    `json:"pod,omitempty"`
+	Namespace    string    `json:"namespace,omitempty"`
+	Label        string    `json:"label,omitempty"`
+}
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == "cp" {
+		if err := copySelf(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "jobimage cp:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(run())
+}
+
+func envDefault(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func run() int {
+	sleepDef, err := time.ParseDuration(envDefault("E2E_SLEEP", "2s"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobimage: bad E2E_SLEEP:", err)
+		return 2
+	}
+	exitDef, _ := strconv.Atoi(envDefault("E2E_EXIT_CODE", "0"))
+	sleep := flag.Duration("sleep", sleepDef, "how long the job works (env E2E_SLEEP)")
+	exitCode := flag.Int("exit", exitDef, "exit code to finish with (env E2E_EXIT_CODE)")
+	redisURL := flag.String("redis-url", os.Getenv("E2E_REDIS_URL"), "Redis URL for the audit list (env E2E_REDIS_URL)")
+	termLog := flag.String("termination-log", "/dev/termination-log", "file that receives the end record")
+	label := flag.String("label", os.Getenv("E2E_LABEL"), "free text copied into the records (env E2E_LABEL)")
+	flag.Parse()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+
+	token, _ := strconv.ParseInt(os.Getenv("LOCKEDCRON_FENCING_TOKEN"), 10, 64)
+	rec := Record{
+		Event:        "start",
+		Occurrence:   os.Getenv("LOCKEDCRON_OCCURRENCE"),
+		Holder:       os.Getenv("LOCKEDCRON_HOLDER"),
+		FencingToken: token,
+		Start:        time.Now().UTC(),
+		Pod:          envDefault("POD_NAME", os.Getenv("HOSTNAME")),
+		Namespace:    os.Getenv("POD_NAMESPACE"),
+		Label:        *label,
+	}
+
+	var rdb *redis.Client
+	if *redisURL != "" {
+		opt, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "jobimage: bad redis url:", err)
+			return 70
+		}
+		opt.DialTimeout = 3 * time.Second
+		rdb = redis.NewClient(opt)
+		defer rdb.Close()
+	}
+	if err := push(rdb, rec); err != nil {
+		fmt.Fprintln(os.Stderr, "jobimage: audit start:", err)
+		return 70
+	}
+
+	code := *exitCode
+	select {
+	case <-time.After(*sleep):
+	case s := <-sigs:
+		rec.Signal = s.String()
+		code = 128 + int(s.(syscall.Signal))
+	}
+	rec.Event = "end"
+	rec.End = time.Now().UTC()
+	rec.ExitCode = code
+	if err := push(rdb, rec); err != nil {
+		fmt.Fprintln(os.Stderr, "jobimage: audit end:", err)
+		if code == 0 {
+			code = 70
+		}
+	}
+	if b, err := json.Marshal(rec); err == nil {
+		_ = os.WriteFile(*termLog, b, 0o644)
+	}
+	return code
+}
+
+func push(rdb *redis.Client, rec Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(b))
+	if rdb == nil {
+		return nil
+	}
+	var last error
+	for i := 0; i < 5; i++ { // a Redis restart in the middle of a run must not lose the record
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		last = rdb.RPush(ctx, AuditList, b).Err()
+		cancel()
+		if last == nil {
+			return nil
+		}
+		time.Sleep(time.Duration(200*(i+1)) * time.Millisecond)
+	}
+	return last
+}
+
+func copySelf(dest string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dest + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dest)
+}
