@@ -1,0 +1,439 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ContentionPolicy says what a pod does when another holder has the lock.
+// +kubebuilder:validation:Enum=Skip;Retry
+type ContentionPolicy string
+
+const (
+	ContentionSkip  ContentionPolicy = "Skip"
+	ContentionRetry ContentionPolicy = "Retry"
+)
+
+// OnLostPolicy says what happens to a running job whose lock was lost.
+// +kubebuilder:validation:Enum=Terminate;Continue
+type OnLostPolicy string
+
+const (
+	OnLostTerminate OnLostPolicy = "Terminate"
+	OnLostContinue  OnLostPolicy = "Continue"
+)
+
+// BlackoutPolicy says what happens to an occurrence that falls in a blackout.
+// +kubebuilder:validation:Enum=Skip;Defer
+type BlackoutPolicy string
+
+const (
+	BlackoutSkip  BlackoutPolicy = "Skip"
+	BlackoutDefer BlackoutPolicy = "Defer"
+)
+
+// WorkloadKind is a kind of workload whose rollout pauses a job.
+// +kubebuilder:validation:Enum=Deployment;StatefulSet;DaemonSet
+type WorkloadKind string
+
+const (
+	KindDeployment  WorkloadKind = "Deployment"
+	KindStatefulSet WorkloadKind = "StatefulSet"
+	KindDaemonSet   WorkloadKind = "DaemonSet"
+)
+
+// LockedCronJobSpec is the desired schedule, lock and pod of a singleton scheduled job.
+// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && size(self.template.spec.containers) > 0",message="template.spec.containers must have at least one container",fieldPath=".template"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy in ['Never', 'OnFailure']",message="template.spec.restartPolicy must be Never or OnFailure (a scheduled run must end)",fieldPath=".template"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || size(self.template.spec.containers) == 0 || has(self.wrapContainer) || (has(self.template.spec.containers[0].command) && size(self.template.spec.containers[0].command) > 0)",message="template.spec.containers[0].command is required: lockwrap runs in front of the container's command (the controller cannot know an image's entrypoint); set command, or name a container that has one in wrapContainer",fieldPath=".template"
+// +kubebuilder:validation:XValidation:rule="!has(self.wrapContainer) || !has(self.template.spec) || self.template.spec.containers.exists(c, c.name == self.wrapContainer && has(c.command) && size(c.command) > 0)",message="wrapContainer must name a container of template.spec.containers that has a command",fieldPath=".wrapContainer"
+type LockedCronJobSpec struct {
+	// Schedule in cron format: 5 fields, 6 fields with leading seconds ("*/10 * * * * *"),
+	// Quartz "?" ("0 0 2 * * ?") or a descriptor ("@hourly", "@every 90s").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Schedule string `json:"schedule"`
+
+	// TimeZone is the IANA time zone the schedule is read in.
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// Suspend stops new occurrences from starting; running pods are left alone.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// StartingDeadlineSeconds: an occurrence that cannot start within this many seconds of
+	// its scheduled time is counted as missed and never started late.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
+	// Lock is the Redis lock every run takes before the job starts.
+	Lock LockSpec `json:"lock"`
+
+	// Contention says what a pod does when another holder has the lock.
+	// +kubebuilder:default={}
+	// +optional
+	Contention ContentionSpec `json:"contention,omitempty"`
+
+	// Blackout pauses the job during windows and rollouts.
+	// +optional
+	Blackout *BlackoutSpec `json:"blackout,omitempty"`
+
+	// Dedupe says how long a finished occurrence is remembered in Redis.
+	// +kubebuilder:default={}
+	// +optional
+	Dedupe DedupeSpec `json:"dedupe,omitempty"`
+
+	// SuccessfulRunsHistoryLimit is how many finished pods that succeeded (or skipped) are kept.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SuccessfulRunsHistoryLimit *int32 `json:"successfulRunsHistoryLimit,omitempty"`
+
+	// FailedRunsHistoryLimit is how many finished pods that failed are kept.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
+
+	// WrapContainer names the container lockwrap runs in front of; default the first.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	WrapContainer string `json:"wrapContainer,omitempty"`
+
+	// Template is the pod created for each occurrence. restartPolicy must be Never or
+	// OnFailure (Never when unset).
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// LockSpec is the Redis lock.
+// +kubebuilder:validation:XValidation:rule="duration(self.ttl) > duration('0s')",message="lock.ttl must be greater than 0",fieldPath=".ttl"
+// +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || (duration(self.renewInterval) > duration('0s') && duration(self.renewInterval) + duration(self.renewInterval) <= duration(self.ttl))",message="lock.renewInterval must be greater than 0 and at most half of lock.ttl, so that one missed renewal does not lose the lock",fieldPath=".renewInterval"
+type LockSpec struct {
+	// Key names the lock. The same key in several namespaces or clusters means one run for
+	// all of them. Default: "<namespace>/<name>".
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// TTL is how long the lock lives without renewal.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	TTL metav1.Duration `json:"ttl,omitempty"`
+
+	// RenewInterval is how often the holder renews the lock; default ttl/3, at most ttl/2.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	RenewInterval *metav1.Duration `json:"renewInterval,omitempty"`
+
+	// Redis says where the lock lives.
+	Redis RedisSpec `json:"redis"`
+
+	// MinReplicas: after acquiring, wait until this many replicas acknowledge the lock,
+	// else release it and report an error.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicas int32 `json:"minReplicas,omitempty"`
+
+	// OnLost says what happens to a running job whose lock was lost.
+	// +kubebuilder:default=Terminate
+	// +optional
+	OnLost OnLostPolicy `json:"onLost,omitempty"`
+}
+
+// RedisSpec points at the Redis that holds the lock.
+type RedisSpec struct {
+	// SecretRef names a Secret in the same namespace with key "url" (redis://, rediss://,
+	// Sentinel or Cluster form) and optional "username", "password" and "ca.crt".
+	SecretRef corev1.LocalObjectReference `json:"secretRef"`
+}
+
+// ContentionSpec says what a pod does when another holder has the lock.
+// +kubebuilder:validation:XValidation:rule="self.policy != 'Retry' || has(self.retry)",message="contention.retry (with attempts) is required when contention.policy is Retry",fieldPath=".retry"
+type ContentionSpec struct {
+	// Policy: Skip ends the run at once; Retry tries again with jittered backoff.
+	// +kubebuilder:default=Skip
+	// +optional
+	Policy ContentionPolicy `json:"policy,omitempty"`
+
+	// Retry bounds the retries of policy Retry (and by startingDeadlineSeconds when set).
+	// +optional
+	Retry *RetrySpec `json:"retry,omitempty"`
+}
+
+// RetrySpec bounds retries with full-jitter exponential backoff.
+// +kubebuilder:validation:XValidation:rule="duration(self.backoff) <= duration(self.maxBackoff)",message="contention.retry.backoff must not exceed contention.retry.maxBackoff",fieldPath=".backoff"
+type RetrySpec struct {
+	// Attempts is how many times to try in all.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Attempts int32 `json:"attempts"`
+
+	// Backoff is the first backoff; it doubles up to maxBackoff, each wait drawn at random below it.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Backoff metav1.Duration `json:"backoff,omitempty"`
+
+	// MaxBackoff caps the backoff.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	MaxBackoff metav1.Duration `json:"maxBackoff,omitempty"`
+}
+
+// BlackoutSpec pauses the job during windows and rollouts.
+type BlackoutSpec struct {
+	// Policy: Skip counts an occurrence in a blackout as skippedBlackout; Defer starts it
+	// when the blackout ends, if still within startingDeadlineSeconds.
+	// +kubebuilder:default=Skip
+	// +optional
+	Policy BlackoutPolicy `json:"policy,omitempty"`
+
+	// Windows are recurring or one-off periods in which no occurrence starts.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Windows []BlackoutWindow `json:"windows,omitempty"`
+
+	// Rollouts are workloads in this namespace whose rollouts pause the job.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Rollouts []RolloutRef `json:"rollouts,omitempty"`
+}
+
+// BlackoutWindow is recurring (schedule + duration, in the job's time zone) or one-off (start + end).
+// +kubebuilder:validation:XValidation:rule="(has(self.schedule) && has(self.duration) && !has(self.start) && !has(self.end)) || (!has(self.schedule) && !has(self.duration) && has(self.start) && has(self.end))",message="a blackout window is either recurring (schedule and duration) or one-off (start and end)"
+// +kubebuilder:validation:XValidation:rule="!has(self.duration) || duration(self.duration) > duration('0s')",message="blackout window duration must be greater than 0",fieldPath=".duration"
+// +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.end) || timestamp(self.start) < timestamp(self.end)",message="blackout window end must be after start",fieldPath=".end"
+type BlackoutWindow struct {
+	// Name shows in conditions and events.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Schedule is when a recurring window opens (cron, like spec.schedule).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+
+	// Duration is how long a recurring window stays open.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+
+	// Start of a one-off window (inclusive).
+	// +optional
+	Start *metav1.Time `json:"start,omitempty"`
+
+	// End of a one-off window (exclusive).
+	// +optional
+	End *metav1.Time `json:"end,omitempty"`
+}
+
+// RolloutRef names workloads whose rollouts pause the job, by name or by label selector.
+// +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="a rollout reference needs exactly one of name or selector"
+type RolloutRef struct {
+	// Kind of the workload.
+	Kind WorkloadKind `json:"kind"`
+
+	// Name of one workload in this namespace.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Selector picks workloads of Kind in this namespace by label.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// Settle keeps the blackout this long after the rollout completes.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Settle *metav1.Duration `json:"settle,omitempty"`
+}
+
+// DedupeSpec says how long finished occurrences are remembered.
+type DedupeSpec struct {
+	// Retention is how long Redis remembers a finished occurrence, so that no other
+	// holder runs it again.
+	// +kubebuilder:default="168h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Retention metav1.Duration `json:"retention,omitempty"`
+}
+
+// Holder is who held the lock for an occurrence.
+type Holder struct {
+	// Identity is "<cluster>/<namespace>/<pod>".
+	Identity string `json:"identity"`
+	// FencingToken increases with every acquisition of the key.
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+	// +optional
+	Occurrence *metav1.Time `json:"occurrence,omitempty"`
+	// +optional
+	AcquiredAt *metav1.Time `json:"acquiredAt,omitempty"`
+	// +optional
+	ReleasedAt *metav1.Time `json:"releasedAt,omitempty"`
+}
+
+// Counters count occurrences by what became of them. Each finished pod is counted once,
+// also across controller restarts.
+type Counters struct {
+	// Runs: occurrences whose job started here (succeeded, failed or lost the lock).
+	Runs int64 `json:"runs"`
+	// Succeeded: runs whose job exited 0.
+	Succeeded int64 `json:"succeeded"`
+	// Failed: runs whose job failed, and pods that ended with an error before the job started.
+	Failed int64 `json:"failed"`
+	// SkippedContention: pods that found the lock held elsewhere.
+	SkippedContention int64 `json:"skippedContention"`
+	// SkippedBlackout: occurrences not started because of a blackout.
+	SkippedBlackout int64 `json:"skippedBlackout"`
+	// Missed: occurrences that could not start in time (controller down, deadline passed).
+	Missed int64 `json:"missed"`
+	// DuplicatesSuppressed: occurrences that had already succeeded elsewhere.
+	DuplicatesSuppressed int64 `json:"duplicatesSuppressed"`
+	// LockLost: runs that lost their lock while the job ran.
+	LockLost int64 `json:"lockLost"`
+}
+
+// RunRecord is one finished occurrence.
+type RunRecord struct {
+	Occurrence metav1.Time `json:"occurrence"`
+	// Outcome: Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error,
+	// SkippedBlackout or Missed.
+	Outcome string `json:"outcome"`
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// Holder who ran it, or who held the lock when this pod skipped.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+	// Duration the lock was held.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// UpcomingOccurrence previews an occurrence and the blackout expected to suppress it.
+type UpcomingOccurrence struct {
+	Time metav1.Time `json:"time"`
+	// BlockedBy names the window or workload expected to suppress it; empty if it should run.
+	// +optional
+	BlockedBy string `json:"blockedBy,omitempty"`
+}
+
+// LockedCronJobStatus is what the controller observed.
+type LockedCronJobStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, LockBackendReady, Blackout.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// ActiveCount is len(active), for kubectl get.
+	// +optional
+	ActiveCount int32 `json:"activeCount,omitempty"`
+
+	// LockKey is the lock key in effect (spec.lock.key or its default).
+	// +optional
+	LockKey string `json:"lockKey,omitempty"`
+
+	// Active are the pods of occurrences still running.
+	// +listType=atomic
+	// +optional
+	Active []corev1.ObjectReference `json:"active,omitempty"`
+
+	// LastHolder is who last ran the job, here or elsewhere.
+	// +optional
+	LastHolder *Holder `json:"lastHolder,omitempty"`
+
+	// +optional
+	Counters Counters `json:"counters"`
+
+	// Recent are the last 10 finished occurrences, newest first.
+	// +listType=atomic
+	// +optional
+	Recent []RunRecord `json:"recent,omitempty"`
+
+	// Upcoming previews the next occurrences and what is expected to suppress them.
+	// +listType=atomic
+	// +optional
+	Upcoming []UpcomingOccurrence `json:"upcoming,omitempty"`
+
+	// ObservedSchedule is the schedule and zone the controller last planned with;
+	// ScheduleSince is when it first saw them. A changed schedule never runs an
+	// occurrence from before ScheduleSince.
+	// +optional
+	ObservedSchedule string `json:"observedSchedule,omitempty"`
+	// +optional
+	ScheduleSince *metav1.Time `json:"scheduleSince,omitempty"`
+
+	// CountedPods is bookkeeping for exact counters: finished pods already counted but not
+	// yet marked as counted.
+	// +listType=atomic
+	// +optional
+	CountedPods []string `json:"countedPods,omitempty"`
+}
+
+// LockedCronJob runs a job once per scheduled occurrence, however many clusters,
+// namespaces or replicas declare it, by taking a Redis lock in front of the job.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lcj,categories=all
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
+// +kubebuilder:printcolumn:name="Last Holder",type=string,JSONPath=`.status.lastHolder.identity`
+// +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Skipped",type=integer,JSONPath=`.status.counters.skippedContention`
+// +kubebuilder:printcolumn:name="Suppressed",type=integer,JSONPath=`.status.counters.duplicatesSuppressed`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.lockKey`,priority=1
+// +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.lock.ttl`,priority=1
+// +kubebuilder:printcolumn:name="Contention",type=string,JSONPath=`.spec.contention.policy`,priority=1
+// +kubebuilder:printcolumn:name="Runs",type=integer,JSONPath=`.status.counters.runs`,priority=1
+type LockedCronJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LockedCronJobSpec   `json:"spec,omitempty"`
+	Status LockedCronJobStatus `json:"status,omitempty"`
+}
+
+// LockedCronJobList is a list of LockedCronJobs.
+// +kubebuilder:object:root=true
+type LockedCronJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LockedCronJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LockedCronJob{}, &LockedCronJobList{})
+}

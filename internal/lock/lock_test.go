@@ -1,0 +1,294 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+)
+
+var occ = time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+
+func client(t testing.TB, cfg lock.ClientConfig) redis.UniversalClient {
+	t.Helper()
+	c, err := lock.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// exercise runs the whole lock protocol on c: acquire, contention, renew, finish,
+// suppression, and checks the keys live in one slot-friendly layout.
+func exercise(t *testing.T, c redis.UniversalClient, key string) {
+	t.Helper()
+	ctx := ctxT(t)
+	l := lock.New(c)
+	req := lock.Request{Key: key, Occurrence: occ, Holder: "a", TTL: 5 * time.Second, Retention: time.Hour}
+	a, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if a.Fence < 1 || a.Recovered || len(a.Token) != 32 {
+		t.Fatalf("lease %+v", a)
+	}
+	req2 := req
+	req2.Holder = "b"
+	_, err = l.Acquire(ctx, req2)
+	var held *lock.HeldError
+	if !errors.As(err, &held) || held.Holder != "a" || !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("second acquire: %v", err)
+	}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if ok, err := lock.Succeeded(ctx, c, key, occ); err != nil || ok {
+		t.Fatalf("succeeded before finish: %v %v", ok, err)
+	}
+	if err := a.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("renew after finish: %v", err)
+	}
+	if ok, err := lock.Succeeded(ctx, c, key, occ); err != nil || !ok {
+		t.Fatalf("succeeded after finish: %v %v", ok, err)
+	}
+	_, err = l.Acquire(ctx, req2)
+	var sup *lock.SuppressedError
+	if !errors.As(err, &sup) || sup.Holder != "a" || !errors.Is(err, lock.ErrSuppressed) {
+		t.Fatalf("acquire after success: %v", err)
+	}
+	// The next occurrence runs, with a higher fence.
+	req2.Occurrence = occ.Add(time.Minute)
+	b, err := l.Acquire(ctx, req2)
+	if err != nil {
+		t.Fatalf("next occurrence: %v", err)
+	}
+	if b.Fence <= a.Fence {
+		t.Fatalf("fence %d after %d", b.Fence, a.Fence)
+	}
+	if err := b.Finish(ctx, lock.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	// A failed occurrence may run again; it is not a recovery.
+	c2, err := l.Acquire(ctx, req2)
+	if err != nil || c2.Recovered {
+		t.Fatalf("rerun failed occurrence: %v %+v", err, c2)
+	}
+	if err := c2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, lock.LockKey(key)).Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("release left the lock: %v", err)
+	}
+	if err := c.HGet(ctx, lock.RunKey(key, req2.Occurrence), "state").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("release left the ledger entry: %v", err)
+	}
+}
+
+func TestStandalone(t *testing.T) {
+	s := redistest.Start(t)
+	exercise(t, client(t, lock.ClientConfig{URL: s.URL()}), t.Name())
+}
+
+func TestCrashedRunIsRecovered(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	req := lock.Request{Key: "crash", Occurrence: occ, Holder: "a", TTL: 200 * time.Millisecond}
+	a, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "a" crashes: never renews. Wait for the lock to expire.
+	waitUntil(t, func() bool { return c.Exists(ctx, lock.LockKey("crash")).Val() == 0 })
+	req.Holder = "b"
+	b, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Recovered || b.Fence <= a.Fence {
+		t.Fatalf("recovered=%v fence %d after %d", b.Recovered, b.Fence, a.Fence)
+	}
+	// The crashed holder cannot touch b's lock nor ledger entry.
+	if err := a.Finish(ctx, lock.StateFailed); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("stale finish: %v", err)
+	}
+	if v := c.HGet(ctx, lock.RunKey("crash", occ), "holder").Val(); v != "b" {
+		t.Fatalf("ledger holder %q", v)
+	}
+	if err := b.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMinReplicas(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	req := lock.Request{Key: "mr", Occurrence: occ, Holder: "a", TTL: 2 * time.Second, MinReplicas: 1, ReplicaTimeout: 100 * time.Millisecond}
+	_, err := lock.New(c).Acquire(ctx, req)
+	if !errors.Is(err, lock.ErrNotEnoughReplicas) {
+		t.Fatalf("no replicas: %v", err)
+	}
+	// Released and forgotten: nothing left behind but the fence.
+	if n := c.Exists(ctx, lock.LockKey("mr"), lock.RunKey("mr", occ)).Val(); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	for got, want := range map[string]string{
+		lock.LockKey("ns/job"):      "lockedcron:{ns/job}:lock",
+		lock.FenceKey("ns/job"):     "lockedcron:{ns/job}:fence",
+		lock.RunKey("ns/job", at):   fmt.Sprintf("lockedcron:{ns/job}:run:%d", at.Unix()),
+		lock.RunKey("ns/job", at.In(time.FixedZone("x", 3600))): fmt.Sprintf("lockedcron:{ns/job}:run:%d", at.Unix()),
+	} {
+		if got != want {
+			t.Errorf("%s, want %s", got, want)
+		}
+	}
+}
+
+func TestTLS(t *testing.T) {
+	s := redistest.Start(t, redistest.WithTLS())
+	exercise(t, client(t, lock.ClientConfig{URL: s.URL(), CACert: s.CACert()}), "tls")
+	// Without the CA the server is not trusted.
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	if err := c.Ping(ctxT(t)).Err(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("ping without CA: %v", err)
+	}
+}
+
+func TestACLUser(t *testing.T) {
+	s := redistest.Start(t)
+	// Exactly the commands docs/lockwrap.md lists: the scripts (EVALSHA, EVAL on
+	// NOSCRIPT) and what they call, WAIT for minReplicas, HGET for Succeeded, PING.
+	s.Do("ACL", "SETUSER", "lockwrap", "on", ">s3cret", "resetkeys", "~lockedcron:*", "-@all",
+		"+evalsha", "+eval", "+wait", "+hget", "+ping",
+		"+get", "+set", "+incr", "+del", "+hset", "+pexpire")
+	s.Do("ACL", "SETUSER", "default", "off")
+	exercise(t, client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "s3cret"}), "acl")
+	// Credentials inside the URL work too.
+	c := client(t, lock.ClientConfig{URL: "redis://lockwrap:s3cret@" + s.Addr()})
+	if err := c.Ping(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Other keys and commands are refused.
+	if err := c.Set(ctxT(t), "lockedcron:x", 1, 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("SET as lockwrap: %v", err)
+	}
+	if err := client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "wrong"}).Ping(ctxT(t)).Err(); err == nil {
+		t.Fatal("wrong password accepted")
+	}
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short")
+	}
+	cl := redistest.StartCluster(t, 3)
+	c := client(t, lock.ClientConfig{URL: cl.URL()})
+	// Keys on different masters: the script's keys share their key's slot.
+	for _, k := range []string{"a", "b", "c", "d", "ns/job"} {
+		exercise(t, c, k)
+	}
+	req := lock.Request{Key: "wait", Occurrence: occ, Holder: "a", TTL: time.Second, MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond}
+	if _, err := lock.New(c).Acquire(ctxT(t), req); !errors.Is(err, lock.ErrNotEnoughReplicas) {
+		t.Fatalf("cluster without replicas, minReplicas 1: %v", err)
+	}
+}
+
+func TestSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sentinel in -short")
+	}
+	g := redistest.StartSentinel(t, 1, 3)
+	c := client(t, lock.ClientConfig{URL: g.URL()})
+	exercise(t, c, "sentinel")
+	ctx := ctxT(t)
+	req := lock.Request{Key: "failover", Occurrence: occ, Holder: "a", TTL: 10 * time.Second, MinReplicas: 1}
+	a, err := lock.New(c).Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Failover()
+	// The client follows the new master, and the lock (acknowledged by the replica) is there.
+	waitUntil(t, func() bool { return a.Renew(ctx) == nil })
+	if err := a.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countingHook counts commands sent to the server (one per round trip; a pipeline counts once).
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func TestOneRoundTripEach(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	h := &countingHook{}
+	c.AddHook(h)
+	ctx := ctxT(t)
+	l := lock.New(c)
+	warm, err := l.Acquire(ctx, lock.Request{Key: "warm", Occurrence: occ, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Renew(ctx)
+	_ = warm.Release(ctx) // scripts are loaded now
+	h.n.Store(0)
+	lease, err := l.Acquire(ctx, lock.Request{Key: "rt", Occurrence: occ, TTL: time.Second})
+	if err != nil || h.n.Load() != 1 {
+		t.Fatalf("acquire: %v, %d round trips", err, h.n.Load())
+	}
+	h.n.Store(0)
+	if err := lease.Renew(ctx); err != nil || h.n.Load() != 1 {
+		t.Fatalf("renew: %v, %d round trips", err, h.n.Load())
+	}
+	h.n.Store(0)
+	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil || h.n.Load() != 1 {
+		t.Fatalf("finish: %v, %d round trips", err, h.n.Load())
+	}
+}
+
+func waitUntil(t testing.TB, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("condition not met: %v", err)
+	}
+}
