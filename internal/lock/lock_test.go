@@ -194,8 +194,11 @@ func TestACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Other keys and commands are refused.
-	if err := c.Set(ctxT(t), "lockedcron:x", 1, 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
-		t.Fatalf("SET as lockwrap: %v", err)
+	if err := c.Get(ctxT(t), "other"); err == nil || !strings.Contains(err.Err().Error(), "NOPERM") {
+		t.Fatalf("GET other as lockwrap: %v", err)
+	}
+	if err := c.FlushAll(ctxT(t)).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("FLUSHALL as lockwrap: %v", err)
 	}
 	if err := client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "wrong"}).Ping(ctxT(t)).Err(); err == nil {
 		t.Fatal("wrong password accepted")
