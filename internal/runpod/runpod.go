@@ -1,0 +1,257 @@
+// Package runpod builds the Pod that runs one occurrence of a LockedCronJob: the job's
+// pod template with lockwrap copied in by an init container and put in front of the
+// wrapped container's command. Everything here is a pure function of its inputs.
+package runpod
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+const (
+	// AnnotationScheduledTime holds the occurrence (RFC 3339) a pod runs.
+	AnnotationScheduledTime = "scheduling.lockedcron.io/scheduled-time"
+	// LabelJob holds the name of the owning LockedCronJob (used to select its pods).
+	LabelJob = "scheduling.lockedcron.io/job"
+	// LabelCounted marks a finished pod whose report is already in the owner's status.
+	LabelCounted = "scheduling.lockedcron.io/counted"
+
+	// InitContainerName is the init container that copies lockwrap into the pod.
+	InitContainerName = "lockedcron-install"
+	// VolumeName is the emptyDir that carries lockwrap from the init container.
+	VolumeName = "lockedcron-bin"
+	// WrapperDir is where that volume is mounted.
+	WrapperDir = "/lockedcron"
+	// WrapperPath is lockwrap inside the wrapped container.
+	WrapperPath = WrapperDir + "/lockwrap"
+	// ImageWrapperPath is lockwrap inside the operator's image.
+	ImageWrapperPath = "/lockwrap"
+
+	// DefaultTerminationMessagePath is Kubernetes' default, where lockwrap writes its report.
+	DefaultTerminationMessagePath = "/dev/termination-log"
+
+	// Secret keys read from spec.lock.redis.secretRef.
+	SecretKeyURL      = "url"
+	SecretKeyUsername = "username"
+	SecretKeyPassword = "password"
+	SecretKeyCACert   = "ca.crt"
+
+	// MaxJobNameLength keeps "<name>-<unix seconds>" within a label value's 63 characters.
+	MaxJobNameLength = 52
+)
+
+// Options are the controller-wide settings a pod is built with.
+type Options struct {
+	// ClusterName is the first part of every holder identity.
+	ClusterName string
+	// WrapperImage is the operator's image, which holds /lockwrap.
+	WrapperImage string
+	// WrapperImagePullPolicy for the init container.
+	WrapperImagePullPolicy corev1.PullPolicy
+}
+
+// Name is the pod's deterministic name for an occurrence: creating it twice fails with
+// AlreadyExists, which makes the API server the lock against double creation.
+func Name(jobName string, occurrence time.Time) string {
+	return jobName + "-" + strconv.FormatInt(occurrence.Unix(), 10)
+}
+
+// LockKey is the lock key in effect: spec.lock.key or "<namespace>/<name>".
+func LockKey(job *v1alpha1.LockedCronJob) string {
+	if job.Spec.Lock.Key != "" {
+		return job.Spec.Lock.Key
+	}
+	return job.Namespace + "/" + job.Name
+}
+
+// Holder is the identity a pod takes the lock as: "<cluster>/<namespace>/<pod>".
+func Holder(cluster, namespace, pod string) string {
+	return cluster + "/" + namespace + "/" + pod
+}
+
+// RenewInterval is spec.lock.renewInterval or ttl/3.
+func RenewInterval(lock v1alpha1.LockSpec) time.Duration {
+	if lock.RenewInterval != nil {
+		return lock.RenewInterval.Duration
+	}
+	return lock.TTL.Duration / 3
+}
+
+// WrapIndex finds the container lockwrap wraps: wrapContainer, or the first.
+func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
+	cs := job.Spec.Template.Spec.Containers
+	if len(cs) == 0 {
+		return -1, fmt.Errorf("spec.template.spec.containers: at least one container is required")
+	}
+	i := 0
+	if name := job.Spec.WrapContainer; name != "" {
+		i = -1
+		for j := range cs {
+			if cs[j].Name == name {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			return -1, fmt.Errorf("spec.wrapContainer: no container named %q in spec.template.spec.containers", name)
+		}
+	}
+	if len(cs[i].Command) == 0 {
+		return -1, fmt.Errorf("spec.template.spec.containers[%d] (%s): command is required, since lockwrap runs in front of it; set command to what the image runs", i, cs[i].Name)
+	}
+	return i, nil
+}
+
+// Build returns the pod for one occurrence. It fails, naming the field, for a template
+// lockwrap cannot be put into.
+func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*corev1.Pod, error) {
+	if len(job.Name) > MaxJobNameLength {
+		return nil, fmt.Errorf("metadata.name: %d characters; at most %d fit in pod names and labels", len(job.Name), MaxJobNameLength)
+	}
+	wi, err := WrapIndex(job)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := job.Spec.Template.DeepCopy()
+	spec := tmpl.Spec
+	for _, v := range spec.Volumes {
+		if v.Name == VolumeName {
+			return nil, fmt.Errorf("spec.template.spec.volumes: the name %q is reserved for lockwrap", VolumeName)
+		}
+	}
+	for _, c := range spec.InitContainers {
+		if c.Name == InitContainerName {
+			return nil, fmt.Errorf("spec.template.spec.initContainers: the name %q is reserved for lockwrap", InitContainerName)
+		}
+	}
+	switch spec.RestartPolicy {
+	case "":
+		spec.RestartPolicy = corev1.RestartPolicyNever
+	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
+	default:
+		return nil, fmt.Errorf("spec.template.spec.restartPolicy: %q; must be Never or OnFailure", spec.RestartPolicy)
+	}
+
+	name := Name(job.Name, occurrence)
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name:         VolumeName,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+	})
+	spec.InitContainers = append([]corev1.Container{installContainer(opts)}, spec.InitContainers...)
+
+	c := &spec.Containers[wi]
+	c.Command = append([]string{WrapperPath, "--"}, c.Command...)
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeName, MountPath: WrapperDir, ReadOnly: true})
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = DefaultTerminationMessagePath
+	}
+	// File, not FallbackToLogsOnError: a log tail is not a report.
+	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath)...)
+
+	labels := map[string]string{}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	labels[LabelJob] = job.Name
+	annotations := map[string]string{}
+	for k, v := range tmpl.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnotationScheduledTime] = occurrence.UTC().Format(time.RFC3339)
+
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   job.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1alpha1.GroupVersion.String(),
+				Kind:               "LockedCronJob",
+				Name:               job.Name,
+				UID:                job.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: spec,
+	}, nil
+}
+
+func installContainer(opts Options) corev1.Container {
+	return corev1.Container{
+		Name:                     InitContainerName,
+		Image:                    opts.WrapperImage,
+		ImagePullPolicy:          opts.WrapperImagePullPolicy,
+		Command:                  []string{ImageWrapperPath, "cp", WrapperPath},
+		VolumeMounts:             []corev1.VolumeMount{{Name: VolumeName, MountPath: WrapperDir}},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+	}
+}
+
+func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string) []corev1.EnvVar {
+	secret := job.Spec.Lock.Redis.SecretRef.Name
+	fromSecret := func(env, key string, optional bool) corev1.EnvVar {
+		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
+		if optional {
+			ref.Optional = ptr.To(true)
+		}
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}}
+	}
+	lit := func(env, value string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: value} }
+	lock := job.Spec.Lock
+
+	env := []corev1.EnvVar{
+		fromSecret(config.EnvRedisURL, SecretKeyURL, false),
+		fromSecret(config.EnvRedisUsername, SecretKeyUsername, true),
+		fromSecret(config.EnvRedisPassword, SecretKeyPassword, true),
+		fromSecret(config.EnvRedisCACert, SecretKeyCACert, true),
+		lit(config.EnvKey, LockKey(job)),
+		lit(config.EnvTTL, lock.TTL.Duration.String()),
+		lit(config.EnvRenewInterval, RenewInterval(lock).String()),
+		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
+		lit(config.EnvHolder, holder),
+		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
+		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
+		lit(config.EnvDedupeRetention, job.Spec.Dedupe.Retention.Duration.String()),
+		lit(config.EnvTerminationLog, terminationLog),
+	}
+	contention := job.Spec.Contention
+	env = append(env, lit(config.EnvContention, strings.ToLower(string(orDefault(contention.Policy, v1alpha1.ContentionSkip)))))
+	if contention.Policy == v1alpha1.ContentionRetry && contention.Retry != nil {
+		r := contention.Retry
+		env = append(env,
+			lit(config.EnvRetryAttempts, strconv.Itoa(int(r.Attempts))),
+			lit(config.EnvRetryBackoff, r.Backoff.Duration.String()),
+			lit(config.EnvRetryMaxBackoff, r.MaxBackoff.Duration.String()),
+		)
+		if d := job.Spec.StartingDeadlineSeconds; d != nil {
+			deadline := occurrence.Add(time.Duration(*d) * time.Second)
+			env = append(env, lit(config.EnvRetryDeadline, deadline.UTC().Format(time.RFC3339)))
+		}
+	}
+	return env
+}
+
+func orDefault[T ~string](v, def T) T {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,223 @@
+package runpod
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+)
+
+func nightly() *v1alpha1.LockedCronJob {
+	return &v1alpha1.LockedCronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "billing", UID: "uid-1"},
+		Spec: v1alpha1.LockedCronJobSpec{
+			Schedule:                "0 2 * * *",
+			StartingDeadlineSeconds: ptr.To[int64](120),
+			Lock: v1alpha1.LockSpec{
+				Key:   "reconcile-ledger",
+				TTL:   metav1.Duration{Duration: 30 * time.Second},
+				Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}},
+			},
+			Contention: v1alpha1.ContentionSpec{
+				Policy: v1alpha1.ContentionRetry,
+				Retry: &v1alpha1.RetrySpec{Attempts: 5,
+					Backoff:    metav1.Duration{Duration: time.Second},
+					MaxBackoff: metav1.Duration{Duration: 30 * time.Second}},
+			},
+			Dedupe: v1alpha1.DedupeSpec{Retention: metav1.Duration{Duration: 168 * time.Hour}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "ledger"}, Annotations: map[string]string{"team": "billing"}},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name:    "job",
+						Image:   "example/ledger:1",
+						Command: []string{"/bin/reconcile"},
+						Args:    []string{"--all"},
+						Env:     []corev1.EnvVar{{Name: "MODE", Value: "full"}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+var opts = Options{ClusterName: "eu-1", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullIfNotPresent}
+
+func TestBuildLiteralPod(t *testing.T) {
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	got, err := Build(nightly(), occ, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(env, key string, optional bool) corev1.EnvVar {
+		s := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: key}
+		if optional {
+			s.Optional = ptr.To(true)
+		}
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: s}}
+	}
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "nightly-1796004000",
+			Namespace:   "billing",
+			Labels:      map[string]string{"app": "ledger", "scheduling.lockedcron.io/job": "nightly"},
+			Annotations: map[string]string{"team": "billing", "scheduling.lockedcron.io/scheduled-time": "2026-11-30T02:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "scheduling.lockedcron.io/v1alpha1", Kind: "LockedCronJob", Name: "nightly", UID: "uid-1",
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Volumes:       []corev1.Volume{{Name: "lockedcron-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			InitContainers: []corev1.Container{{
+				Name:                     "lockedcron-install",
+				Image:                    "k8s.local/lockedcron:dev",
+				ImagePullPolicy:          corev1.PullIfNotPresent,
+				Command:                  []string{"/lockwrap", "cp", "/lockedcron/lockwrap"},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron"}},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+			Containers: []corev1.Container{{
+				Name:    "job",
+				Image:   "example/ledger:1",
+				Command: []string{"/lockedcron/lockwrap", "--", "/bin/reconcile"},
+				Args:    []string{"--all"},
+				Env: []corev1.EnvVar{
+					{Name: "MODE", Value: "full"},
+					secret("LOCKEDCRON_REDIS_URL", "url", false),
+					secret("LOCKEDCRON_REDIS_USERNAME", "username", true),
+					secret("LOCKEDCRON_REDIS_PASSWORD", "password", true),
+					secret("LOCKEDCRON_REDIS_CA_CERT", "ca.crt", true),
+					{Name: "LOCKEDCRON_LOCK_KEY", Value: "reconcile-ledger"},
+					{Name: "LOCKEDCRON_LOCK_TTL", Value: "30s"},
+					{Name: "LOCKEDCRON_RENEW_INTERVAL", Value: "10s"},
+					{Name: "LOCKEDCRON_OCCURRENCE", Value: "2026-11-30T02:00:00Z"},
+					{Name: "LOCKEDCRON_HOLDER", Value: "eu-1/billing/nightly-1796004000"},
+					{Name: "LOCKEDCRON_ON_LOST", Value: "terminate"},
+					{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},
+					{Name: "LOCKEDCRON_DEDUPE_RETENTION", Value: "168h0m0s"},
+					{Name: "LOCKEDCRON_TERMINATION_LOG", Value: "/dev/termination-log"},
+					{Name: "LOCKEDCRON_CONTENTION", Value: "retry"},
+					{Name: "LOCKEDCRON_RETRY_ATTEMPTS", Value: "5"},
+					{Name: "LOCKEDCRON_RETRY_BACKOFF", Value: "1s"},
+					{Name: "LOCKEDCRON_RETRY_MAX_BACKOFF", Value: "30s"},
+					{Name: "LOCKEDCRON_RETRY_DEADLINE", Value: "2026-11-30T02:02:00Z"},
+				},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron", ReadOnly: true}},
+				TerminationMessagePath:   "/dev/termination-log",
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			}},
+		},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Build() mismatch (-want +got):\n%s", d)
+	}
+}
+
+func TestBuildDoesNotTouchTheJob(t *testing.T) {
+	job := nightly()
+	before := job.DeepCopy()
+	if _, err := Build(job, time.Unix(1764468000, 0), opts); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(before, job); d != "" {
+		t.Errorf("Build changed its input:\n%s", d)
+	}
+}
+
+func TestBuildWrapsNamedContainerAndDefaults(t *testing.T) {
+	job := nightly()
+	job.Spec.Lock.Key = ""
+	job.Spec.Contention = v1alpha1.ContentionSpec{}
+	job.Spec.WrapContainer = "main"
+	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	job.Spec.Template.Spec.Containers = []corev1.Container{
+		{Name: "sidecar", Image: "proxy", Args: []string{"serve"}},
+		{Name: "main", Image: "job", Command: []string{"run"}, TerminationMessagePath: "/tmp/report"},
+	}
+	pod, err := Build(job, time.Unix(60, 0), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.Containers[0].Command != nil || len(pod.Spec.Containers[0].Env) != 0 {
+		t.Errorf("sidecar was wrapped: %+v", pod.Spec.Containers[0])
+	}
+	main := pod.Spec.Containers[1]
+	if d := cmp.Diff([]string{"/lockedcron/lockwrap", "--", "run"}, main.Command); d != "" {
+		t.Errorf("command (-want +got):\n%s", d)
+	}
+	if main.Args != nil {
+		t.Errorf("args: got %q, want nil kept as nil", main.Args)
+	}
+	env := map[string]string{}
+	for _, e := range main.Env {
+		env[e.Name] = e.Value
+	}
+	for k, want := range map[string]string{
+		"LOCKEDCRON_LOCK_KEY":         "billing/nightly",
+		"LOCKEDCRON_CONTENTION":       "skip",
+		"LOCKEDCRON_TERMINATION_LOG":  "/tmp/report",
+		"LOCKEDCRON_RENEW_INTERVAL":   "10s",
+		"LOCKEDCRON_RETRY_ATTEMPTS":   "",
+		"LOCKEDCRON_RETRY_DEADLINE":   "",
+		"LOCKEDCRON_OCCURRENCE":       "1970-01-01T00:01:00Z",
+		"LOCKEDCRON_HOLDER":           "eu-1/billing/nightly-60",
+		"LOCKEDCRON_REDIS_PASSWORD":   "", // only through secretKeyRef, never a literal
+		"LOCKEDCRON_REDIS_URL":        "",
+		"LOCKEDCRON_DEDUPE_RETENTION": "168h0m0s",
+	} {
+		if env[k] != want {
+			t.Errorf("env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+		t.Errorf("restartPolicy = %s", pod.Spec.RestartPolicy)
+	}
+}
+
+func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate func(*v1alpha1.LockedCronJob)
+		field  string
+	}{
+		"no command":        {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.Containers[0].Command = nil }, "containers[0] (job): command is required"},
+		"unknown container": {func(j *v1alpha1.LockedCronJob) { j.Spec.WrapContainer = "nope" }, "spec.wrapContainer"},
+		"no containers":     {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.Containers = nil }, "spec.template.spec.containers"},
+		"restart Always":    {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }, "restartPolicy"},
+		"reserved volume": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: VolumeName}}
+		}, "spec.template.spec.volumes"},
+		"long name": {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := nightly()
+			tc.mutate(job)
+			_, err := Build(job, time.Unix(60, 0), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("err = %v, want one naming %q", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestNameIsDeterministicPerOccurrence(t *testing.T) {
+	a := Name("nightly", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := Name("nightly", time.Date(2026, 1, 1, 1, 0, 0, 0, time.FixedZone("CET", 3600)))
+	if a != b {
+		t.Errorf("same instant in two zones named %q and %q", a, b)
+	}
+	if c := Name("nightly", time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)); c == a {
+		t.Errorf("occurrences a second apart share the name %q", a)
+	}
+}
