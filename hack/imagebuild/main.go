@@ -120,8 +120,8 @@ func run(args []string) error {
 	if err := os.Rename(tmp, *out); err != nil {
 		return err
 	}
-	digest, _ := img.Digest()
-	fmt.Printf("%s %s %s\n", *out, tag.Name(), digest)
+	id, _ := img.ConfigName() // the image ID, as `ctr images ls` and the kubelet show it
+	fmt.Printf("%s %s %s\n", *out, tag.Name(), id)
 	return nil
 }
 
