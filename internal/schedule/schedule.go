@@ -59,27 +59,29 @@
 // "* * * 1 *" seen in July).
 //
 // Missed is counted one occurrence at a time while that is cheap: up to 1000
-// occurrences (countLimit). Beyond that it is estimated and MissedEstimated is
-// set. The estimate is Kubernetes' idea (count ≈ elapsed / interval), applied
-// per segment so that non-uniform schedules stay close:
-//
-//   - the first 1000 occurrences are counted exactly; their mean interval is
-//     the reference interval;
-//   - the rest, (t₁₀₀₀, Latest], is cut into 32 equal segments. A segment with
-//     at most 16 occurrences is counted exactly. Otherwise its count is
-//     17 + round((last − t₁₇) / interval), where last is the segment's last
-//     occurrence (found exactly, as above) and interval is the reference
-//     interval if the segment's first 17 occurrences are spaced within 25% of
-//     it, else their own mean spacing.
-//
-// The estimate is exact for evenly spaced schedules (every second for 30 days
-// gives exactly 2,592,000, in about 1 ms) and within a few per cent for
-// calendar schedules (weekdays only, one month a year). "@every" schedules are
-// counted arithmetically and are always exact.
+// occurrences (countLimit), so a normal reconcile is exact. Beyond that it is
+// computed rather than stepped, and MissedEstimated is set: the first 1000
+// are counted, and the rest, (t₁₀₀₀, Latest], is the number of matching
+// wall-clock times between the two wall-clock readings, counted
+// arithmetically: whole days by "does this day match" times the occurrences
+// per day (popcount of the hour, minute and second sets), partial days from
+// the bit sets. That is O(days) (a 400-year Gregorian cycle is counted once
+// and multiplied), about 1 ms for 10 years, and independent of how dense the
+// schedule is. Unlike Kubernetes' elapsed/interval estimate it is exact for
+// non-uniform schedules too ("0 9 * * 1-5", "*/5 9-17 * * 1-5",
+// "* * * 1 *"); it is exact in UTC and fixed-offset zones, and in DST zones
+// it differs from the true count only by DST days inside the window: for
+// hourly-or-finer schedules a spring-forward gap not balanced by a fall-back in
+// the window counts the gap's times (60 for every minute) and an unbalanced
+// fall back misses the repeated ones; for fixed-hour schedules the gap's
+// matching times are counted although they collapse into one run ("*/3 * 2 * * *"
+// counts 1199 too many per spring-forward day). "@every" schedules are counted
+// arithmetically and are always exact (MissedEstimated false).
 package schedule
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -93,12 +95,6 @@ import (
 // countLimit is how many occurrences Plan counts one by one before it
 // estimates the rest.
 const countLimit = 1000
-
-// estimateSegments and estimateSamples shape the estimate beyond countLimit.
-const (
-	estimateSegments = 32
-	estimateSamples  = 16
-)
 
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
@@ -415,21 +411,20 @@ func (s *Schedule) planEvery(earliest, now time.Time) (latest time.Time, count i
 	if first.After(now) {
 		return time.Time{}, 0, first
 	}
-	count = int64(now.Sub(first)/s.every) + 1
-	latest = first.Add(time.Duration(count-1) * s.every)
+	// first is a whole second and every a whole number of seconds; Unix
+	// seconds avoid time.Duration's 292-year limit.
+	step := int64(s.every / time.Second)
+	count = (now.Unix()-first.Unix())/step + 1
+	latest = time.Unix(first.Unix()+(count-1)*step, 0).In(s.loc)
 	return latest, count, latest.Add(s.every)
 }
 
 func (s *Schedule) planSpec(earliest, now time.Time) (latest time.Time, count int64, next time.Time, estimated bool) {
-	var first time.Time
 	t := earliest
 	for count < countLimit {
 		n := s.Next(t)
 		if n.IsZero() || n.After(now) {
 			return latest, count, n, false
-		}
-		if count == 0 {
-			first = n
 		}
 		count++
 		latest, t = n, n
@@ -441,54 +436,87 @@ func (s *Schedule) planSpec(earliest, now time.Time) (latest time.Time, count in
 	// More than countLimit occurrences: find Latest exactly, estimate the rest.
 	counted := latest
 	latest = s.lastAtOrBefore(counted, now)
-	headAvg := counted.Sub(first) / (countLimit - 1)
-	return latest, count + s.estimate(counted, latest, headAvg), s.Next(latest), true
+	return latest, count + s.estimate(counted, latest), s.Next(latest), true
 }
 
-// estimate returns (approximately) the number of occurrences in (a, b], where
-// b is an occurrence. See the package doc: the range is cut into segments;
-// each segment is counted exactly if it holds at most estimateSamples
-// occurrences, else its count is extrapolated from its first estimateSamples
-// occurrences to its last occurrence (found exactly by lastAtOrBefore).
-func (s *Schedule) estimate(a, b time.Time, headAvg time.Duration) int64 {
-	seg := max((b.Sub(a) / estimateSegments).Truncate(time.Second), time.Second)
-	var total int64
-	for lo := a; lo.Before(b); {
-		hi := lo.Add(seg)
-		if hi.After(b) || b.Sub(hi) < seg {
-			hi = b
-		}
-		var first, t time.Time
-		n := int64(0)
-		for t = lo; n <= estimateSamples; n++ {
-			x := s.Next(t)
-			if x.IsZero() || x.After(hi) {
-				break
-			}
-			if n == 0 {
-				first = x
-			}
-			t = x
-		}
-		if n <= estimateSamples {
-			total += n // counted exactly
-			lo = hi
-			continue
-		}
-		// More than estimateSamples: extrapolate from t (the (samples+1)-th) to the segment's last.
-		avg := t.Sub(first) / time.Duration(n-1)
-		if headAvg > 0 && avg > headAvg*3/4 && avg < headAvg*5/4 {
-			avg = headAvg // same density as the first 1000: use the better-measured interval
-		}
-		last := t
-		if x := s.Next(t); !x.IsZero() && !x.After(hi) {
-			last = s.lastAtOrBefore(t, hi)
-		}
-		total += n + int64((last.Sub(t)+avg/2)/avg)
-		lo = hi
+// estimate returns the number of occurrences in (a, b] of a spec schedule,
+// where a and b are occurrences: the number of matching wall-clock times
+// between their wall-clock readings, counted arithmetically day by day (see the
+// package doc for where that differs from the true count).
+func (s *Schedule) estimate(a, b time.Time) int64 {
+	wall := naive
+	if s.wallClock {
+		wall = highWater
 	}
-	return total
+	return naiveCount(s.naive, wall(a.In(s.loc)), wall(b.In(s.loc)))
 }
+
+// naiveCount returns how many whole-second naive (UTC) times in (a, b] match spec.
+func naiveCount(spec *cron.SpecSchedule, a, b time.Time) int64 {
+	if !a.Before(b) {
+		return 0
+	}
+	// The Gregorian calendar (weekdays included) repeats every 400 years, so a
+	// zero Earliest (year 1) costs one 400-year pass, not 2000 years of days.
+	if years := b.Year() - a.Year(); years > 400 {
+		k := years / 400
+		mid := a.AddDate(400*k, 0, 0)
+		if mid.After(b) {
+			k--
+			mid = a.AddDate(400*k, 0, 0)
+		}
+		return int64(k)*naiveCount(spec, a, a.AddDate(400, 0, 0)) + naiveCount(spec, mid, b)
+	}
+	perDay := int64(popcount(spec.Hour&allHours) * popcount(spec.Minute&all60) * popcount(spec.Second&all60))
+	n := uptoInDay(spec, b) - uptoInDay(spec, a)
+	day := time.Date(a.Year(), a.Month(), a.Day(), 0, 0, 0, 0, time.UTC)
+	last := time.Date(b.Year(), b.Month(), b.Day(), 0, 0, 0, 0, time.UTC)
+	for ; day.Before(last); day = day.AddDate(0, 0, 1) {
+		if dayMatches(spec, day) {
+			n += perDay
+		}
+	}
+	return n
+}
+
+const (
+	all60 = uint64(1)<<60 - 1
+)
+
+// uptoInDay returns how many whole-second naive times in [start of x's day, x] match spec.
+func uptoInDay(spec *cron.SpecSchedule, x time.Time) int64 {
+	if !dayMatches(spec, x) {
+		return 0
+	}
+	h, m, sec := x.Clock()
+	secs := int64(popcount(spec.Second & all60))
+	perHour := int64(popcount(spec.Minute&all60)) * secs
+	n := int64(popcount(spec.Hour&allHours&(1<<uint(h)-1))) * perHour
+	if spec.Hour&(1<<uint(h)) != 0 {
+		n += int64(popcount(spec.Minute&all60&(1<<uint(m)-1))) * secs
+		if spec.Minute&(1<<uint(m)) != 0 {
+			n += int64(popcount(spec.Second & all60 & (1<<uint(sec+1) - 1)))
+		}
+	}
+	return n
+}
+
+// dayMatches is robfig's rule: if day-of-month or day-of-week is "*" (or "?"),
+// both must match, else either.
+func dayMatches(spec *cron.SpecSchedule, d time.Time) bool {
+	const star = uint64(1) << 63
+	if spec.Month&(1<<uint(d.Month())) == 0 {
+		return false
+	}
+	dom := spec.Dom&(1<<uint(d.Day())) != 0
+	dow := spec.Dow&(1<<uint(d.Weekday())) != 0
+	if spec.Dom&star != 0 || spec.Dow&star != 0 {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+func popcount(x uint64) int { return bits.OnesCount64(x) }
 
 // lastAtOrBefore returns the last occurrence in (lo, now], given that there is
 // one (Next(lo) <= now), whatever the spacing of the occurrences. It gallops back from now, then bisects, on the
