@@ -233,15 +233,20 @@ func TestPlanCountsExactlyUpToTheLimit(t *testing.T) {
 }
 
 func BenchmarkPlanLongGap(b *testing.B) {
-	for _, bc := range []struct{ name, spec, tz string }{
-		{"every-second-30d", "* * * * * *", ""},
-		{"weekdays-9am-NY-30d", "0 9 * * 1-5", "America/New_York"},
-		{"every-minute-Berlin-30d", "* * * * *", "Europe/Berlin"},
-		{"every-30s-fixed-hours-NY-30d", "*/30 * 9-17 * * *", "America/New_York"},
+	for _, bc := range []struct {
+		name, spec, tz string
+		gap            time.Duration
+	}{
+		{"every-second-30d", "* * * * * *", "", 30 * 24 * time.Hour},
+		{"every-minute-Berlin-30d", "* * * * *", "Europe/Berlin", 30 * 24 * time.Hour},
+		{"every-30s-fixed-hours-NY-30d", "*/30 * 9-17 * * *", "America/New_York", 30 * 24 * time.Hour},
+		{"weekdays-9am-NY-10y", "0 9 * * 1-5", "America/New_York", 10 * 365 * 24 * time.Hour},
+		{"every-second-10y", "* * * * * *", "", 10 * 365 * 24 * time.Hour},
+		{"hourly-one-due", "0 * * * *", "Europe/Berlin", 61 * time.Minute},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := mustParse(b, bc.spec, bc.tz)
-			in := Input{Earliest: topOfTheHour(), Now: topOfTheHour().Add(30*24*time.Hour + 500*time.Millisecond), StartingDeadline: dur(time.Minute)}
+			in := Input{Earliest: topOfTheHour().Add(-time.Second), Now: topOfTheHour().Add(bc.gap + 500*time.Millisecond), StartingDeadline: dur(time.Minute)}
 			for b.Loop() {
 				s.Plan(in)
 			}

@@ -66,8 +66,9 @@
 // arithmetically: whole days by "does this day match" times the occurrences
 // per day (popcount of the hour, minute and second sets), partial days from
 // the bit sets. That is O(days) (a 400-year Gregorian cycle is counted once
-// and multiplied), about 1 ms for 10 years, and independent of how dense the
-// schedule is. Unlike Kubernetes' elapsed/interval estimate it is exact for
+// and multiplied) and independent of how dense the schedule is: with the 1000
+// counted steps, Plan over a 30-day or 10-year gap takes 0.1-3.5 ms
+// (BenchmarkPlanLongGap). Unlike Kubernetes' elapsed/interval estimate it is exact for
 // non-uniform schedules too ("0 9 * * 1-5", "*/5 9-17 * * 1-5",
 // "* * * 1 *"); it is exact in UTC and fixed-offset zones, and in DST zones
 // it differs from the true count only by DST days inside the window: for
