@@ -1,0 +1,368 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+)
+
+// Contention policies.
+const (
+	ContentionSkip  = "skip"
+	ContentionRetry = "retry"
+)
+
+// OnLost policies.
+const (
+	OnLostTerminate = "terminate"
+	OnLostContinue  = "continue"
+)
+
+// Defaults.
+const (
+	DefaultTTL            = 30 * time.Second
+	DefaultRetryBackoff   = time.Second
+	DefaultRetryMaxBack   = 30 * time.Second
+	DefaultKillGrace      = 10 * time.Second
+	DefaultTerminationLog = "/dev/termination-log"
+)
+
+// Config is one lockwrap invocation's parsed input.
+type Config struct {
+	Redis           lock.ClientConfig // URL, username, password (env only), CA PEM
+	Key             string
+	TTL             time.Duration
+	RenewInterval   time.Duration // default TTL/3
+	Occurrence      time.Time     // whole seconds; default: now, truncated to the minute
+	OccurrenceSet   bool          // --occurrence (or its variable) was given
+	Holder          string        // default: the host name
+	Contention      string        // ContentionSkip | ContentionRetry
+	RetryAttempts   int           // total acquisition attempts with retry (0: until the deadline)
+	RetryBackoff    time.Duration // first backoff cap
+	RetryMaxBackoff time.Duration // largest backoff cap
+	RetryDeadline   time.Time     // zero: none
+	OnLost          string        // OnLostTerminate | OnLostContinue
+	KillGrace       time.Duration
+	MinReplicas     int
+	DedupeRetention time.Duration
+	TerminationLog  string // "" disables, "-" is stderr
+}
+
+// Error is a bad input: it names the flag (and the variable) at fault.
+type Error struct {
+	Flag string // "--ttl", or "" for the command line as a whole
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Flag == "" {
+		return e.Msg
+	}
+	return e.Flag + ": " + e.Msg
+}
+
+// flagEnv pairs every flag with its variable.
+var flagEnv = []struct{ flag, env string }{
+	{"redis-url", EnvRedisURL},
+	{"redis-username", EnvRedisUsername},
+	{"redis-ca-file", EnvRedisCAFile},
+	{"key", EnvKey},
+	{"ttl", EnvTTL},
+	{"renew-interval", EnvRenewInterval},
+	{"occurrence", EnvOccurrence},
+	{"holder", EnvHolder},
+	{"contention", EnvContention},
+	{"retry-attempts", EnvRetryAttempts},
+	{"retry-backoff", EnvRetryBackoff},
+	{"retry-max-backoff", EnvRetryMaxBackoff},
+	{"retry-deadline", EnvRetryDeadline},
+	{"on-lost", EnvOnLost},
+	{"kill-grace", EnvKillGrace},
+	{"min-replicas", EnvMinReplicas},
+	{"dedupe-retention", EnvDedupeRetention},
+	{"termination-log", EnvTerminationLog},
+}
+
+// EnvFor returns the variable read for a flag name (without dashes), or "".
+func EnvFor(flagName string) string {
+	for _, fe := range flagEnv {
+		if fe.flag == flagName {
+			return fe.env
+		}
+	}
+	return ""
+}
+
+// duration accepts Go durations ("90s", "1m30s") and bare integers as seconds.
+type duration struct{ d *time.Duration }
+
+func (v duration) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v duration) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n > int64(1<<62/time.Second) || n < -int64(1<<62/time.Second) {
+			return fmt.Errorf("%q is out of range", s)
+		}
+		*v.d = time.Duration(n) * time.Second
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (like 30s, 2m, or seconds)", s)
+	}
+	*v.d = d
+	return nil
+}
+
+type instant struct {
+	t   *time.Time
+	set *bool
+}
+
+func (v instant) String() string {
+	if v.t == nil || v.t.IsZero() {
+		return ""
+	}
+	return v.t.Format(time.RFC3339)
+}
+
+func (v instant) Set(s string) error {
+	t, err := time.Parse(time.RFC3339, strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%q is not an RFC 3339 time (like 2026-01-02T03:04:00Z)", s)
+	}
+	*v.t = t
+	if v.set != nil {
+		*v.set = true
+	}
+	return nil
+}
+
+type choice struct {
+	s    *string
+	opts []string
+}
+
+func (v choice) String() string {
+	if v.s == nil {
+		return ""
+	}
+	return *v.s
+}
+
+func (v choice) Set(s string) error {
+	l := strings.ToLower(strings.TrimSpace(s))
+	for _, o := range v.opts {
+		if l == o {
+			*v.s = o
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not one of %s", s, strings.Join(v.opts, ", "))
+}
+
+// Parse reads lockwrap's flags from args (without the program name), falling back to the
+// LOCKEDCRON_* variables through getenv for every flag not given, and returns the
+// command after "--". On error the returned Config still holds what could be parsed
+// (TerminationLog in particular, so the caller can write a report), and the error is an
+// *Error naming the flag. now is used for the default occurrence.
+func Parse(args []string, getenv func(string) string) (Config, []string, error) {
+	return parseAt(args, getenv, time.Now())
+}
+
+func parseAt(args []string, getenv func(string) string, now time.Time) (Config, []string, error) {
+	cfg := Config{
+		TTL:             DefaultTTL,
+		Contention:      ContentionSkip,
+		RetryBackoff:    DefaultRetryBackoff,
+		RetryMaxBackoff: DefaultRetryMaxBack,
+		OnLost:          OnLostTerminate,
+		KillGrace:       DefaultKillGrace,
+		DedupeRetention: lock.DefaultRetention,
+		TerminationLog:  DefaultTerminationLog,
+	}
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	var caFile string
+	fs := flag.NewFlagSet("lockwrap", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&cfg.Redis.URL, "redis-url", "", "")
+	fs.StringVar(&cfg.Redis.Username, "redis-username", "", "")
+	fs.StringVar(&caFile, "redis-ca-file", "", "")
+	fs.StringVar(&cfg.Key, "key", "", "")
+	fs.Var(duration{&cfg.TTL}, "ttl", "")
+	fs.Var(duration{&cfg.RenewInterval}, "renew-interval", "")
+	fs.Var(instant{&cfg.Occurrence, &cfg.OccurrenceSet}, "occurrence", "")
+	fs.StringVar(&cfg.Holder, "holder", "", "")
+	fs.Var(choice{&cfg.Contention, []string{ContentionSkip, ContentionRetry}}, "contention", "")
+	fs.IntVar(&cfg.RetryAttempts, "retry-attempts", 0, "")
+	fs.Var(duration{&cfg.RetryBackoff}, "retry-backoff", "")
+	fs.Var(duration{&cfg.RetryMaxBackoff}, "retry-max-backoff", "")
+	fs.Var(instant{t: &cfg.RetryDeadline}, "retry-deadline", "")
+	fs.Var(choice{&cfg.OnLost, []string{OnLostTerminate, OnLostContinue}}, "on-lost", "")
+	fs.Var(duration{&cfg.KillGrace}, "kill-grace", "")
+	fs.IntVar(&cfg.MinReplicas, "min-replicas", 0, "")
+	fs.Var(duration{&cfg.DedupeRetention}, "dedupe-retention", "")
+	fs.StringVar(&cfg.TerminationLog, "termination-log", DefaultTerminationLog, "")
+
+	// The termination log first, from whatever is there, so a report can be written even
+	// when the rest does not parse.
+	if v := getenv(EnvTerminationLog); v != "" {
+		cfg.TerminationLog = v
+	}
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), "termination-log="); ok && strings.HasPrefix(a, "-") {
+			cfg.TerminationLog = v
+		} else if (a == "--termination-log" || a == "-termination-log") && i+1 < len(args) {
+			cfg.TerminationLog = args[i+1]
+		}
+	}
+
+	if err := fs.Parse(args); err != nil {
+		return cfg, nil, flagError(err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, fe := range flagEnv {
+		if set[fe.flag] {
+			continue
+		}
+		if v := getenv(fe.env); v != "" {
+			if err := fs.Set(fe.flag, v); err != nil {
+				return cfg, nil, &Error{Flag: "--" + fe.flag, Msg: fmt.Sprintf("from $%s: %v", fe.env, err)}
+			}
+		}
+	}
+	cmd := fs.Args()
+	// flag stops at the first non-flag; we want flags, then "--", then the command.
+	if len(cmd) == 0 {
+		return cfg, nil, &Error{Msg: "no command: usage: lockwrap [flags] -- COMMAND [ARGS...]"}
+	}
+	if !dashDashBefore(args, len(cmd)) {
+		return cfg, nil, &Error{Msg: fmt.Sprintf("unexpected argument %q before \"--\": usage: lockwrap [flags] -- COMMAND [ARGS...]", cmd[0])}
+	}
+
+	cfg.Redis.Password = getenv(EnvRedisPassword)
+	if pem := getenv(EnvRedisCACert); pem != "" {
+		cfg.Redis.CACert = []byte(pem)
+	}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return cfg, nil, &Error{Flag: "--redis-ca-file", Msg: err.Error()}
+		}
+		cfg.Redis.CACert = b
+	}
+	if err := cfg.validate(now); err != nil {
+		return cfg, nil, err
+	}
+	return cfg, cmd, nil
+}
+
+// dashDashBefore reports whether the last n args are preceded by "--".
+func dashDashBefore(args []string, n int) bool {
+	i := len(args) - n - 1
+	return i >= 0 && args[i] == "--"
+}
+
+func flagError(err error) error {
+	msg := err.Error()
+	// flag's messages: "flag provided but not defined: -x", "invalid value "y" for flag -ttl: …"
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return &Error{Flag: "-" + strings.TrimLeft(name, "-"), Msg: "unknown flag"}
+	}
+	if strings.HasPrefix(msg, "invalid value ") || strings.HasPrefix(msg, "invalid boolean value ") {
+		if i := strings.Index(msg, " for flag -"); i >= 0 {
+			rest := msg[i+len(" for flag -"):]
+			name, why, _ := strings.Cut(rest, ": ")
+			return &Error{Flag: "--" + name, Msg: why}
+		}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return &Error{Flag: "-" + strings.TrimLeft(name, "-"), Msg: "needs a value"}
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return &Error{Flag: "--help", Msg: "usage: lockwrap [flags] -- COMMAND [ARGS...]; lockwrap cp DEST (see docs/lockwrap.md)"}
+	}
+	return &Error{Msg: msg}
+}
+
+func (cfg *Config) validate(now time.Time) error {
+	bad := func(name, format string, a ...any) error {
+		return &Error{Flag: "--" + name, Msg: fmt.Sprintf(format, a...) + " ($" + EnvFor(name) + ")"}
+	}
+	if cfg.Redis.URL == "" {
+		return bad("redis-url", "required")
+	}
+	if _, err := lock.ParseURL(cfg.Redis); err != nil {
+		return bad("redis-url", "%v", err)
+	}
+	if strings.TrimSpace(cfg.Key) == "" {
+		return bad("key", "required")
+	}
+	if cfg.TTL <= 0 {
+		return bad("ttl", "%v must be positive", cfg.TTL)
+	}
+	if cfg.TTL < time.Millisecond {
+		return bad("ttl", "%v is below a millisecond", cfg.TTL)
+	}
+	if cfg.RenewInterval == 0 {
+		cfg.RenewInterval = cfg.TTL / 3
+	}
+	if cfg.RenewInterval <= 0 {
+		return bad("renew-interval", "%v must be positive", cfg.RenewInterval)
+	}
+	if cfg.RenewInterval > cfg.TTL/2 {
+		return bad("renew-interval", "%v is more than half the ttl %v", cfg.RenewInterval, cfg.TTL)
+	}
+	if !cfg.OccurrenceSet {
+		cfg.Occurrence = now.Truncate(time.Minute)
+	}
+	cfg.Occurrence = cfg.Occurrence.Truncate(time.Second)
+	if cfg.Holder == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "unknown"
+		}
+		cfg.Holder = h
+	}
+	if cfg.RetryAttempts < 0 {
+		return bad("retry-attempts", "%d is negative", cfg.RetryAttempts)
+	}
+	if cfg.Contention == ContentionRetry && cfg.RetryAttempts == 0 && cfg.RetryDeadline.IsZero() {
+		return bad("retry-attempts", "contention retry needs --retry-attempts or --retry-deadline")
+	}
+	if cfg.RetryBackoff <= 0 {
+		return bad("retry-backoff", "%v must be positive", cfg.RetryBackoff)
+	}
+	if cfg.RetryMaxBackoff < cfg.RetryBackoff {
+		return bad("retry-max-backoff", "%v is less than --retry-backoff %v", cfg.RetryMaxBackoff, cfg.RetryBackoff)
+	}
+	if cfg.KillGrace < 0 {
+		return bad("kill-grace", "%v is negative", cfg.KillGrace)
+	}
+	if cfg.MinReplicas < 0 {
+		return bad("min-replicas", "%d is negative", cfg.MinReplicas)
+	}
+	if cfg.DedupeRetention < time.Millisecond {
+		return bad("dedupe-retention", "%v must be at least a millisecond", cfg.DedupeRetention)
+	}
+	return nil
+}

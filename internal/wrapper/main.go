@@ -1,0 +1,123 @@
+package wrapper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+// Main is lockwrap: args without the program name; it returns the exit code.
+//
+//	lockwrap cp DEST
+//	lockwrap [flags] -- COMMAND [ARGS...]
+func Main(args []string, getenv func(string) string, stderr io.Writer) (code int) {
+	if len(args) > 0 && args[0] == "cp" {
+		if len(args) != 2 {
+			fmt.Fprintln(stderr, "lockwrap: usage: lockwrap cp DEST")
+			return ExitInternal
+		}
+		if err := CopySelf(args[1]); err != nil {
+			fmt.Fprintf(stderr, "lockwrap: cp: %v\n", err)
+			return ExitInternal
+		}
+		return 0
+	}
+
+	// Catch signals from the start, so that none kills us without a report.
+	sigs := make(chan os.Signal, 32)
+	signal.Notify(sigs)
+	defer signal.Stop(sigs)
+
+	cfg, cmd, err := config.Parse(args, getenv)
+	rep := report.Report{Outcome: report.Error, Key: cfg.Key, Holder: cfg.Holder}
+	if !cfg.Occurrence.IsZero() {
+		rep.Occurrence = cfg.Occurrence.UTC().Format(time.RFC3339)
+	}
+	// The report is written on every path, panics included.
+	defer func() {
+		if p := recover(); p != nil {
+			rep.Outcome = report.Error
+			rep.Message = fmt.Sprintf("lockwrap panic: %v\n%s", p, debug.Stack())
+			fmt.Fprintln(stderr, rep.Message)
+			code = ExitInternal
+		}
+		if werr := WriteReport(cfg.TerminationLog, rep, stderr); werr != nil {
+			fmt.Fprintf(stderr, "lockwrap: report: %v\n", werr)
+		}
+	}()
+	if err != nil {
+		rep.Message = err.Error()
+		fmt.Fprintf(stderr, "lockwrap: %v\n", err)
+		return ExitInternal
+	}
+	rep, code = Run(context.Background(), cfg, cmd, Deps{Signals: sigs, Stderr: stderr})
+	return code
+}
+
+// WriteReport writes rep, encoded within report.MaxBytes, to path: a file (created or
+// truncated), "-" for stderr, "" for nowhere. A missing default /dev/termination-log
+// (outside Kubernetes) is not an error.
+func WriteReport(path string, rep report.Report, stderr io.Writer) error {
+	if path == "" {
+		return nil
+	}
+	b, err := report.Encode(rep)
+	if err != nil {
+		return err
+	}
+	if len(b) > report.MaxBytes {
+		return fmt.Errorf("%d bytes, over %d", len(b), report.MaxBytes)
+	}
+	if path == "-" {
+		_, err := fmt.Fprintf(stderr, "%s\n", b)
+		return err
+	}
+	err = os.WriteFile(path, b, 0o644)
+	if err != nil && path == config.DefaultTerminationLog && errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// CopySelf copies the running executable to dest (or dest/lockwrap when dest is a
+// directory) with mode 0555, through a temporary file and a rename.
+func CopySelf(dest string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		dest = filepath.Join(dest, "lockwrap")
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".lockwrap-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o555); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dest)
+}

@@ -1,0 +1,72 @@
+package wrapper
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// Runner starts the command.
+type Runner interface {
+	Start(cmd []string, env []string) (Process, error)
+}
+
+// Process is a started command.
+type Process interface {
+	// Signal sends sig to the command's whole process group.
+	Signal(sig syscall.Signal) error
+	// Wait waits for the command and returns its exit code, 128+signal when signalled.
+	Wait() int
+}
+
+// ProcessRunner starts real processes, each in its own process group, with lockwrap's
+// stdin, stdout and stderr.
+type ProcessRunner struct{}
+
+var (
+	_ Runner  = ProcessRunner{}
+	_ Process = (*process)(nil)
+)
+
+// Start implements Runner.
+func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
+	if len(cmd) == 0 {
+		return nil, errors.New("no command")
+	}
+	c := exec.Command(cmd[0], cmd[1:]...)
+	c.Env = env
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	return &process{c: c}, nil
+}
+
+type process struct{ c *exec.Cmd }
+
+func (p *process) Signal(sig syscall.Signal) error {
+	// The child leads its group (Setpgid), so its pgid is its pid.
+	err := syscall.Kill(-p.c.Process.Pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		// The group is gone; the leader may still be a zombie.
+		return p.c.Process.Signal(sig)
+	}
+	return err
+}
+
+func (p *process) Wait() int {
+	err := p.c.Wait()
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return ExitInternal
+}
