@@ -296,7 +296,13 @@ func renew(ctx context.Context, cfg config.Config, l Lease, sentAt time.Time, st
 			return nil
 		case <-tick.C:
 		}
-		ectx, cancel := context.WithDeadline(ctx, expiry)
+		deadline := expiry
+		if now := time.Now(); !now.Before(deadline) {
+			// Past the expiry already (we were not scheduled, or frozen): one more
+			// renewal tells whether the lock is still ours.
+			deadline = now.Add(min(cfg.RenewInterval, time.Second))
+		}
+		ectx, cancel := context.WithDeadline(ctx, deadline)
 		var lastErr, lostErr error
 		var at time.Time
 		err := wait.PollUntilContextCancel(ectx, retry, true, func(pctx context.Context) (bool, error) {

@@ -1,0 +1,588 @@
+package wrapper_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/wrapper"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+// The test binary doubles as lockwrap when this variable is set, so tests can run real
+// lockwrap processes (to freeze them, signal them) without building one.
+const asLockwrap = "LOCKWRAP_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asLockwrap) == "1" {
+		os.Exit(wrapper.Main(os.Args[1:], os.Getenv, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+const occurrence = "2026-11-30T06:00:00Z"
+
+// gate is a child command that touches started, waits for release to exist, then exits
+// with code.
+type gate struct{ dir string }
+
+func newGate(t *testing.T) gate { return gate{t.TempDir()} }
+
+func (g gate) cmd(code int) []string {
+	return []string{"sh", "-c", `touch "$1/started"; while [ ! -e "$1/release" ]; do sleep 0.02; done; exit $2`,
+		"sh", g.dir, fmt.Sprint(code)}
+}
+func (g gate) waitStarted(t *testing.T) {
+	t.Helper()
+	eventually(t, "child started", func() bool { _, err := os.Stat(filepath.Join(g.dir, "started")); return err == nil })
+}
+func (g gate) release(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(g.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// run parses args (flags, "--", command) like lockwrap and runs the occurrence in process.
+func run(t *testing.T, env map[string]string, args ...string) (report.Report, int) {
+	t.Helper()
+	cfg, cmd, err := config.Parse(args, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	var stderr syncBuf
+	rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{Stderr: &stderr})
+	t.Logf("lockwrap %v → %d %+v; stderr: %s", args, code, rep, stderr.String())
+	return rep, code
+}
+
+type result struct {
+	rep  report.Report
+	code int
+}
+
+func runAsync(t *testing.T, env map[string]string, args ...string) <-chan result {
+	ch, _ := runAsyncLog(t, env, args...)
+	return ch
+}
+
+func runAsyncLog(t *testing.T, env map[string]string, args ...string) (<-chan result, *syncBuf) {
+	ch := make(chan result, 1)
+	stderr := &syncBuf{}
+	go func() {
+		cfg, cmd, err := config.Parse(args, func(k string) string { return env[k] })
+		if err != nil {
+			ch <- result{report.Report{Message: err.Error()}, -1}
+			return
+		}
+		rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{Stderr: stderr})
+		ch <- result{rep, code}
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("lockwrap %v stderr: %s", args, stderr)
+		}
+	})
+	return ch, stderr
+}
+
+func await(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(60 * time.Second):
+		t.Fatal("lockwrap did not finish")
+	}
+	return result{}
+}
+
+func flags(url, key, holder string, more ...string) []string {
+	return append([]string{"--redis-url", url, "--key", key, "--holder", holder, "--occurrence", occurrence}, more...)
+}
+
+func cmdArgs(base []string, cmd ...string) []string {
+	return append(append(append([]string{}, base...), "--"), cmd...)
+}
+
+func admin(t *testing.T, s *redistest.Server) *redis.Client {
+	c := s.Client()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestTwoContendersOneRuns(t *testing.T) {
+	s := redistest.Start(t)
+	g := newGate(t)
+	a := runAsync(t, nil, cmdArgs(flags(s.URL(), "two", "holder-a"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	counter := filepath.Join(t.TempDir(), "ran-b")
+	rb, code := run(t, nil, cmdArgs(flags(s.URL(), "two", "holder-b"), "touch", counter)...)
+	if code != 0 || rb.Outcome != report.SkippedContention || rb.HeldBy != "holder-a" || rb.Attempts != 1 {
+		t.Fatalf("b: %d %+v", code, rb)
+	}
+	if _, err := os.Stat(counter); err == nil {
+		t.Fatal("b ran its command")
+	}
+	g.release(t)
+	ra := await(t, a)
+	if ra.code != 0 || ra.rep.Outcome != report.Succeeded || ra.rep.FencingToken != 1 || ra.rep.AcquiredAt == "" || ra.rep.ReleasedAt == "" {
+		t.Fatalf("a: %+v", ra)
+	}
+}
+
+func TestRetry(t *testing.T) {
+	s := redistest.Start(t)
+	g := newGate(t)
+	a := runAsync(t, nil, cmdArgs(flags(s.URL(), "retry", "a"), g.cmd(0)...)...)
+	g.waitStarted(t)
+
+	// Gives up after the attempts, with the count.
+	rb, code := run(t, nil, cmdArgs(flags(s.URL(), "retry", "b", "--contention", "retry",
+		"--retry-attempts", "3", "--retry-backoff", "10ms", "--retry-max-backoff", "40ms"), "true")...)
+	if code != 0 || rb.Outcome != report.SkippedContention || rb.Attempts != 3 || rb.HeldBy != "a" ||
+		!strings.Contains(rb.Message, "gave up after 3 attempts") {
+		t.Fatalf("give up: %d %+v", code, rb)
+	}
+	// A deadline in the past stops after the first attempt.
+	rd, _ := run(t, nil, cmdArgs(flags(s.URL(), "retry", "d", "--contention", "retry",
+		"--retry-deadline", time.Now().Add(-time.Second).UTC().Format(time.RFC3339)), "true")...)
+	if rd.Outcome != report.SkippedContention || rd.Attempts != 1 || !strings.Contains(rd.Message, "deadline") {
+		t.Fatalf("deadline: %+v", rd)
+	}
+
+	// Acquires once a releases; use the next occurrence so b is not suppressed.
+	c := runAsync(t, nil, cmdArgs(flags(s.URL(), "retry", "c", "--occurrence", "2026-11-30T06:01:00Z",
+		"--contention", "retry", "--retry-attempts", "1000", "--retry-backoff", "10ms", "--retry-max-backoff", "50ms"), "true")...)
+	// Release a once c has been turned away at least twice.
+	base := evalCalls(t, s)
+	eventually(t, "c to retry", func() bool { return evalCalls(t, s) >= base+2 })
+	g.release(t)
+	if r := await(t, a); r.rep.Outcome != report.Succeeded {
+		t.Fatalf("a: %+v", r)
+	}
+	rc := await(t, c)
+	if rc.code != 0 || rc.rep.Outcome != report.Succeeded || rc.rep.Attempts < 2 || rc.rep.FencingToken != 2 || rc.rep.WaitedMs <= 0 {
+		t.Fatalf("c: %+v", rc)
+	}
+}
+
+// evalCalls is how many scripts the server has run (EVALSHA calls).
+func evalCalls(t *testing.T, s *redistest.Server) int {
+	info := admin(t, s).Info(context.Background(), "commandstats").Val()
+	var n int
+	if _, rest, ok := strings.Cut(info, "cmdstat_evalsha:calls="); ok {
+		fmt.Sscanf(rest, "%d", &n)
+	}
+	return n
+}
+
+func TestSuppressedDuplicateAndExitCodes(t *testing.T) {
+	s := redistest.Start(t)
+	ra, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "a"), "true")...)
+	if code != 0 || ra.Outcome != report.Succeeded {
+		t.Fatalf("a: %d %+v", code, ra)
+	}
+	ok, err := lock.Succeeded(context.Background(), admin(t, s), "dup", mustTime(occurrence))
+	if err != nil || !ok {
+		t.Fatalf("ledger: %v %v", ok, err)
+	}
+	rb, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "b"), "sh", "-c", "exit 9")...)
+	if code != 0 || rb.Outcome != report.SuppressedDuplicate || !strings.Contains(rb.Message, "by a") {
+		t.Fatalf("b: %d %+v", code, rb)
+	}
+
+	// A failing command: its code passes through, the ledger says failed, and the same
+	// occurrence may run again.
+	occ2 := "2026-11-30T06:05:00Z"
+	rc, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "c", "--occurrence", occ2), "sh", "-c", "exit 3")...)
+	if code != 3 || rc.Outcome != report.Failed || rc.ExitCode != 3 {
+		t.Fatalf("exit 3: %d %+v", code, rc)
+	}
+	if st := admin(t, s).HGet(context.Background(), lock.RunKey("dup", mustTime(occ2)), "state").Val(); st != "failed" {
+		t.Fatalf("ledger %q", st)
+	}
+	// Killed by a signal: 128+signal.
+	rd, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "d", "--occurrence", occ2), "sh", "-c", "kill -KILL $$")...)
+	if code != 128+9 || rd.Outcome != report.Failed || rd.FencingToken <= rc.FencingToken {
+		t.Fatalf("killed: %d %+v", code, rd)
+	}
+	// The child's environment.
+	out := filepath.Join(t.TempDir(), "env")
+	occ3 := "2026-11-30T06:10:00Z"
+	re, _ := run(t, map[string]string{config.EnvRedisPassword: ""}, cmdArgs(flags(s.URL(), "dup", "e", "--occurrence", occ3),
+		"sh", "-c", `echo "$LOCKEDCRON_FENCING_TOKEN $LOCKEDCRON_OCCURRENCE $LOCKEDCRON_HOLDER" > "$1"`, "sh", out)...)
+	b, _ := os.ReadFile(out)
+	if want := fmt.Sprintf("%d %s e\n", re.FencingToken, occ3); string(b) != want {
+		t.Fatalf("child env %q, want %q", b, want)
+	}
+	// A command that does not exist: 70 before the child starts.
+	rf, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "f", "--occurrence", "2026-11-30T06:15:00Z"), "/no/such/command")...)
+	if code != wrapper.ExitInternal || rf.Outcome != report.Error || !strings.Contains(rf.Message, "/no/such/command") {
+		t.Fatalf("missing command: %d %+v", code, rf)
+	}
+}
+
+func mustTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// lockwrapProc runs the test binary as lockwrap with the report in a file.
+type lockwrapProc struct {
+	cmd    *exec.Cmd
+	report string
+	stderr *syncBuf
+	done   chan int
+}
+
+func startLockwrap(t *testing.T, env []string, args ...string) *lockwrapProc {
+	t.Helper()
+	p := &lockwrapProc{report: filepath.Join(t.TempDir(), "report.json"), stderr: &syncBuf{}, done: make(chan int, 1)}
+	p.cmd = exec.Command(os.Args[0], append([]string{"--termination-log", p.report}, args...)...)
+	p.cmd.Env = append(append(os.Environ(), asLockwrap+"=1"), env...)
+	p.cmd.Stderr = p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		p.done <- code
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+	})
+	return p
+}
+
+func (p *lockwrapProc) wait(t *testing.T) (report.Report, int) {
+	t.Helper()
+	select {
+	case code := <-p.done:
+		b, err := os.ReadFile(p.report)
+		if err != nil {
+			t.Fatalf("report: %v; stderr: %s", err, p.stderr)
+		}
+		rep, err := report.Decode(b)
+		if err != nil {
+			t.Fatalf("report %s: %v", b, err)
+		}
+		t.Logf("lockwrap process → %d %s; stderr: %s", code, b, p.stderr)
+		return rep, code
+	case <-time.After(60 * time.Second):
+		t.Fatalf("lockwrap process did not exit; stderr: %s", p.stderr)
+	}
+	return report.Report{}, 0
+}
+
+func TestFrozenHolderLosesToNewHolder(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	ctx := context.Background()
+	gA := newGate(t)
+	a := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "frozen", "a", "--ttl", "1s", "--renew-interval", "200ms",
+		"--kill-grace", "5s"), gA.cmd(0)...)...)
+	gA.waitStarted(t)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// a's lock expires; b takes it (a's crashed-looking run is recovered).
+	eventually(t, "a's lock to expire", func() bool { return rdb.Exists(ctx, lock.LockKey("frozen")).Val() == 0 })
+	gB := newGate(t)
+	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "frozen", "b", "--ttl", "5s"), gB.cmd(0)...)...)
+	gB.waitStarted(t)
+	bValue := rdb.Get(ctx, lock.LockKey("frozen")).Val()
+	if !strings.HasSuffix(bValue, " b") {
+		t.Fatalf("lock value %q", bValue)
+	}
+	// a resumes: its renewal fails, it terminates its child, and b's lock is untouched.
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ra, code := a.wait(t)
+	if ra.Outcome != report.LockLost || !ra.LockLost || code != 128+int(syscall.SIGTERM) || ra.ExitCode != code {
+		t.Fatalf("a: %d %+v", code, ra)
+	}
+	if v := rdb.Get(ctx, lock.LockKey("frozen")).Val(); v != bValue {
+		t.Fatalf("lock after a finished: %q, want b's %q", v, bValue)
+	}
+	if h := rdb.HGet(ctx, lock.RunKey("frozen", mustTime(occurrence)), "holder").Val(); h != "b" {
+		t.Fatalf("ledger holder %q", h)
+	}
+	gB.release(t)
+	rb := await(t, b)
+	if rb.rep.Outcome != report.Succeeded || !rb.rep.Recovered || rb.rep.FencingToken <= ra.FencingToken {
+		t.Fatalf("b: %+v (a's fence %d)", rb, ra.FencingToken)
+	}
+}
+
+func TestRedisDownPastTTLLosesLock(t *testing.T) {
+	for _, onLost := range []string{"terminate", "continue"} {
+		t.Run(onLost, func(t *testing.T) {
+			s := redistest.Start(t, redistest.WithPersistence())
+			g := newGate(t)
+			r, stderr := runAsyncLog(t, nil, cmdArgs(flags(s.URL(), "down", "a", "--ttl", "1s", "--renew-interval", "250ms",
+				"--on-lost", onLost), g.cmd(0)...)...)
+			g.waitStarted(t)
+			s.Stop()
+			if onLost == "continue" {
+				// Once the loss is noticed, finish the command and bring Redis back.
+				eventually(t, "the loss", func() bool { return strings.Contains(stderr.String(), "lock lost") })
+				g.release(t)
+				s.Start()
+			}
+			res := await(t, r)
+			switch onLost {
+			case "terminate":
+				if res.rep.Outcome != report.LockLost || !res.rep.LockLost || res.code != 128+int(syscall.SIGTERM) ||
+					!strings.Contains(res.rep.Message, "unreachable") {
+					t.Fatalf("%+v", res)
+				}
+			case "continue":
+				if res.rep.Outcome != report.Succeeded || !res.rep.LockLost || res.code != 0 {
+					t.Fatalf("%+v", res)
+				}
+			}
+		})
+	}
+}
+
+func TestRedisBackBeforeTTL(t *testing.T) {
+	s := redistest.Start(t, redistest.WithPersistence())
+	g := newGate(t)
+	r := runAsync(t, nil, cmdArgs(flags(s.URL(), "blip", "a", "--ttl", "3s", "--renew-interval", "500ms"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	s.Restart() // killed and back well within the ttl; the AOF keeps the lock
+	rdb := admin(t, s)
+	ctx := context.Background()
+	// Wait for a renewal on the restarted server (the ttl is reset above 2.5s).
+	eventually(t, "a renewal after the restart", func() bool { return rdb.PTTL(ctx, lock.LockKey("blip")).Val() > 2600*time.Millisecond })
+	g.release(t)
+	res := await(t, r)
+	if res.rep.Outcome != report.Succeeded || res.rep.LockLost || res.code != 0 {
+		t.Fatalf("%+v", res)
+	}
+	if ok, _ := lock.Succeeded(ctx, rdb, "blip", mustTime(occurrence)); !ok {
+		t.Fatal("ledger not succeeded")
+	}
+}
+
+func TestSignalsForwarded(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	// The child traps TERM and exits 7; lockwrap passes 7 through.
+	p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "sig", "a"),
+		"sh", "-c", `trap 'exit 7' TERM; touch "$1/started"; while :; do sleep 0.02; done`, "sh", dir)...)
+	eventually(t, "child started", func() bool { _, err := os.Stat(filepath.Join(dir, "started")); return err == nil })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rep, code := p.wait(t)
+	if code != 7 || rep.Outcome != report.Failed || rep.ExitCode != 7 {
+		t.Fatalf("%d %+v", code, rep)
+	}
+	// SIGINT to lockwrap reaches a child that does not handle it: 128+2.
+	g := newGate(t)
+	p = startLockwrap(t, nil, cmdArgs(flags(s.URL(), "sig", "b", "--occurrence", "2026-11-30T07:00:00Z"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if rep, code := p.wait(t); code != 128+int(syscall.SIGINT) || rep.Outcome != report.Failed {
+		t.Fatalf("%d %+v", code, rep)
+	}
+}
+
+func TestBadInputExits70AndWritesNothing(t *testing.T) {
+	s := redistest.Start(t)
+	ok := []string{"--redis-url", s.URL(), "--key", "bad", "--occurrence", occurrence}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", append([]string{"--nope", "1"}, ok...), "-nope: unknown flag"},
+		{"missing key", []string{"--redis-url", s.URL()}, "--key: required"},
+		{"bad url", []string{"--redis-url", "http://x", "--key", "k"}, "--redis-url:"},
+		{"url port", []string{"--redis-url", "redis://h:99999", "--key", "k"}, "bad port"},
+		{"ttl zero", append([]string{"--ttl", "0s"}, ok...), "--ttl: 0s must be positive"},
+		{"ttl junk", append([]string{"--ttl", "soon"}, ok...), "--ttl:"},
+		{"renew too long", append([]string{"--ttl", "10s", "--renew-interval", "6s"}, ok...), "--renew-interval: 6s is more than half the ttl"},
+		{"bad occurrence", []string{"--redis-url", s.URL(), "--key", "k", "--occurrence", "yesterday"}, "--occurrence:"},
+		{"no dashdash", append(append([]string{}, ok...), "true"), "unexpected argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.name != "no dashdash" {
+				args = append(append(append([]string{}, args...), "--"), "true")
+			}
+			p := startLockwrap(t, nil, args...)
+			rep, code := p.wait(t)
+			if code != wrapper.ExitInternal || rep.Outcome != report.Error || !strings.Contains(rep.Message, tc.want) ||
+				!strings.Contains(p.stderr.String(), tc.want) {
+				t.Fatalf("%d %+v, want message with %q", code, rep, tc.want)
+			}
+		})
+	}
+	// The environment works like the flags; a bad value names the flag and the variable.
+	p := startLockwrap(t, []string{config.EnvRedisURL + "=" + s.URL(), config.EnvKey + "=bad", config.EnvTTL + "=-1s"}, "--", "true")
+	if rep, code := p.wait(t); code != 70 || !strings.Contains(rep.Message, "--ttl") || !strings.Contains(rep.Message, config.EnvTTL) {
+		t.Fatalf("%d %+v", code, rep)
+	}
+	if n := admin(t, s).DBSize(context.Background()).Val(); n != 0 {
+		t.Fatalf("bad input wrote %d keys", n)
+	}
+}
+
+func TestEnvAndUnreachableRedis(t *testing.T) {
+	// Flags win over variables; Redis unreachable → 70 with the reason.
+	env := []string{config.EnvRedisURL + "=redis://127.0.0.1:1", config.EnvKey + "=k", config.EnvHolder + "=env-holder"}
+	p := startLockwrap(t, env, "--holder", "flag-holder", "--", "true")
+	rep, code := p.wait(t)
+	if code != 70 || rep.Outcome != report.Error || rep.Holder != "flag-holder" || rep.Key != "k" ||
+		!strings.Contains(rep.Message, "connection refused") || !strings.Contains(p.stderr.String(), "connection refused") {
+		t.Fatalf("%d %+v", code, rep)
+	}
+}
+
+func TestMinReplicasNotMet(t *testing.T) {
+	s := redistest.Start(t)
+	rep, code := run(t, nil, cmdArgs(flags(s.URL(), "mr", "a", "--min-replicas", "1", "--ttl", "400ms", "--renew-interval", "100ms"), "true")...)
+	if code != 70 || rep.Outcome != report.Error || !strings.Contains(rep.Message, "not enough replicas") {
+		t.Fatalf("%d %+v", code, rep)
+	}
+	if n := admin(t, s).Exists(context.Background(), lock.LockKey("mr"), lock.RunKey("mr", mustTime(occurrence))).Val(); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+}
+
+func TestTLSAndACL(t *testing.T) {
+	s := redistest.Start(t, redistest.WithTLS())
+	s.Do("ACL", "SETUSER", "lockwrap", "on", ">pw", "resetkeys", "~lockedcron:*", "-@all",
+		"+evalsha", "+eval", "+wait", "+hget", "+ping", "+get", "+set", "+incr", "+del", "+hset", "+pexpire")
+	s.Do("ACL", "SETUSER", "default", "off")
+	env := map[string]string{config.EnvRedisCACert: string(s.CACert()), config.EnvRedisPassword: "pw"}
+	rep, code := run(t, env, cmdArgs(flags(s.URL(), "tls", "a", "--redis-username", "lockwrap"), "true")...)
+	if code != 0 || rep.Outcome != report.Succeeded {
+		t.Fatalf("%d %+v", code, rep)
+	}
+	// CA from a file; wrong password → 70.
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, s.CACert(), 0o600)
+	rep, code = run(t, map[string]string{config.EnvRedisPassword: "wrong"},
+		cmdArgs(flags(s.URL(), "tls", "a", "--redis-username", "lockwrap", "--redis-ca-file", ca), "true")...)
+	if code != 70 || !strings.Contains(rep.Message, "WRONGPASS") {
+		t.Fatalf("%d %+v", code, rep)
+	}
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short")
+	}
+	c := redistest.StartCluster(t, 3)
+	for _, key := range []string{"a", "b", "c"} {
+		rep, code := run(t, nil, cmdArgs(flags(c.URL(), key, "x"), "true")...)
+		if code != 0 || rep.Outcome != report.Succeeded {
+			t.Fatalf("%s: %d %+v", key, code, rep)
+		}
+		rep, _ = run(t, nil, cmdArgs(flags(c.URL(), key, "y"), "true")...)
+		if rep.Outcome != report.SuppressedDuplicate {
+			t.Fatalf("%s again: %+v", key, rep)
+		}
+	}
+}
+
+func TestSentinelFailoverDuringRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sentinel in -short")
+	}
+	sg := redistest.StartSentinel(t, 1, 3)
+	g := newGate(t)
+	r := runAsync(t, nil, cmdArgs(flags(sg.URL(), "failover", "a", "--ttl", "8s", "--renew-interval", "1s",
+		"--min-replicas", "1"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	newMaster := sg.Failover()
+	nm := redis.NewClient(&redis.Options{Addr: newMaster, Protocol: 2, DisableIdentity: true})
+	defer nm.Close()
+	ctx := context.Background()
+	// The lock survived (the replica had acknowledged it) and renewals reach the new master.
+	eventually(t, "a renewal on the new master", func() bool {
+		v, err := nm.Get(ctx, lock.LockKey("failover")).Result()
+		return err == nil && strings.HasSuffix(v, " a") && nm.PTTL(ctx, lock.LockKey("failover")).Val() > 7500*time.Millisecond
+	})
+	g.release(t)
+	res := await(t, r)
+	if res.code != 0 || res.rep.Outcome != report.Succeeded || res.rep.LockLost {
+		t.Fatalf("%+v", res)
+	}
+	if ok, err := lock.Succeeded(ctx, nm, "failover", mustTime(occurrence)); !ok || err != nil {
+		t.Fatalf("ledger on the new master: %v %v", ok, err)
+	}
+}
+
+func TestCopySelf(t *testing.T) {
+	dir := t.TempDir()
+	if err := wrapper.CopySelf(dir); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "lockwrap"))
+	if err != nil || fi.Mode().Perm() != 0o555 {
+		t.Fatalf("%v %v", fi, err)
+	}
+	self, _ := os.Executable()
+	st, _ := os.Stat(self)
+	if fi.Size() != st.Size() {
+		t.Fatalf("size %d, want %d", fi.Size(), st.Size())
+	}
+	var stderr bytes.Buffer
+	if code := wrapper.Main([]string{"cp"}, os.Getenv, &stderr); code != 70 {
+		t.Fatalf("cp without DEST: %d", code)
+	}
+}
