@@ -64,7 +64,9 @@ type Report struct {
 var ErrTooLarge = errors.New("report: does not fit the termination message limit")
 
 // Encode marshals r (with V set) into at most MaxBytes of JSON, shortening Message (never
-// the structure) when the whole would be too long.
+// the structure) when the whole would be too long. Should even an empty message not be
+// enough (absurdly long key or holder), the longest of the free-text fields is shortened
+// too.
 func Encode(r Report) ([]byte, error) {
 	r.V = Version
 	b, err := json.Marshal(r)
@@ -80,12 +82,31 @@ func Encode(r Report) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(base) > MaxBytes {
-		return nil, fmt.Errorf("%w: %d bytes without message", ErrTooLarge, len(base))
+	// Still too long without the message: shorten the longest free-text field (halving)
+	// until the rest fits, so that a report is always written.
+	const ellipsis = "…"
+	fields := []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.ReleasedAt}
+	for len(base) > MaxBytes {
+		longest := fields[0]
+		for _, f := range fields[1:] {
+			if len(*f) > len(*longest) {
+				longest = f
+			}
+		}
+		if len(*longest) == 0 {
+			return nil, fmt.Errorf("%w: %d bytes without message", ErrTooLarge, len(base))
+		}
+		if len(*longest) <= 16 {
+			*longest = ""
+		} else {
+			*longest = truncateRunes(*longest, len(*longest)/2) + ellipsis
+		}
+		if base, err = json.Marshal(r); err != nil {
+			return nil, err
+		}
 	}
 	// Binary search the longest prefix of msg (on rune boundaries) whose encoding fits;
 	// escaping makes the encoded length differ from the raw length.
-	const ellipsis = "…"
 	lo, hi := 0, len(msg)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -310,6 +311,9 @@ func (cfg *Config) validate(now time.Time) error {
 	}
 	if cfg.Redis.URL == "" {
 		return bad("redis-url", "required")
+	}
+	if len(cfg.Redis.CACert) > 0 && !x509.NewCertPool().AppendCertsFromPEM(cfg.Redis.CACert) {
+		return &Error{Flag: "--redis-ca-file", Msg: "no PEM certificate in the CA (--redis-ca-file or $" + EnvRedisCACert + ")"}
 	}
 	if _, err := lock.ParseURL(cfg.Redis); err != nil {
 		return bad("redis-url", "%v", err)

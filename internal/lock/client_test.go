@@ -1,0 +1,134 @@
+package lock
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestParseURLForms(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want redis.UniversalOptions // only the fields compared below
+		tls  bool
+	}{
+		{"redis://h", redis.UniversalOptions{Addrs: []string{"h:6379"}}, false},
+		{"redis://u:p%40ss@h:7/3", redis.UniversalOptions{Addrs: []string{"h:7"}, Username: "u", Password: "p@ss", DB: 3}, false},
+		{"redis://:secret@[::1]:6380", redis.UniversalOptions{Addrs: []string{"[::1]:6380"}, Password: "secret"}, false},
+		{"rediss://h:6380?dial_timeout=2&read_timeout=500ms", redis.UniversalOptions{Addrs: []string{"h:6380"}}, true},
+		{"redis+sentinel://s1,s2:26380/1?master=mymaster", redis.UniversalOptions{
+			Addrs: []string{"s1:26379", "s2:26380"}, MasterName: "mymaster", DB: 1}, false},
+		{"rediss+sentinel://u:p@s1:1?master_name=m&sentinel_password=sp&sentinel_username=su", redis.UniversalOptions{
+			Addrs: []string{"s1:1"}, MasterName: "m", Username: "u", Password: "p", SentinelUsername: "su", SentinelPassword: "sp"}, true},
+		{"redis+cluster://c1:7000,c2:7001,c3", redis.UniversalOptions{
+			Addrs: []string{"c1:7000", "c2:7001", "c3:6379"}, IsClusterMode: true}, false},
+		{"REDISS+CLUSTER://u:p@c1:7000", redis.UniversalOptions{Addrs: []string{"c1:7000"}, IsClusterMode: true, Username: "u", Password: "p"}, true},
+	} {
+		o, err := ParseURL(ClientConfig{URL: tc.url})
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		got := redis.UniversalOptions{Addrs: o.Addrs, Username: o.Username, Password: o.Password, DB: o.DB,
+			MasterName: o.MasterName, IsClusterMode: o.IsClusterMode, SentinelUsername: o.SentinelUsername,
+			SentinelPassword: o.SentinelPassword}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.url, d)
+		}
+		if (o.TLSConfig != nil) != tc.tls {
+			t.Errorf("%s: tls %v", tc.url, o.TLSConfig != nil)
+		}
+	}
+	o, _ := ParseURL(ClientConfig{URL: "rediss://h?dial_timeout=2&read_timeout=500ms"})
+	if o.DialTimeout != 2*time.Second || o.ReadTimeout != 500*time.Millisecond {
+		t.Errorf("timeouts %v %v", o.DialTimeout, o.ReadTimeout)
+	}
+	o, _ = ParseURL(ClientConfig{URL: "redis://u:p@h", Username: "cu", Password: "cp"})
+	if o.Username != "cu" || o.Password != "cp" {
+		t.Errorf("config credentials do not win: %q %q", o.Username, o.Password)
+	}
+}
+
+func TestParseURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"", "empty"},
+		{"localhost:6379", "no scheme"},
+		{"http://h", "unknown scheme"},
+		{"redis://", "no host"},
+		{"redis://a,b", "several hosts"},
+		{"redis://h:0", "bad port"},
+		{"redis://h:http", "bad port"},
+		{"redis://h/x", "database"},
+		{"redis://h?master=m", "only for redis+sentinel"},
+		{"redis+sentinel://s", "needs ?master"},
+		{"redis+cluster://c/1", "no database"},
+		{"redis://h?pool=9", `unknown option "pool"`},
+		{"redis://h?dial_timeout=soon", "dial_timeout"},
+		{"redis://u:topsecret@h:1/x", "database"},
+		{"redis://h:1,,h2", "empty host"},
+		{"redis://h#frag", "fragment"},
+	} {
+		_, err := ParseURL(ClientConfig{URL: tc.url})
+		if err == nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.url, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("%q: password in error %v", tc.url, err)
+		}
+	}
+	if _, err := ParseURL(ClientConfig{URL: "redis://h", CACert: []byte("x")}); err == nil || !strings.Contains(err.Error(), "not TLS") {
+		t.Errorf("CA with redis://: %v", err)
+	}
+	if _, err := ParseURL(ClientConfig{URL: "rediss://h", CACert: []byte("x")}); err == nil || !strings.Contains(err.Error(), "PEM") {
+		t.Errorf("bad CA: %v", err)
+	}
+}
+
+// FuzzParseURL: never panics; an accepted URL has usable host:port addresses and a
+// shape go-redis turns into the intended client; a rejected one wraps ErrBadURL and
+// does not echo the URL's password.
+func FuzzParseURL(f *testing.F) {
+	for _, u := range []string{
+		"redis://h", "rediss://u:p@h:1/2?dial_timeout=1s", "redis+sentinel://a,b:2/0?master=m",
+		"redis+cluster://a:1,b:2,c:3", "redis://[::1]:1", "redis://u:p@h:99999", "redis://%zz@h",
+		"redis://h?master=m", "redis://h/1/2", "redis:/h", "redis://@", "redis+cluster://,",
+	} {
+		f.Add(u)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		o, err := ParseURL(ClientConfig{URL: raw})
+		if err != nil {
+			if !errors.Is(err, ErrBadURL) {
+				t.Fatalf("%q: error %v does not wrap ErrBadURL", raw, err)
+			}
+			if _, rest, ok := strings.Cut(raw, "://"); ok {
+				if at := strings.LastIndex(rest, "@"); at >= 0 {
+					if _, pw, ok := strings.Cut(rest[:at], ":"); ok && len(pw) >= 6 && !strings.ContainsAny(pw, "/?#") &&
+						strings.Contains(err.Error(), pw) && !strings.Contains(strings.Replace(raw, pw, "", 1), pw) {
+						t.Fatalf("%q: password in error %v", raw, err)
+					}
+				}
+			}
+			return
+		}
+		if len(o.Addrs) == 0 {
+			t.Fatalf("%q: no addresses", raw)
+		}
+		for _, a := range o.Addrs {
+			if h, p, err := net.SplitHostPort(a); err != nil || h == "" || p == "" {
+				t.Fatalf("%q: address %q", raw, a)
+			}
+		}
+		if o.MasterName == "" && !o.IsClusterMode && len(o.Addrs) != 1 {
+			t.Fatalf("%q: standalone with %d addresses", raw, len(o.Addrs))
+		}
+		if o.MasterName != "" && o.IsClusterMode {
+			t.Fatalf("%q: both sentinel and cluster", raw)
+		}
+	})
+}
