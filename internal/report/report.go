@@ -118,7 +118,10 @@ func Encode(r Report) ([]byte, error) {
 		}
 	}
 	r.Message = truncateRunes(msg, lo) + ellipsis
-	return json.Marshal(r)
+	if b, err := json.Marshal(r); err != nil || len(b) <= MaxBytes {
+		return b, err
+	}
+	return base, nil // not even "…" fits: leave the message out
 }
 
 // truncateRunes cuts s to at most n bytes without splitting a UTF-8 sequence.
