@@ -1,0 +1,144 @@
+package wrapper_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/wrapper"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+// flakyLease fails renewals with a transient error while down() says so.
+type flakyLease struct {
+	mu       sync.Mutex
+	down     func() bool
+	renewals int
+	finished string
+}
+
+func (l *flakyLease) Renew(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.down() {
+		return errors.New("dial tcp: connection refused")
+	}
+	l.renewals++
+	return nil
+}
+func (l *flakyLease) Finish(_ context.Context, st string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.finished = st
+	return nil
+}
+func (l *flakyLease) Release(context.Context) error { return nil }
+
+type fakeLocker struct {
+	lease   wrapper.Lease
+	acquire func(ctx context.Context) error
+}
+
+func (f fakeLocker) Acquire(ctx context.Context, _ lock.Request) (*wrapper.Grant, error) {
+	if f.acquire != nil {
+		if err := f.acquire(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &wrapper.Grant{Lease: f.lease, Fence: 5}, nil
+}
+
+var _ wrapper.Locker = fakeLocker{}
+
+func fakeCfg(t *testing.T, more ...string) config.Config {
+	cfg, _, err := config.Parse(append(append([]string{"--redis-url", "redis://unused", "--key", "k",
+		"--ttl", "300ms", "--renew-interval", "100ms", "--kill-grace", "2s"}, more...), "--", "x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestFlakyRedisShorterThanTTL(t *testing.T) {
+	start := time.Now()
+	// Down for 150ms (less than the 300ms ttl) starting at 50ms.
+	l := &flakyLease{down: func() bool { d := time.Since(start); return d > 50*time.Millisecond && d < 200*time.Millisecond }}
+	g := newGate(t)
+	done := make(chan result, 1)
+	go func() {
+		rep, code := wrapper.Run(context.Background(), fakeCfg(t), g.cmd(0), wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
+		done <- result{rep, code}
+	}()
+	eventually(t, "renewals after the outage", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return time.Since(start) > 300*time.Millisecond && l.renewals >= 2
+	})
+	g.release(t)
+	r := await(t, done)
+	if r.code != 0 || r.rep.Outcome != report.Succeeded || r.rep.LockLost || l.finished != lock.StateSucceeded || r.rep.FencingToken != 5 {
+		t.Fatalf("%+v finished=%q", r, l.finished)
+	}
+}
+
+func TestFlakyRedisPastTTL(t *testing.T) {
+	for _, onLost := range []string{"terminate", "continue"} {
+		t.Run(onLost, func(t *testing.T) {
+			l := &flakyLease{down: func() bool { return true }}
+			stderr := &syncBuf{}
+			g := newGate(t)
+			done := make(chan result, 1)
+			go func() {
+				rep, code := wrapper.Run(context.Background(), fakeCfg(t, "--on-lost", onLost), g.cmd(4),
+					wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: stderr})
+				done <- result{rep, code}
+			}()
+			if onLost == "continue" {
+				eventually(t, "the loss", func() bool { return strings.Contains(stderr.String(), "lock lost") })
+				g.release(t)
+			}
+			r := await(t, done)
+			switch onLost {
+			case "terminate":
+				if r.code != 143 || r.rep.Outcome != report.LockLost || l.finished != lock.StateFailed {
+					t.Fatalf("%+v", r)
+				}
+			case "continue":
+				if r.code != 4 || r.rep.Outcome != report.Failed || !r.rep.LockLost {
+					t.Fatalf("%+v", r)
+				}
+			}
+			if !strings.Contains(r.rep.Message, "unreachable") || !strings.Contains(r.rep.Message, "connection refused") {
+				t.Fatalf("message %q", r.rep.Message)
+			}
+		})
+	}
+}
+
+func TestKillGraceEscalatesToSIGKILL(t *testing.T) {
+	l := &flakyLease{down: func() bool { return true }}
+	dir := t.TempDir()
+	cmd := []string{"sh", "-c", `trap '' TERM; touch "$1/started"; while :; do sleep 0.02; done`, "sh", dir}
+	cfg := fakeCfg(t, "--kill-grace", "200ms")
+	rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
+	if code != 128+int(syscall.SIGKILL) || rep.Outcome != report.LockLost {
+		t.Fatalf("%d %+v", code, rep)
+	}
+}
+
+func TestSignalBeforeStartAborts(t *testing.T) {
+	sigs := make(chan os.Signal, 1)
+	sigs <- syscall.SIGTERM
+	blocked := fakeLocker{acquire: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}
+	rep, code := wrapper.Run(context.Background(), fakeCfg(t), []string{"true"}, wrapper.Deps{Locker: blocked, Signals: sigs, Stderr: &syncBuf{}})
+	if code != wrapper.ExitInternal || rep.Outcome != report.Error || !strings.Contains(rep.Message, "interrupted by terminated") {
+		t.Fatalf("%d %+v", code, rep)
+	}
+}
