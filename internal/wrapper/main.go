@@ -11,6 +11,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
@@ -31,6 +33,9 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 		}
 		return 0
 	}
+
+	// go-redis's own log lines share the command's stderr: mark them as ours.
+	redis.SetLogger(redisLogger{stderr})
 
 	// Catch signals from the start, so that none kills us without a report.
 	sigs := make(chan os.Signal, 32)
@@ -61,6 +66,12 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	}
 	rep, code = Run(context.Background(), cfg, cmd, Deps{Signals: sigs, Stderr: stderr})
 	return code
+}
+
+type redisLogger struct{ w io.Writer }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	fmt.Fprintf(l.w, "lockwrap: "+format+"\n", v...)
 }
 
 // WriteReport writes rep, encoded within report.MaxBytes, to path: a file (created or
