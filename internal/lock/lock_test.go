@@ -158,9 +158,9 @@ func TestMinReplicas(t *testing.T) {
 func TestKeys(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
 	for got, want := range map[string]string{
-		lock.LockKey("ns/job"):      "lockedcron:{ns/job}:lock",
-		lock.FenceKey("ns/job"):     "lockedcron:{ns/job}:fence",
-		lock.RunKey("ns/job", at):   fmt.Sprintf("lockedcron:{ns/job}:run:%d", at.Unix()),
+		lock.LockKey("ns/job"):                                  "lockedcron:{ns/job}:lock",
+		lock.FenceKey("ns/job"):                                 "lockedcron:{ns/job}:fence",
+		lock.RunKey("ns/job", at):                               fmt.Sprintf("lockedcron:{ns/job}:run:%d", at.Unix()),
 		lock.RunKey("ns/job", at.In(time.FixedZone("x", 3600))): fmt.Sprintf("lockedcron:{ns/job}:run:%d", at.Unix()),
 	} {
 		if got != want {

@@ -59,7 +59,7 @@ var _ wrapper.Locker = fakeLocker{}
 
 func fakeCfg(t *testing.T, more ...string) config.Config {
 	cfg, _, err := config.Parse(append(append([]string{"--redis-url", "redis://unused", "--key", "k",
-		"--ttl", "300ms", "--renew-interval", "100ms", "--kill-grace", "2s"}, more...), "--", "x"), nil)
+		"--ttl", "300ms", "--renew-interval", "100ms", "--kill-grace", "2s"}, more...), "--", "x"), nil) // later flags win
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,18 +68,20 @@ func fakeCfg(t *testing.T, more ...string) config.Config {
 
 func TestFlakyRedisShorterThanTTL(t *testing.T) {
 	start := time.Now()
-	// Down for 150ms (less than the 300ms ttl) starting at 50ms.
-	l := &flakyLease{down: func() bool { d := time.Since(start); return d > 50*time.Millisecond && d < 200*time.Millisecond }}
+	// Down from 50ms to 300ms: the renewal at 200ms fails and is retried until it works,
+	// well before the lock (acquired at 0, ttl 600ms) would expire.
+	l := &flakyLease{down: func() bool { d := time.Since(start); return d > 50*time.Millisecond && d < 300*time.Millisecond }}
 	g := newGate(t)
 	done := make(chan result, 1)
 	go func() {
-		rep, code := wrapper.Run(context.Background(), fakeCfg(t), g.cmd(0), wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
+		cfg := fakeCfg(t, "--ttl", "600ms", "--renew-interval", "200ms")
+		rep, code := wrapper.Run(context.Background(), cfg, g.cmd(0), wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
 		done <- result{rep, code}
 	}()
 	eventually(t, "renewals after the outage", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return time.Since(start) > 300*time.Millisecond && l.renewals >= 2
+		return time.Since(start) > 700*time.Millisecond && l.renewals >= 2
 	})
 	g.release(t)
 	r := await(t, done)
