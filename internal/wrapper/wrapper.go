@@ -345,17 +345,11 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(max(cfg.TTL, 2*time.Second), 10*time.Second))
 	defer cancel()
 	var last error
-	err := wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
+	_ = wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
 		last = l.Finish(pctx, state)
-		if last == nil || errors.Is(last, lock.ErrLost) {
-			return true, nil
-		}
-		return false, nil
+		return last == nil || errors.Is(last, lock.ErrLost), nil
 	})
-	if err != nil && last != nil {
-		return last
-	}
-	return last
+	return last // the last attempt's error: nil, lock.ErrLost, or why Redis did not answer
 }
 
 // childEnv is base plus the occurrence's variables; lockwrap's Redis password is not
