@@ -8,15 +8,18 @@ for f in "$RUN"/*.pid; do
   [ -f "$f" ] || continue
   pid=$(cat "$f"); [ -d "/proc/$pid" ] && report "process $(basename "$f" .pid) pid $pid"
 done
-# any process running one of the cluster's programs, or with the state folder on its command line
-while read -r dir exe; do
-  pid=${dir#/proc/}
-  case $exe in
-    */lockedcron/k8s-*/*|/usr/bin/containerd|/usr/bin/containerd-shim*|/usr/sbin/runc) report "process $pid $exe" ;;
-    /usr/bin/redis-server|/usr/bin/redis-check-rdb)
-      tr '\0' ' ' <"$dir/cmdline" 2>/dev/null | grep -qE -- "(:|--port )$REDIS_PORT( |$)" && report "process $pid $exe (port $REDIS_PORT)" ;;
+# any process with the state folder on its command line (every daemon and shim of this cluster
+# has), any process of the cluster's Redis port; container processes show up as kubepods cgroups
+for f in $(grep -laF -f <(printf '%s/\n' "$STATE") /proc/[0-9]*/cmdline 2>/dev/null); do
+  d=${f%/cmdline}
+  report "process ${d#/proc/} $(readlink "$d/exe" 2>/dev/null): $(tr '\0' ' ' 2>/dev/null <"$f" | cut -c1-160)"
+done
+for f in $(grep -laE -f <(printf '(:|--port.)%s([^0-9]|$)\n' "$REDIS_PORT") /proc/[0-9]*/cmdline 2>/dev/null); do
+  d=${f%/cmdline}
+  case $(readlink "$d/exe" 2>/dev/null) in
+    */redis-server|*/redis-check-rdb) report "process ${d#/proc/} redis on port $REDIS_PORT" ;;
   esac
-done < <(find /proc -mindepth 2 -maxdepth 2 -name exe -printf '%h %l\n' 2>/dev/null)
+done
 while read -r m; do report "mount $m"; done < <(awk -v s="$STATE" '$5 == s || index($5, s "/") == 1 {print $5}' /proc/self/mountinfo)
 for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do [ -d "$cg" ] && report "cgroup $cg"; done
 ip link show "$BRIDGE" >/dev/null 2>&1 && report "link $BRIDGE"

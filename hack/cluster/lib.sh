@@ -6,7 +6,9 @@ set -euo pipefail
 CLUSTER_HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$CLUSTER_HACK/../.." && pwd)
 STATE=${LOCKEDCRON_CLUSTER_DIR:-/var/tmp/lockedcron-cluster}
-NODE_NAME=${LOCKEDCRON_NODE_NAME:-lockedcron-node}
+# The node name must resolve to 127.0.0.1 (the API server reaches the kubelet by it, and the
+# kubelet refuses a loopback --node-ip), hence "localhost".
+NODE_NAME=${LOCKEDCRON_NODE_NAME:-localhost}
 API_PORT=${LOCKEDCRON_API_PORT:-6443}
 ETCD_PORT=${LOCKEDCRON_ETCD_PORT:-12379}
 ETCD_PEER_PORT=$((ETCD_PORT + 1))

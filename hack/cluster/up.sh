@@ -107,7 +107,7 @@ start_daemon kube-apiserver "$BIN/kube-apiserver" \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
   --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
-  --kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP,Hostname \
+  --kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types Hostname \
   --enable-admission-plugins NodeRestriction --profiling=false
 wait_for 90 kube-apiserver kc get --raw /readyz || die "kube-apiserver not ready; see $LOGS/kube-apiserver.log"
 
@@ -126,7 +126,7 @@ start_daemon kube-scheduler "$BIN/kube-scheduler" \
 
 log "starting kubelet (node $NODE_NAME)"
 start_daemon kubelet "$BIN/kubelet" --config "$STATE/kubelet-config.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
-  --root-dir "$STATE/kubelet" --hostname-override "$NODE_NAME" --node-ip 127.0.0.1 --v 1
+  --root-dir "$STATE/kubelet" --hostname-override "$NODE_NAME" --v 1
 
 node_ready() { [ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; }
 wait_for 120 node node_ready || die "node $NODE_NAME not Ready; see $LOGS/kubelet.log"
