@@ -127,7 +127,7 @@ func TestFlakyRedisPastTTL(t *testing.T) {
 func TestKillGraceEscalatesToSIGKILL(t *testing.T) {
 	l := &flakyLease{down: func() bool { return true }}
 	dir := t.TempDir()
-	cmd := []string{"sh", "-c", `trap '' TERM; touch "$1/started"; while :; do sleep 0.02; done`, "sh", dir}
+	cmd := []string{"sh", "-c", `trap '' TERM; touch "$1/started"; while [ -d "$1" ]; do sleep 0.02; done`, "sh", dir}
 	cfg := fakeCfg(t, "--kill-grace", "200ms")
 	rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
 	if code != 128+int(syscall.SIGKILL) || rep.Outcome != report.LockLost {

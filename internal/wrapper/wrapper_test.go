@@ -41,10 +41,16 @@ const occurrence = "2026-11-30T06:00:00Z"
 // with code.
 type gate struct{ dir string }
 
-func newGate(t *testing.T) gate { return gate{t.TempDir()} }
+// A failing test releases its gates, and a gate whose directory is gone stops waiting, so
+// no child outlives the test.
+func newGate(t *testing.T) gate {
+	g := gate{t.TempDir()}
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(g.dir, "release"), nil, 0o644) })
+	return g
+}
 
 func (g gate) cmd(code int) []string {
-	return []string{"sh", "-c", `touch "$1/started"; while [ ! -e "$1/release" ]; do sleep 0.02; done; exit $2`,
+	return []string{"sh", "-c", `touch "$1/started"; while [ ! -e "$1/release" ] && [ -d "$1" ]; do sleep 0.02; done; exit $2`,
 		"sh", g.dir, fmt.Sprint(code)}
 }
 func (g gate) waitStarted(t *testing.T) {
@@ -418,7 +424,7 @@ func TestSignalsForwarded(t *testing.T) {
 	dir := t.TempDir()
 	// The child traps TERM and exits 7; lockwrap passes 7 through.
 	p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "sig", "a"),
-		"sh", "-c", `trap 'exit 7' TERM; touch "$1/started"; while :; do sleep 0.02; done`, "sh", dir)...)
+		"sh", "-c", `trap 'exit 7' TERM; touch "$1/started"; while [ -d "$1" ]; do sleep 0.02; done`, "sh", dir)...)
 	eventually(t, "child started", func() bool { _, err := os.Stat(filepath.Join(dir, "started")); return err == nil })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
