@@ -110,8 +110,8 @@ type LockedCronJobSpec struct {
 }
 
 // LockSpec is the Redis lock.
-// +kubebuilder:validation:XValidation:rule="duration(self.ttl) > duration('0s')",message="lock.ttl must be greater than 0",fieldPath=".ttl"
-// +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || (duration(self.renewInterval) > duration('0s') && duration(self.renewInterval) + duration(self.renewInterval) <= duration(self.ttl))",message="lock.renewInterval must be greater than 0 and at most half of lock.ttl, so that one missed renewal does not lose the lock",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.ttl) || duration(self.ttl) > duration('0s')",message="lock.ttl must be greater than 0",fieldPath=".ttl"
+// +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || (duration(self.renewInterval) > duration('0s') && (!has(self.ttl) || duration(self.renewInterval) + duration(self.renewInterval) <= duration(self.ttl)))",message="lock.renewInterval must be greater than 0 and at most half of lock.ttl, so that one missed renewal does not lose the lock",fieldPath=".renewInterval"
 type LockSpec struct {
 	// Key names the lock. The same key in several namespaces or clusters means one run for
 	// all of them. Default: "<namespace>/<name>".
@@ -124,7 +124,7 @@ type LockSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	TTL metav1.Duration `json:"ttl,omitempty"`
+	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// RenewInterval is how often the holder renews the lock; default ttl/3, at most ttl/2.
 	// +kubebuilder:validation:Type=string
@@ -156,7 +156,7 @@ type RedisSpec struct {
 }
 
 // ContentionSpec says what a pod does when another holder has the lock.
-// +kubebuilder:validation:XValidation:rule="self.policy != 'Retry' || has(self.retry)",message="contention.retry (with attempts) is required when contention.policy is Retry",fieldPath=".retry"
+// +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Retry' || has(self.retry)",message="contention.retry (with attempts) is required when contention.policy is Retry",fieldPath=".retry"
 type ContentionSpec struct {
 	// Policy: Skip ends the run at once; Retry tries again with jittered backoff.
 	// +kubebuilder:default=Skip
@@ -169,7 +169,7 @@ type ContentionSpec struct {
 }
 
 // RetrySpec bounds retries with full-jitter exponential backoff.
-// +kubebuilder:validation:XValidation:rule="duration(self.backoff) <= duration(self.maxBackoff)",message="contention.retry.backoff must not exceed contention.retry.maxBackoff",fieldPath=".backoff"
+// +kubebuilder:validation:XValidation:rule="!has(self.backoff) || !has(self.maxBackoff) || duration(self.backoff) <= duration(self.maxBackoff)",message="contention.retry.backoff must not exceed contention.retry.maxBackoff",fieldPath=".backoff"
 type RetrySpec struct {
 	// Attempts is how many times to try in all.
 	// +kubebuilder:validation:Minimum=1
@@ -181,14 +181,14 @@ type RetrySpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	Backoff metav1.Duration `json:"backoff,omitempty"`
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
 
 	// MaxBackoff caps the backoff.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	MaxBackoff metav1.Duration `json:"maxBackoff,omitempty"`
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
 }
 
 // BlackoutSpec pauses the job during windows and rollouts.
@@ -270,7 +270,7 @@ type DedupeSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
-	Retention metav1.Duration `json:"retention,omitempty"`
+	Retention *metav1.Duration `json:"retention,omitempty"`
 }
 
 // Holder is who held the lock for an occurrence.
@@ -404,6 +404,7 @@ type LockedCronJobStatus struct {
 // namespaces or replicas declare it, by taking a Redis lock in front of the job.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters, so that pod names (<name>-<unix seconds>) fit in a label value"
 // +kubebuilder:resource:shortName=lcj,categories=all
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`

@@ -20,6 +20,9 @@ import (
 const (
 	// AnnotationScheduledTime holds the occurrence (RFC 3339) a pod runs.
 	AnnotationScheduledTime = "scheduling.lockedcron.io/scheduled-time"
+	// AnnotationWrappedContainer names the container lockwrap wraps (whose termination
+	// message is the report).
+	AnnotationWrappedContainer = "scheduling.lockedcron.io/wrapped-container"
 	// LabelJob holds the name of the owning LockedCronJob (used to select its pods).
 	LabelJob = "scheduling.lockedcron.io/job"
 	// LabelCounted marks a finished pod whose report is already in the owner's status.
@@ -76,14 +79,6 @@ func LockKey(job *v1alpha1.LockedCronJob) string {
 // Holder is the identity a pod takes the lock as: "<cluster>/<namespace>/<pod>".
 func Holder(cluster, namespace, pod string) string {
 	return cluster + "/" + namespace + "/" + pod
-}
-
-// RenewInterval is spec.lock.renewInterval or ttl/3.
-func RenewInterval(lock v1alpha1.LockSpec) time.Duration {
-	if lock.RenewInterval != nil {
-		return lock.RenewInterval.Duration
-	}
-	return lock.TTL.Duration / 3
 }
 
 // WrapIndex finds the container lockwrap wraps: wrapContainer, or the first.
@@ -168,6 +163,7 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 		annotations[k] = v
 	}
 	annotations[AnnotationScheduledTime] = occurrence.UTC().Format(time.RFC3339)
+	annotations[AnnotationWrappedContainer] = c.Name
 
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -223,13 +219,13 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		fromSecret(config.EnvRedisPassword, SecretKeyPassword, true),
 		fromSecret(config.EnvRedisCACert, SecretKeyCACert, true),
 		lit(config.EnvKey, LockKey(job)),
-		lit(config.EnvTTL, lock.TTL.Duration.String()),
-		lit(config.EnvRenewInterval, RenewInterval(lock).String()),
+		lit(config.EnvTTL, lock.TTLDuration().String()),
+		lit(config.EnvRenewInterval, lock.RenewIntervalDuration().String()),
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
 		lit(config.EnvHolder, holder),
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
-		lit(config.EnvDedupeRetention, job.Spec.Dedupe.Retention.Duration.String()),
+		lit(config.EnvDedupeRetention, job.Spec.Dedupe.RetentionDuration().String()),
 		lit(config.EnvTerminationLog, terminationLog),
 	}
 	contention := job.Spec.Contention
@@ -238,8 +234,8 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		r := contention.Retry
 		env = append(env,
 			lit(config.EnvRetryAttempts, strconv.Itoa(int(r.Attempts))),
-			lit(config.EnvRetryBackoff, r.Backoff.Duration.String()),
-			lit(config.EnvRetryMaxBackoff, r.MaxBackoff.Duration.String()),
+			lit(config.EnvRetryBackoff, r.BackoffDuration().String()),
+			lit(config.EnvRetryMaxBackoff, r.MaxBackoffDuration().String()),
 		)
 		if d := job.Spec.StartingDeadlineSeconds; d != nil {
 			deadline := occurrence.Add(time.Duration(*d) * time.Second)

@@ -21,16 +21,16 @@ func nightly() *v1alpha1.LockedCronJob {
 			StartingDeadlineSeconds: ptr.To[int64](120),
 			Lock: v1alpha1.LockSpec{
 				Key:   "reconcile-ledger",
-				TTL:   metav1.Duration{Duration: 30 * time.Second},
+				TTL:   &metav1.Duration{Duration: 30 * time.Second},
 				Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}},
 			},
 			Contention: v1alpha1.ContentionSpec{
 				Policy: v1alpha1.ContentionRetry,
 				Retry: &v1alpha1.RetrySpec{Attempts: 5,
-					Backoff:    metav1.Duration{Duration: time.Second},
-					MaxBackoff: metav1.Duration{Duration: 30 * time.Second}},
+					Backoff:    &metav1.Duration{Duration: time.Second},
+					MaxBackoff: &metav1.Duration{Duration: 30 * time.Second}},
 			},
-			Dedupe: v1alpha1.DedupeSpec{Retention: metav1.Duration{Duration: 168 * time.Hour}},
+			Dedupe: v1alpha1.DedupeSpec{Retention: &metav1.Duration{Duration: 168 * time.Hour}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "ledger"}, Annotations: map[string]string{"team": "billing"}},
 				Spec: corev1.PodSpec{
@@ -67,7 +67,7 @@ func TestBuildLiteralPod(t *testing.T) {
 			Name:        "nightly-1796004000",
 			Namespace:   "billing",
 			Labels:      map[string]string{"app": "ledger", "scheduling.lockedcron.io/job": "nightly"},
-			Annotations: map[string]string{"team": "billing", "scheduling.lockedcron.io/scheduled-time": "2026-11-30T02:00:00Z"},
+			Annotations: map[string]string{"team": "billing", "scheduling.lockedcron.io/scheduled-time": "2026-11-30T02:00:00Z", "scheduling.lockedcron.io/wrapped-container": "job"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "scheduling.lockedcron.io/v1alpha1", Kind: "LockedCronJob", Name: "nightly", UID: "uid-1",
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),

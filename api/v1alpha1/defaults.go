@@ -1,0 +1,52 @@
+package v1alpha1
+
+import "time"
+
+// Defaults, the same as the CRD's default markers. The API server fills them in at
+// admission; these accessors give the same answer for an object built in Go.
+const (
+	DefaultTTL             = 30 * time.Second
+	DefaultRetryBackoff    = time.Second
+	DefaultRetryMaxBackoff = 30 * time.Second
+	DefaultDedupeRetention = 168 * time.Hour
+)
+
+// TTLDuration is spec.lock.ttl, or its default.
+func (l *LockSpec) TTLDuration() time.Duration {
+	if l.TTL == nil {
+		return DefaultTTL
+	}
+	return l.TTL.Duration
+}
+
+// RenewIntervalDuration is spec.lock.renewInterval, or ttl/3.
+func (l *LockSpec) RenewIntervalDuration() time.Duration {
+	if l.RenewInterval == nil {
+		return l.TTLDuration() / 3
+	}
+	return l.RenewInterval.Duration
+}
+
+// BackoffDuration is spec.contention.retry.backoff, or its default.
+func (r *RetrySpec) BackoffDuration() time.Duration {
+	if r.Backoff == nil {
+		return DefaultRetryBackoff
+	}
+	return r.Backoff.Duration
+}
+
+// MaxBackoffDuration is spec.contention.retry.maxBackoff, or its default.
+func (r *RetrySpec) MaxBackoffDuration() time.Duration {
+	if r.MaxBackoff == nil {
+		return DefaultRetryMaxBackoff
+	}
+	return r.MaxBackoff.Duration
+}
+
+// RetentionDuration is spec.dedupe.retention, or its default.
+func (d *DedupeSpec) RetentionDuration() time.Duration {
+	if d.Retention == nil {
+		return DefaultDedupeRetention
+	}
+	return d.Retention.Duration
+}

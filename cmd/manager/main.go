@@ -1,0 +1,131 @@
+// Command manager runs the lockedcron controller: it creates one pod per occurrence of
+// every LockedCronJob and folds the pods' lockwrap reports into status.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/controller"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		metricsAddr, probeAddr, clusterName, wrapperImage, pullPolicy string
+		leaderElect, secureMetrics                                    bool
+		qps                                                           float64
+		burst                                                         int
+		leaderElectionNamespace                                       string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization by the API server.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz probes.")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own namespace).")
+	flag.StringVar(&clusterName, "cluster-name", "", "This cluster's name in holder identities (<cluster>/<namespace>/<pod>); default derived from the kube-system namespace UID.")
+	flag.StringVar(&wrapperImage, "wrapper-image", "k8s.local/lockedcron:dev", "Image holding /lockwrap, copied into every job pod by an init container (normally this operator's own image).")
+	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
+	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server.")
+	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server.")
+	opts := zap.Options{Development: false}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	log := ctrl.Log.WithName("setup")
+
+	switch corev1.PullPolicy(pullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return fmt.Errorf("--wrapper-image-pull-policy %q: want Always, IfNotPresent or Never", pullPolicy)
+	}
+	if wrapperImage == "" {
+		return fmt.Errorf("--wrapper-image is empty: give the image that holds /lockwrap")
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Metrics: metricsserver.Options{
+			BindAddress:   metricsAddr,
+			SecureServing: secureMetrics,
+			TLSOpts:       []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+		},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "lockedcron.scheduling.lockedcron.io",
+		LeaderElectionNamespace: leaderElectionNamespace,
+		Cache:                   controller.CacheOptions(),
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+
+	if clusterName == "" {
+		clusterName, err = derivedClusterName(context.Background(), mgr.GetAPIReader())
+		if err != nil {
+			return fmt.Errorf("--cluster-name not set and it could not be derived: %w", err)
+		}
+	}
+	log.Info("starting", "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect)
+
+	if err := (&controller.LockedCronJobReconciler{
+		Client: mgr.GetClient(),
+		Scheme: mgr.GetScheme(),
+		Pod: runpod.Options{
+			ClusterName:            clusterName,
+			WrapperImage:           wrapperImage,
+			WrapperImagePullPolicy: corev1.PullPolicy(pullPolicy),
+		},
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// derivedClusterName names the cluster after its kube-system namespace UID, which is
+// stable for the cluster's life and differs between clusters.
+func derivedClusterName(ctx context.Context, r client.Reader) (string, error) {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: "kube-system"}, &ns); err != nil {
+		return "", err
+	}
+	return "cluster-" + string(ns.UID)[:8], nil
+}

@@ -1,0 +1,495 @@
+// Package controller holds the LockedCronJob reconciler: thin steps around the pure
+// packages schedule (when), runpod (what pod) and runstatus (what happened).
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/metrics"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/schedule"
+)
+
+// Condition types.
+const (
+	ConditionReady            = "Ready"
+	ConditionLockBackendReady = "LockBackendReady"
+	ConditionBlackout         = "Blackout"
+)
+
+// Reasons of the Ready condition and of Events. They are stable: alerts may match them.
+const (
+	ReasonScheduled          = "Scheduled"
+	ReasonSuspended          = "Suspended"
+	ReasonInvalidSchedule    = "InvalidSchedule"
+	ReasonScheduleNeverFires = "ScheduleNeverFires"
+	ReasonInvalidTemplate    = "InvalidTemplate"
+	ReasonLockBackend        = "LockBackendUnavailable"
+	ReasonStarted            = "Started"
+	ReasonMissed             = "Missed"
+	ReasonPodNameTaken       = "PodNameTaken"
+	ReasonReportInvalid      = "ReportInvalid"
+)
+
+// ownerIndex indexes pods by the name of their controlling LockedCronJob.
+const ownerIndex = ".metadata.controller.lockedcronjob"
+
+// backendRetry is how soon a job whose lock backend is not usable is looked at again
+// (Secrets are read, not watched, so that the manager never lists them).
+const backendRetry = 15 * time.Second
+
+// LockedCronJobReconciler creates one pod per occurrence and folds the pods' reports
+// into status.
+type LockedCronJobReconciler struct {
+	client.Client
+	// APIReader reads Secrets straight from the API server.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  recorder.EventRecorder
+	// Clock is the time source; SetupWithManager defaults it to the real clock.
+	Clock clock.PassiveClock
+	// Pod holds the controller-wide pod settings (cluster name, wrapper image).
+	Pod runpod.Options
+
+	backends *backends
+}
+
+// +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
+
+// pass is the state of one reconcile: the status being built and the Events to emit
+// once it is written.
+type pass struct {
+	job    *v1alpha1.LockedCronJob
+	status *v1alpha1.LockedCronJobStatus
+	now    time.Time
+	events []event
+	// counted are results folded in this pass (for metrics, once status is written).
+	counted []runstatus.Result
+	started *time.Time
+	requeue time.Duration
+}
+
+type event struct{ typ, reason, note string }
+
+func (p *pass) eventf(typ, reason, format string, args ...any) {
+	p.events = append(p.events, event{typ, reason, fmt.Sprintf(format, args...)})
+}
+
+func (p *pass) requeueAt(d time.Duration) {
+	if d > 0 && (p.requeue == 0 || d < p.requeue) {
+		p.requeue = d
+	}
+}
+
+func (p *pass) setCondition(typ string, ok bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&p.status.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: p.job.Generation,
+	})
+}
+
+// Reconcile runs one pass for one LockedCronJob.
+func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+
+	// 1: load the job.
+	var job v1alpha1.LockedCronJob
+	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.Forget(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !job.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	p := &pass{job: &job, status: job.Status.DeepCopy(), now: r.Clock.Now()}
+
+	// 2: list its pods (through the owner index of the cache).
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{ownerIndex: job.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 3: fold the reports of newly finished pods into status, exactly once each.
+	active, finished := foldFinished(p, pods.Items)
+
+	// 4: is the lock backend usable?
+	backend, berr := r.backends.check(ctx, job.Namespace, job.Spec.Lock.Redis.SecretRef.Name)
+	if berr != nil {
+		p.setCondition(ConditionLockBackendReady, false, berr.reason, berr.Error())
+		p.requeueAt(backendRetry)
+	} else {
+		p.setCondition(ConditionLockBackendReady, true, ReasonRedisReachable, "Secret read and Redis answered")
+	}
+
+	// 5: plan the schedule and start the due occurrence.
+	if created := r.schedule(ctx, p, backend, berr); created != nil {
+		active = append(active, created)
+	}
+
+	// 6: status that follows from the world.
+	setActive(p.status, active)
+	p.status.LockKey = runpod.LockKey(&job)
+	p.status.ObservedGeneration = job.Generation
+
+	// 7: write status once, then act on what it records.
+	if !equality.Semantic.DeepEqual(&job.Status, p.status) {
+		job.Status = *p.status
+		if err := r.Status().Update(ctx, &job); err != nil {
+			if apierrors.IsConflict(err) {
+				// A newer version is on its way to the cache and will bring us back.
+				log.V(1).Info("status conflict, waiting for the newer version")
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	}
+	r.emit(&job, p)
+	if err := r.markCounted(ctx, &job, finished); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.pruneHistory(ctx, p, finished); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 8: come back at the next occurrence.
+	return ctrl.Result{RequeueAfter: p.requeue}, nil
+}
+
+// foldFinished folds each finished pod not yet counted into p.status and returns the
+// active and finished pods. status.countedPods holds pods counted but not yet labelled,
+// so that a restart between the status write and the label never counts a pod twice.
+func foldFinished(p *pass, pods []corev1.Pod) (active, finished []*corev1.Pod) {
+	pending := map[string]bool{}
+	for _, n := range p.status.CountedPods {
+		pending[n] = true
+	}
+	var keep []string
+	for i := range pods {
+		pod := &pods[i]
+		if !runstatus.Finished(pod) {
+			active = append(active, pod)
+			continue
+		}
+		finished = append(finished, pod)
+		if pod.Labels[runpod.LabelCounted] == "true" {
+			continue
+		}
+		keep = append(keep, pod.Name)
+		if pending[pod.Name] {
+			continue
+		}
+		res := runstatus.ResultOf(pod)
+		runstatus.Fold(p.status, res)
+		p.counted = append(p.counted, res)
+		if res.Invalid != nil {
+			p.eventf(corev1.EventTypeWarning, ReasonReportInvalid, "pod %s: %v; counted as Error", pod.Name, res.Invalid)
+		} else {
+			p.eventf(eventType(res.Report.Outcome), string(res.Report.Outcome), "%s", describe(res))
+		}
+	}
+	slices.Sort(keep)
+	p.status.CountedPods = keep
+	return active, finished
+}
+
+func eventType(o report.Outcome) string {
+	switch o {
+	case report.Failed, report.LockLost, report.Error:
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
+
+func describe(r runstatus.Result) string {
+	rep := r.Report
+	occ := r.Occurrence.UTC().Format(time.RFC3339)
+	switch rep.Outcome {
+	case report.SkippedContention:
+		return fmt.Sprintf("occurrence %s: lock %q held by %s; pod %s skipped", occ, rep.Key, rep.HeldBy, r.Pod)
+	case report.SuppressedDuplicate:
+		return fmt.Sprintf("occurrence %s already succeeded elsewhere; pod %s did not run it", occ, r.Pod)
+	case report.Error:
+		return fmt.Sprintf("occurrence %s: pod %s: %s", occ, r.Pod, rep.Message)
+	}
+	msg := fmt.Sprintf("occurrence %s ran in pod %s as %s (fencing token %d), exit code %d", occ, r.Pod, rep.Holder, rep.FencingToken, rep.ExitCode)
+	if rep.Message != "" {
+		msg += ": " + rep.Message
+	}
+	return msg
+}
+
+// schedule plans the occurrences since the last pass and starts the due one. It returns
+// the pod it created, if any.
+func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
+	job, st := p.job, p.status
+	sched, err := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
+	if err != nil {
+		msg := fmt.Sprintf("spec.schedule/spec.timeZone: %v", err)
+		if !meta.IsStatusConditionPresentAndEqual(st.Conditions, ConditionReady, metav1.ConditionFalse) ||
+			meta.FindStatusCondition(st.Conditions, ConditionReady).Message != msg {
+			p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", msg)
+		}
+		p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg)
+		st.NextScheduleTime = nil
+		return nil
+	}
+
+	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
+	observed := fmt.Sprintf("%s|%s|suspend=%t", job.Spec.Schedule, job.Spec.TimeZone, suspended)
+	switch {
+	case st.ObservedSchedule == "":
+		st.ScheduleSince = job.CreationTimestamp.DeepCopy()
+	case st.ObservedSchedule != observed:
+		// A new schedule (or a resume) never runs what fell before it.
+		st.ScheduleSince = &metav1.Time{Time: p.now}
+	}
+	st.ObservedSchedule = observed
+	if suspended {
+		p.setCondition(ConditionReady, true, ReasonSuspended, "suspended: no new occurrences start; running pods go on")
+		st.NextScheduleTime = nil
+		return nil
+	}
+
+	plan := sched.Plan(schedule.Input{Earliest: earliest(job, st), Now: p.now, StartingDeadline: startingDeadline(job)})
+	if plan.Next.IsZero() {
+		st.NextScheduleTime = nil
+		p.setCondition(ConditionReady, false, ReasonScheduleNeverFires, fmt.Sprintf("spec.schedule %q has no occurrence in the next five years", job.Spec.Schedule))
+	} else {
+		st.NextScheduleTime = &metav1.Time{Time: plan.Next}
+		p.setCondition(ConditionReady, true, ReasonScheduled, "next occurrence "+plan.Next.UTC().Format(time.RFC3339))
+		p.requeueAt(plan.Next.Sub(p.now) + 10*time.Millisecond)
+	}
+
+	if plan.Missed > 0 {
+		st.Counters.Missed += plan.Missed
+		metrics.Runs.WithLabelValues(job.Namespace, job.Name, runstatus.OutcomeMissed).Add(float64(plan.Missed))
+		about := ""
+		if plan.MissedEstimated {
+			about = "about "
+		}
+		p.eventf(corev1.EventTypeWarning, ReasonMissed, "%s%d occurrence(s) up to %s could not start in time (controller down or startingDeadlineSeconds passed)", about, plan.Missed, plan.Latest.UTC().Format(time.RFC3339))
+		if plan.Due == nil {
+			runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(*plan.Latest), Outcome: runstatus.OutcomeMissed})
+		}
+	}
+	if plan.Due == nil {
+		if plan.Latest != nil {
+			st.LastScheduleTime = &metav1.Time{Time: *plan.Latest}
+		}
+		return nil
+	}
+	due := *plan.Due
+	if berr != nil && berr.blocking() {
+		// No pod can take the lock; the occurrence waits (within its deadline) for the Secret.
+		p.eventf(corev1.EventTypeWarning, ReasonLockBackend, "occurrence %s not started: %v", due.UTC().Format(time.RFC3339), berr)
+		return nil
+	}
+	return r.startOccurrence(ctx, p, due, backend, berr)
+}
+
+func earliest(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus) time.Time {
+	t := job.CreationTimestamp.Time
+	for _, m := range []*metav1.Time{st.LastScheduleTime, st.ScheduleSince} {
+		if m != nil && m.After(t) {
+			t = m.Time
+		}
+	}
+	return t
+}
+
+func startingDeadline(job *v1alpha1.LockedCronJob) *time.Duration {
+	if job.Spec.StartingDeadlineSeconds == nil {
+		return nil
+	}
+	d := time.Duration(*job.Spec.StartingDeadlineSeconds) * time.Second
+	return &d
+}
+
+// startOccurrence creates the occurrence's pod, unless Redis says it already succeeded.
+func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, due time.Time, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
+	job, st := p.job, p.status
+	occ := due.UTC().Format(time.RFC3339)
+	if backend != nil && berr == nil {
+		done, err := r.backends.succeeded(ctx, backend, runpod.LockKey(job), due)
+		if err != nil {
+			logf.FromContext(ctx).V(1).Info("ledger check failed; the wrapper decides", "occurrence", occ, "error", err.Error())
+		} else if done {
+			st.Counters.DuplicatesSuppressed++
+			st.LastScheduleTime = &metav1.Time{Time: due}
+			runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(due), Outcome: string(report.SuppressedDuplicate), Message: "already succeeded elsewhere; no pod created"})
+			metrics.Runs.WithLabelValues(job.Namespace, job.Name, string(report.SuppressedDuplicate)).Inc()
+			p.eventf(corev1.EventTypeNormal, string(report.SuppressedDuplicate), "occurrence %s already succeeded elsewhere (lock key %q); no pod created", occ, runpod.LockKey(job))
+			return nil
+		}
+	}
+
+	pod, err := runpod.Build(job, due, r.Pod)
+	if err != nil {
+		msg := err.Error()
+		p.setCondition(ConditionReady, false, ReasonInvalidTemplate, msg)
+		p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "occurrence %s not started: %s", occ, msg)
+		return nil
+	}
+	if err := r.Create(ctx, pod); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "occurrence %s: creating pod %s: %v", occ, pod.Name, err)
+			p.setCondition(ConditionReady, false, ReasonInvalidTemplate, fmt.Sprintf("creating pod %s: %v", pod.Name, err))
+			return nil
+		}
+		// The deterministic name makes AlreadyExists mean "already started", if it is ours.
+		var existing corev1.Pod
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), &existing); err == nil && !metav1.IsControlledBy(&existing, job) {
+			p.eventf(corev1.EventTypeWarning, ReasonPodNameTaken, "occurrence %s: pod %s exists and is not ours", occ, pod.Name)
+			return nil
+		}
+		st.LastScheduleTime = &metav1.Time{Time: due}
+		return nil
+	}
+	st.LastScheduleTime = &metav1.Time{Time: due}
+	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
+	p.eventf(corev1.EventTypeNormal, ReasonStarted, "occurrence %s: created pod %s", occ, pod.Name)
+	return pod
+}
+
+func setActive(st *v1alpha1.LockedCronJobStatus, active []*corev1.Pod) {
+	refs := make([]corev1.ObjectReference, 0, len(active))
+	for _, p := range active {
+		refs = append(refs, corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID, APIVersion: "v1"})
+	}
+	slices.SortFunc(refs, func(a, b corev1.ObjectReference) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	if len(refs) == 0 {
+		refs = nil
+	}
+	st.Active = refs
+	st.ActiveCount = int32(len(active))
+}
+
+func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
+	for _, e := range p.events {
+		r.Recorder.Eventf(job, nil, e.typ, e.reason, "Reconcile", "%s", e.note)
+	}
+	for _, res := range p.counted {
+		rep := res.Report
+		metrics.Runs.WithLabelValues(job.Namespace, job.Name, string(rep.Outcome)).Inc()
+		if rep.WaitedMs > 0 || rep.Attempts > 1 {
+			metrics.LockWait.WithLabelValues(job.Namespace, job.Name).Observe(float64(rep.WaitedMs) / 1000)
+		}
+		a, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
+		b, errB := time.Parse(time.RFC3339Nano, rep.ReleasedAt)
+		if errA == nil && errB == nil {
+			metrics.LockHold.WithLabelValues(job.Namespace, job.Name).Observe(b.Sub(a).Seconds())
+		}
+		if rep.Outcome == report.LockLost || rep.LockLost {
+			metrics.LockLost.WithLabelValues(job.Namespace, job.Name).Inc()
+		}
+	}
+}
+
+// markCounted labels the pods status.countedPods names; the next pass drops them from it.
+func (r *LockedCronJobReconciler) markCounted(ctx context.Context, job *v1alpha1.LockedCronJob, finished []*corev1.Pod) error {
+	for _, pod := range finished {
+		if !slices.Contains(job.Status.CountedPods, pod.Name) {
+			continue
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[runpod.LabelCounted] = "true"
+		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("marking pod %s counted: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// pruneHistory deletes the oldest counted pods beyond the history limits.
+func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, p *pass, finished []*corev1.Pod) error {
+	var counted []*corev1.Pod
+	for _, pod := range finished {
+		if pod.Labels[runpod.LabelCounted] == "true" {
+			counted = append(counted, pod)
+		}
+	}
+	keepOK, keepFailed := 3, 1
+	if v := p.job.Spec.SuccessfulRunsHistoryLimit; v != nil {
+		keepOK = int(*v)
+	}
+	if v := p.job.Spec.FailedRunsHistoryLimit; v != nil {
+		keepFailed = int(*v)
+	}
+	for _, pod := range runstatus.Prune(counted, keepOK, keepFailed) {
+		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting old pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// SetupWithManager registers the reconciler, the pod owner index and the watches.
+func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("lockedcron-controller")
+	}
+	r.backends = newBackends(r.APIReader)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, ownerIndex, func(o client.Object) []string {
+		owner := metav1.GetControllerOf(o)
+		if owner == nil || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Kind != "LockedCronJob" {
+			return nil
+		}
+		return []string{owner.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Pod{}).
+		Named("lockedcronjob").
+		Complete(r)
+}

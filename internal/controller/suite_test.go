@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+// The integration suite runs the reconciler in a real manager against a real
+// kube-apiserver and etcd (envtest; `make test` builds them from Go modules and sets
+// KUBEBUILDER_ASSETS) and a real redis-server. envtest runs no kubelet: tests finish
+// pods by writing their status, termination message included.
+
+var (
+	cfg       *rest.Config
+	k8sClient client.Client
+	testEnv   *envtest.Environment
+	scheme    = runtime.NewScheme()
+	redisSrv  *redistest.Server
+	ctx       context.Context
+	cancel    context.CancelFunc
+	nsCounter atomic.Int32
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controller Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(), "run through `make test`, which builds kube-apiserver and etcd and sets KUBEBUILDER_ASSETS")
+
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	redisSrv = redistest.Start(GinkgoTB())
+})
+
+var _ = AfterSuite(func() {
+	cancel()
+	Expect(testEnv.Stop()).To(Succeed())
+})
+
+// startManager runs a manager with the reconciler until the returned stop is called.
+// Each test runs its own, so that it can stop and restart it, or run two at once.
+func startManager(clk clock.PassiveClock) (stop func()) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  CacheOptions(),
+		Controller:             ctrlConfig(),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	r := &LockedCronJobReconciler{
+		Client: mgr.GetClient(),
+		Scheme: mgr.GetScheme(),
+		Clock:  clk,
+		Pod:    runpod.Options{ClusterName: "test", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullNever},
+	}
+	Expect(r.SetupWithManager(mgr)).To(Succeed())
+	mctx, mcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		mcancel()
+		Eventually(done, 30*time.Second).Should(BeClosed())
+		r.backends.close()
+	}
+	DeferCleanup(stop)
+	return stop
+}
+
+// newNamespace makes a fresh namespace holding a Secret "redis" for the suite's Redis.
+func newNamespace() string {
+	ns := fmt.Sprintf("t%d", nsCounter.Add(1))
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	Expect(k8sClient.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis"},
+		StringData: map[string]string{"url": redisSrv.URL()},
+	})).To(Succeed())
+	return ns
+}
+
+// newJob is a LockedCronJob as a user writes it (defaults come from the API server).
+func newJob(ns, name, sched string) *v1alpha1.LockedCronJob {
+	return &v1alpha1.LockedCronJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.LockedCronJobSpec{
+			Schedule: sched,
+			Lock:     v1alpha1.LockSpec{Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "job", Image: "busybox", Command: []string{"/bin/sh", "-c", "echo hi"}}},
+			}},
+		},
+	}
+}
+
+// dailyAt is a 6-field schedule that fires once a day at t's second (UTC).
+func dailyAt(t time.Time) string {
+	t = t.UTC()
+	return fmt.Sprintf("%d %d %d * * *", t.Second(), t.Minute(), t.Hour())
+}
+
+func getJob(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
+	var out v1alpha1.LockedCronJob
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(j), &out)).To(Succeed())
+	return &out
+}
+
+func podsOf(j *v1alpha1.LockedCronJob) []corev1.Pod {
+	var pods corev1.PodList
+	ExpectWithOffset(1, k8sClient.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{runpod.LabelJob: j.Name})).To(Succeed())
+	return pods.Items
+}
+
+// finishPod writes the status a kubelet would: the wrapped container terminated with
+// the given termination message.
+func finishPod(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32, message string) {
+	var p corev1.Pod
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+	now := metav1.Now()
+	p.Status.Phase = phase
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name:  p.Spec.Containers[0].Name,
+		Image: p.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: exitCode, Message: message, Reason: "Completed", StartedAt: now, FinishedAt: now,
+		}},
+	}}
+	ExpectWithOffset(1, k8sClient.Status().Update(ctx, &p)).To(Succeed())
+}
+
+// createPodFor creates, as the controller would, the pod of an occurrence (tests that
+// need many finished pods at chosen times create them directly).
+func createPodFor(j *v1alpha1.LockedCronJob, occurrence time.Time) *corev1.Pod {
+	pod, err := runpod.Build(getJob(j), occurrence, runpod.Options{ClusterName: "test", WrapperImage: "w"})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	ExpectWithOffset(1, k8sClient.Create(ctx, pod)).To(Succeed())
+	return pod
+}
+
+func eventReasons(j *v1alpha1.LockedCronJob) []string {
+	var list eventsv1.EventList
+	ExpectWithOffset(1, k8sClient.List(ctx, &list, client.InNamespace(j.Namespace))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == j.Name && e.Regarding.Kind == "LockedCronJob" {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+func eventNotes(j *v1alpha1.LockedCronJob, reason string) []string {
+	var list eventsv1.EventList
+	ExpectWithOffset(1, k8sClient.List(ctx, &list, client.InNamespace(j.Namespace))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == j.Name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// ctrlConfig lets several managers in one test process register the same controller.
+func ctrlConfig() config.Controller {
+	return config.Controller{SkipNameValidation: ptr.To(true)}
+}

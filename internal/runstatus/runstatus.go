@@ -1,0 +1,194 @@
+// Package runstatus turns finished pods into a LockedCronJob's status: it reads each
+// pod's lockwrap report and folds it into the counters, the recent runs and the last
+// holder. Everything here is a pure function of its inputs.
+package runstatus
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+// RecentLimit is how many finished occurrences status.recent keeps.
+const RecentLimit = 10
+
+// Outcomes the controller records itself (no pod ran).
+const (
+	OutcomeSkippedBlackout = "SkippedBlackout"
+	OutcomeMissed          = "Missed"
+)
+
+// Result is what one finished pod says about its occurrence.
+type Result struct {
+	Pod        string
+	Occurrence time.Time
+	Report     report.Report
+	// Invalid is set when the pod left no readable report; Report.Outcome is then Error.
+	Invalid error
+}
+
+// Finished reports whether a pod has ended for good.
+func Finished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// Occurrence reads the scheduled time a pod was created for.
+func Occurrence(pod *corev1.Pod) (time.Time, error) {
+	v, ok := pod.Annotations[runpod.AnnotationScheduledTime]
+	if !ok {
+		return time.Time{}, fmt.Errorf("pod %s has no %s annotation", pod.Name, runpod.AnnotationScheduledTime)
+	}
+	return time.Parse(time.RFC3339, v)
+}
+
+// ResultOf reads the report of a finished pod from the wrapped container's termination
+// message. A pod without a valid report (killed before lockwrap could write, a malformed
+// message) yields an Error result that says why.
+func ResultOf(pod *corev1.Pod) Result {
+	occ, _ := Occurrence(pod)
+	res := Result{Pod: pod.Name, Occurrence: occ}
+	invalid := func(err error) Result {
+		res.Invalid = err
+		res.Report = report.Report{V: report.Version, Outcome: report.Error, Message: err.Error()}
+		return res
+	}
+	name := pod.Annotations[runpod.AnnotationWrappedContainer]
+	var term *corev1.ContainerStateTerminated
+	for i := range pod.Status.ContainerStatuses {
+		cs := &pod.Status.ContainerStatuses[i]
+		if cs.Name == name {
+			term = cs.State.Terminated
+			if term == nil {
+				term = cs.LastTerminationState.Terminated
+			}
+		}
+	}
+	if term == nil {
+		why := "pod ended before its job container started"
+		if pod.Status.Message != "" {
+			why += ": " + pod.Status.Message
+		}
+		return invalid(fmt.Errorf("%s", why))
+	}
+	r, err := report.Decode([]byte(term.Message))
+	if err != nil {
+		return invalid(fmt.Errorf("container %s exited %d without a valid report: %w", name, term.ExitCode, err))
+	}
+	res.Report = r
+	return res
+}
+
+// Fold adds one finished pod's result to the status. The caller makes sure each pod is
+// folded once.
+func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
+	c := &st.Counters
+	rep := r.Report
+	switch rep.Outcome {
+	case report.Succeeded:
+		c.Runs++
+		c.Succeeded++
+	case report.Failed:
+		c.Runs++
+		c.Failed++
+	case report.LockLost:
+		c.Runs++
+		c.Failed++
+	case report.SkippedContention:
+		c.SkippedContention++
+	case report.SuppressedDuplicate:
+		c.DuplicatesSuppressed++
+	case report.Error:
+		c.Failed++
+	}
+	if rep.Outcome == report.LockLost || rep.LockLost {
+		c.LockLost++
+	}
+
+	occ := metav1.NewTime(r.Occurrence)
+	rec := v1alpha1.RunRecord{
+		Occurrence:   occ,
+		Outcome:      string(rep.Outcome),
+		Pod:          r.Pod,
+		Holder:       rep.Holder,
+		FencingToken: rep.FencingToken,
+		Message:      rep.Message,
+	}
+	acquired, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
+	released, errR := time.Parse(time.RFC3339Nano, rep.ReleasedAt)
+	if errA == nil && errR == nil && !released.Before(acquired) {
+		rec.Duration = &metav1.Duration{Duration: released.Sub(acquired).Round(time.Millisecond)}
+	}
+	if rep.Outcome == report.SkippedContention || rep.Outcome == report.SuppressedDuplicate {
+		rec.Holder = rep.HeldBy
+	}
+	AddRecent(st, rec)
+
+	ran := rep.Outcome == report.Succeeded || rep.Outcome == report.Failed || rep.Outcome == report.LockLost
+	if rep.Outcome == report.Succeeded && (st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(&occ)) {
+		st.LastSuccessfulTime = &occ
+	}
+	newer := st.LastHolder == nil || st.LastHolder.Occurrence == nil || !occ.Before(st.LastHolder.Occurrence)
+	switch {
+	case ran && newer:
+		h := &v1alpha1.Holder{Identity: rep.Holder, FencingToken: rep.FencingToken, Occurrence: &occ}
+		if errA == nil {
+			h.AcquiredAt = &metav1.Time{Time: acquired}
+		}
+		if errR == nil {
+			h.ReleasedAt = &metav1.Time{Time: released}
+		}
+		st.LastHolder = h
+	case rep.HeldBy != "" && newer && (st.LastHolder == nil || st.LastHolder.Occurrence == nil || occ.After(st.LastHolder.Occurrence.Time)):
+		// Another holder ran this occurrence; we know who, not their token or times.
+		st.LastHolder = &v1alpha1.Holder{Identity: rep.HeldBy, Occurrence: &occ}
+	}
+}
+
+// AddRecent records a finished occurrence in status.recent, newest first, at most
+// RecentLimit entries.
+func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
+	st.Recent = append(st.Recent, rec)
+	sort.SliceStable(st.Recent, func(i, j int) bool {
+		return st.Recent[j].Occurrence.Before(&st.Recent[i].Occurrence)
+	})
+	if len(st.Recent) > RecentLimit {
+		st.Recent = st.Recent[:RecentLimit]
+	}
+}
+
+// Succeeded reports whether a finished pod counts against successfulRunsHistoryLimit
+// (its pod succeeded: the job ran fine, or the pod rightly did not run it).
+func Succeeded(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucceeded }
+
+// Prune picks the finished, counted pods to delete so that at most keepOK succeeded and
+// keepFailed failed pods remain, oldest occurrences first.
+func Prune(finished []*corev1.Pod, keepOK, keepFailed int) []*corev1.Pod {
+	var ok, failed []*corev1.Pod
+	for _, p := range finished {
+		if Succeeded(p) {
+			ok = append(ok, p)
+		} else {
+			failed = append(failed, p)
+		}
+	}
+	return append(oldest(ok, keepOK), oldest(failed, keepFailed)...)
+}
+
+func oldest(pods []*corev1.Pod, keep int) []*corev1.Pod {
+	if len(pods) <= keep {
+		return nil
+	}
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, _ := Occurrence(pods[i])
+		b, _ := Occurrence(pods[j])
+		return a.Before(b)
+	})
+	return pods[:len(pods)-keep]
+}
