@@ -14,6 +14,11 @@
 --   {"suppressed", <holder that succeeded>}  the ledger says the occurrence succeeded
 --   {"held", <current lock value>}           someone holds the lock
 --   {"acquired", <fencing token>, <1 if a crashed run was recovered else 0>}
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  -- Our own token: this is the client retrying this very call after losing its reply.
+  return {'acquired', tonumber(redis.call('HGET', KEYS[3], 'fence')) or 0,
+    tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0}
+end
 local state = redis.call('HGET', KEYS[3], 'state')
 if state == 'succeeded' then
   return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or ''}
@@ -29,6 +34,6 @@ if state == 'running' then
 end
 redis.call('DEL', KEYS[3])
 redis.call('HSET', KEYS[3], 'state', 'running', 'holder', ARGV[5], 'token', ARGV[4],
-  'fence', fence, 'acquiredAt', ARGV[6])
+  'fence', fence, 'recovered', recovered, 'acquiredAt', ARGV[6])
 redis.call('PEXPIRE', KEYS[3], ARGV[3])
 return {'acquired', fence, recovered}
