@@ -5,7 +5,7 @@
 //
 //	lockedcron:{<key>}:lock              "<token> <holder>", PX ttl
 //	lockedcron:{<key>}:fence             INCR counter, never expires
-//	lockedcron:{<key>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token,
+//	lockedcron:{<key>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token, recovered,
 //	                                     fence, acquiredAt, finishedAt (unix ms); PX retention
 package lock
 
