@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the module for a short time each (default 10s). The seed
+# corpora already run as ordinary tests in `go test`; this explores beyond them.
+#   hack/fuzz.sh [FUZZTIME]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${1:-10s}
+found=0
+for pkg in $(go list ./...); do
+  dir=$(go list -f '{{.Dir}}' "$pkg")
+  grep -lsq '^func Fuzz' "$dir"/*_test.go || continue
+  for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+    found=$((found + 1))
+    echo "fuzz: $pkg $target for $fuzztime"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
+  done
+done
+echo "fuzz: ran $found target(s)"
+[ "$found" -gt 0 ] || { echo "fuzz: no fuzz targets found" >&2; exit 1; }

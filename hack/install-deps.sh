@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need, if missing: redis-server, redis-sentinel
+# and redis-cli (the lock tests start real Redis, Sentinel and Cluster processes), and
+# openssl. Go and kubectl come with the machine. Needs root (or sudo) for apt-get.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v openssl >/dev/null || need+=(openssl)
+command -v go >/dev/null || { echo "install-deps: Go 1.26 is required (https://go.dev/dl)" >&2; exit 1; }
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "install-deps: installing ${need[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
