@@ -42,10 +42,13 @@ for i in 1 2 3 4 5; do
   sleep 0.3
 done
 
-# 4. containerd shims, by the pid files in containerd's state folder, then containerd
-for f in "$STATE"/containerd/state/io.containerd.runtime.v2.task/*/*/shim.pid; do
-  [ -s "$f" ] || continue
-  pid=$(cat "$f")
+# 4. containerd shims: by the pid files in containerd's state folder, and any shim serving this
+#    cluster's containerd socket (a shim outlives a crashed containerd), then containerd
+shims=$(cat "$STATE"/containerd/state/io.containerd.runtime.v2.task/*/*/shim.pid 2>/dev/null || true)
+for f in $(grep -laF -f <(echo "$CTR_SOCK") /proc/[0-9]*/cmdline 2>/dev/null); do
+  shims="$shims ${f//[^0-9]/}"
+done
+for pid in $(echo $shims | tr ' ' '\n' | sort -u); do
   case $(readlink "/proc/$pid/exe" 2>/dev/null) in */containerd-shim*) stop_pid shim "$pid" 3 ;; esac
 done
 stop_daemon containerd 10
