@@ -134,9 +134,11 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	if rep.Outcome == report.Succeeded && (st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(&occ)) {
 		st.LastSuccessfulTime = &occ
 	}
-	newer := st.LastHolder == nil || st.LastHolder.Occurrence == nil || !occ.Before(st.LastHolder.Occurrence)
+	known := st.LastHolder != nil && st.LastHolder.Occurrence != nil
+	sameOrNewer := !known || !occ.Before(st.LastHolder.Occurrence)
+	newer := !known || occ.After(st.LastHolder.Occurrence.Time)
 	switch {
-	case ran && newer:
+	case ran && sameOrNewer:
 		h := &v1alpha1.Holder{Identity: rep.Holder, FencingToken: rep.FencingToken, Occurrence: &occ}
 		if errA == nil {
 			h.AcquiredAt = &metav1.Time{Time: acquired}
@@ -145,7 +147,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 			h.ReleasedAt = &metav1.Time{Time: released}
 		}
 		st.LastHolder = h
-	case rep.HeldBy != "" && newer && (st.LastHolder == nil || st.LastHolder.Occurrence == nil || occ.After(st.LastHolder.Occurrence.Time)):
+	case rep.HeldBy != "" && newer:
 		// Another holder ran this occurrence; we know who, not their token or times.
 		st.LastHolder = &v1alpha1.Holder{Identity: rep.HeldBy, Occurrence: &occ}
 	}

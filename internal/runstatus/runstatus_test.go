@@ -1,0 +1,149 @@
+package runstatus
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+var t0 = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+
+func finishedPod(name string, occ time.Time, phase corev1.PodPhase, msg string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			runpod.AnnotationScheduledTime:    occ.Format(time.RFC3339),
+			runpod.AnnotationWrappedContainer: "job",
+		}},
+		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "sidecar", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: "not me"}}},
+			{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg, ExitCode: 0}}},
+		}},
+	}
+}
+
+func TestResultOfReadsTheWrappedContainer(t *testing.T) {
+	r := ResultOf(finishedPod("p", t0, corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded","holder":"c/ns/p","fencingToken":4}`))
+	if r.Invalid != nil {
+		t.Fatal(r.Invalid)
+	}
+	want := Result{Pod: "p", Occurrence: t0, Report: report.Report{V: 1, Outcome: report.Succeeded, Holder: "c/ns/p", FencingToken: 4}}
+	if d := cmp.Diff(want, r); d != "" {
+		t.Error(d)
+	}
+}
+
+func TestResultOfWithoutAValidReportIsAnError(t *testing.T) {
+	for name, pod := range map[string]*corev1.Pod{
+		"not json":        finishedPod("p", t0, corev1.PodFailed, "panic: boom"),
+		"empty":           finishedPod("p", t0, corev1.PodFailed, ""),
+		"future version":  finishedPod("p", t0, corev1.PodFailed, `{"v":2,"outcome":"Succeeded"}`),
+		"unknown outcome": finishedPod("p", t0, corev1.PodFailed, `{"v":1,"outcome":"Maybe"}`),
+		"never started": {ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{runpod.AnnotationWrappedContainer: "job"}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "evicted"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := ResultOf(pod)
+			if r.Invalid == nil || r.Report.Outcome != report.Error || r.Report.Message == "" {
+				t.Fatalf("got %+v, want an Error result that says why", r)
+			}
+		})
+	}
+	if r := ResultOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "evicted"}}); !strings.Contains(r.Report.Message, "evicted") {
+		t.Errorf("message %q does not carry the pod's message", r.Report.Message)
+	}
+}
+
+func TestFoldCounters(t *testing.T) {
+	for _, tc := range []struct {
+		rep  report.Report
+		want v1alpha1.Counters
+	}{
+		{report.Report{Outcome: report.Succeeded}, v1alpha1.Counters{Runs: 1, Succeeded: 1}},
+		{report.Report{Outcome: report.Succeeded, LockLost: true}, v1alpha1.Counters{Runs: 1, Succeeded: 1, LockLost: 1}},
+		{report.Report{Outcome: report.Failed}, v1alpha1.Counters{Runs: 1, Failed: 1}},
+		{report.Report{Outcome: report.LockLost}, v1alpha1.Counters{Runs: 1, Failed: 1, LockLost: 1}},
+		{report.Report{Outcome: report.SkippedContention}, v1alpha1.Counters{SkippedContention: 1}},
+		{report.Report{Outcome: report.SuppressedDuplicate}, v1alpha1.Counters{DuplicatesSuppressed: 1}},
+		{report.Report{Outcome: report.Error}, v1alpha1.Counters{Failed: 1}},
+	} {
+		t.Run(string(tc.rep.Outcome), func(t *testing.T) {
+			var st v1alpha1.LockedCronJobStatus
+			Fold(&st, Result{Pod: "p", Occurrence: t0, Report: tc.rep})
+			if d := cmp.Diff(tc.want, st.Counters); d != "" {
+				t.Error(d)
+			}
+			if len(st.Recent) != 1 || st.Recent[0].Outcome != string(tc.rep.Outcome) {
+				t.Errorf("recent = %+v", st.Recent)
+			}
+		})
+	}
+}
+
+func TestFoldLastHolderFollowsTheNewestOccurrence(t *testing.T) {
+	var st v1alpha1.LockedCronJobStatus
+	iso := func(t time.Time) string { return t.Format(time.RFC3339Nano) }
+	Fold(&st, Result{Pod: "b", Occurrence: t0.Add(time.Minute), Report: report.Report{Outcome: report.Succeeded, Holder: "c/ns/b", FencingToken: 8,
+		AcquiredAt: iso(t0.Add(time.Minute)), ReleasedAt: iso(t0.Add(time.Minute + 1500*time.Millisecond))}})
+	// An older occurrence finishing later does not take over lastHolder.
+	Fold(&st, Result{Pod: "a", Occurrence: t0, Report: report.Report{Outcome: report.Failed, Holder: "c/ns/a", FencingToken: 7}})
+	if st.LastHolder.Identity != "c/ns/b" || st.LastHolder.FencingToken != 8 {
+		t.Errorf("lastHolder = %+v, want c/ns/b token 8", st.LastHolder)
+	}
+	if st.Recent[0].Pod != "b" || st.Recent[0].Duration.Duration != 1500*time.Millisecond {
+		t.Errorf("recent[0] = %+v, want pod b held 1.5s", st.Recent[0])
+	}
+	if !st.LastSuccessfulTime.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("lastSuccessfulTime = %v", st.LastSuccessfulTime)
+	}
+	// A newer occurrence skipped here names who ran it elsewhere.
+	Fold(&st, Result{Pod: "c", Occurrence: t0.Add(2 * time.Minute), Report: report.Report{Outcome: report.SkippedContention, Holder: "c/ns/c", HeldBy: "other/ns/x"}})
+	if st.LastHolder.Identity != "other/ns/x" || st.Recent[0].Holder != "other/ns/x" {
+		t.Errorf("after a skip: lastHolder = %+v, recent[0] = %+v", st.LastHolder, st.Recent[0])
+	}
+}
+
+func TestAddRecentKeepsTheNewestTen(t *testing.T) {
+	var st v1alpha1.LockedCronJobStatus
+	for i := 0; i < 15; i++ {
+		// Out of order on purpose.
+		AddRecent(&st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(t0.Add(time.Duration((i*7)%15) * time.Minute))})
+	}
+	if len(st.Recent) != RecentLimit {
+		t.Fatalf("len = %d", len(st.Recent))
+	}
+	for i, r := range st.Recent {
+		if want := t0.Add(time.Duration(14-i) * time.Minute); !r.Occurrence.Time.Equal(want) {
+			t.Errorf("recent[%d] = %v, want %v", i, r.Occurrence.Time, want)
+		}
+	}
+}
+
+func TestPruneOldestBeyondLimits(t *testing.T) {
+	var pods []*corev1.Pod
+	for i := 0; i < 6; i++ {
+		phase := corev1.PodSucceeded
+		if i%3 == 0 {
+			phase = corev1.PodFailed
+		}
+		pods = append(pods, finishedPod(string(rune('a'+i)), t0.Add(time.Duration(i)*time.Minute), phase, ""))
+	}
+	// succeeded: b c e f -> keep e f; failed: a d -> keep d.
+	var got []string
+	for _, p := range Prune(pods, 2, 1) {
+		got = append(got, p.Name)
+	}
+	if d := cmp.Diff([]string{"b", "c", "a"}, got); d != "" {
+		t.Error(d)
+	}
+	if del := Prune(pods, 10, 10); len(del) != 0 {
+		t.Errorf("within limits, deleted %d", len(del))
+	}
+}
