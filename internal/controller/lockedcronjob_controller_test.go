@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/lock"
@@ -24,6 +25,35 @@ func reportJSON(r report.Report) string {
 	b, err := report.Encode(r)
 	Expect(err).NotTo(HaveOccurred())
 	return string(b)
+}
+
+// metricValue reads a counter's value, or a histogram's sample count, from the
+// manager's registry.
+func metricValue(name string, labels map[string]string) float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func condition(j *v1alpha1.LockedCronJob, typ string) *metav1.Condition {
@@ -122,6 +152,9 @@ var _ = Describe("LockedCronJob controller", func() {
 		Expect(st.Recent[3].Holder).To(Equal("eu-2/billing/fold-x"), "a skip records who held the lock")
 		Eventually(func() []string { return eventReasons(job) }).Should(ContainElements("Succeeded", "Failed", "SkippedContention", "SuppressedDuplicate", "LockLost"))
 		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty(), "every counted pod is marked")
+		Expect(metricValue("lockedcron_runs_total", map[string]string{"namespace": ns, "name": "fold", "outcome": "Succeeded"})).To(Equal(2.0))
+		Expect(metricValue("lockedcron_lock_lost_total", map[string]string{"namespace": ns, "name": "fold"})).To(Equal(1.0))
+		Expect(metricValue("lockedcron_lock_hold_seconds", map[string]string{"namespace": ns, "name": "fold"})).To(Equal(2.0), "two reports had acquire and release times")
 
 		stop()
 		startManager(clock.RealClock{})
