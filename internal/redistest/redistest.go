@@ -161,7 +161,15 @@ func (s *Server) launch() error {
 			}
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			return c.Ping(pctx).Err() == nil, nil
+			// Our process, not someone else's server that took the port first.
+			info, err := c.Info(pctx, "server").Result()
+			if err != nil {
+				return false, nil
+			}
+			if !strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
+				return false, fmt.Errorf("port %d answered by another process", s.Port)
+			}
+			return true, nil
 		})
 	if err != nil {
 		s.Stop()
