@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -62,6 +63,10 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	if err != nil {
 		rep.Message = err.Error()
 		fmt.Fprintf(stderr, "lockwrap: %v\n", err)
+		var ce *config.Error
+		if errors.As(err, &ce) && (ce.Flag == "--help" || ce.Flag == "" || strings.HasSuffix(ce.Msg, "unknown flag")) {
+			fmt.Fprint(stderr, config.Usage())
+		}
 		return ExitInternal
 	}
 	rep, code = Run(context.Background(), cfg, cmd, Deps{Signals: sigs, Stderr: stderr})

@@ -91,6 +91,18 @@ var flagEnv = []struct{ flag, env string }{
 	{"termination-log", EnvTerminationLog},
 }
 
+// Usage lists the command lines, the flags and their variables.
+func Usage() string {
+	var b strings.Builder
+	b.WriteString("usage: lockwrap [flags] -- COMMAND [ARGS...]\n       lockwrap cp DEST\nflags (each also read from its variable; the flag wins):\n")
+	for _, fe := range flagEnv {
+		fmt.Fprintf(&b, "  --%-20s $%s\n", fe.flag, fe.env)
+	}
+	fmt.Fprintf(&b, "  %-22s $%s (environment only)\n", "(password)", EnvRedisPassword)
+	fmt.Fprintf(&b, "  %-22s $%s (PEM text)\n", "(CA certificate)", EnvRedisCACert)
+	return b.String()
+}
+
 // EnvFor returns the variable read for a flag name (without dashes), or "".
 func EnvFor(flagName string) string {
 	for _, fe := range flagEnv {
@@ -300,7 +312,7 @@ func flagError(err error) error {
 		return &Error{Flag: "-" + strings.TrimLeft(name, "-"), Msg: "needs a value"}
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		return &Error{Flag: "--help", Msg: "usage: lockwrap [flags] -- COMMAND [ARGS...]; lockwrap cp DEST (see docs/lockwrap.md)"}
+		return &Error{Flag: "--help", Msg: "help requested (see docs/lockwrap.md)"}
 	}
 	return &Error{Msg: msg}
 }
