@@ -83,7 +83,10 @@ redis_start
 log "starting containerd"
 start_daemon containerd containerd --config "$STATE/containerd/config.toml"
 wait_for 30 containerd ctr_ version || die "containerd did not come up; see $LOGS/containerd.log"
-"$CLUSTER_HACK/images.sh" --no-import pause >/dev/null
+pause_tar=$STATE/images/pause.tar
+if [ ! -s "$pause_tar" ] || [ -n "$(find "$REPO_ROOT/hack/pause" "$REPO_ROOT/hack/imagebuild" -newer "$pause_tar" -name '*.go' 2>/dev/null)" ]; then
+  "$CLUSTER_HACK/images.sh" --no-import pause >/dev/null
+fi
 for t in "$STATE"/images/*.tar; do
   [ -f "$t" ] && ctr_ -n k8s.io images import "$t" >/dev/null
 done
