@@ -34,7 +34,7 @@ fi
 
 # 3. whatever still runs in a pod cgroup is a container process of this cluster: KILL it
 kubepods_cgroups() { find /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods -depth -type d 2>/dev/null || true; }
-for i in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
   pids=$(for cg in $(kubepods_cgroups); do cat "$cg/cgroup.procs" 2>/dev/null; done | sort -u)
   [ -z "$pids" ] && break
   log "killing leftover container processes: $(echo $pids)"
@@ -56,14 +56,14 @@ stop_daemon redis 5
 
 # 5. mounts under the state folder (the kubelet bind-mounts its root dir onto itself; overlay
 #    rootfs, netns, shm, volumes), deepest first, until none is left
-for i in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
   mps=$(awk -v s="$STATE" '$5 == s || index($5, s "/") == 1 {print $5}' /proc/self/mountinfo | sort -r -u)
   [ -z "$mps" ] && break
   for m in $mps; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
 done
 
 # 6. cgroups (deepest first; only empty ones can go)
-for i in 1 2 3; do
+for _ in 1 2 3; do
   cgs=$(kubepods_cgroups)
   [ -z "$cgs" ] && break
   for cg in $cgs; do rmdir "$cg" 2>/dev/null || true; done

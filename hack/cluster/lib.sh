@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # Shared settings and helpers of hack/cluster/*.sh. Sourced, not run.
 # Everything the cluster writes lives under $STATE, except the paths of FOREIGN_PATHS
 # (which the components insist on) — those are removed at teardown when absent before up.
