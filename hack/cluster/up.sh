@@ -33,7 +33,8 @@ fi
 
 # --- binaries (version-keyed cache, built once) --------------------------------------------
 BIN=$(k8s_bin_dir | tail -1)
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+[ -n "$KUBECTL" ] && [ -x "$KUBECTL" ] || KUBECTL=$BIN/kubectl
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
   [ -x "$BIN/$b" ] || die "missing $BIN/$b"
 done
 

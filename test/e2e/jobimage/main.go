@@ -31,25 +31,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
 )
 
 // AuditList is the Redis list every run appends to.
-const AuditList = "lockedcron-e2e:audit"
+const AuditList = audit.List
 
 // Record is one entry of the audit list.
-type Record struct {
-	Event        string    `json:"event"` // start | end
-	Occurrence   string    `json:"occurrence"`
-	Holder       string    `json:"holder"`
-	FencingToken int64     `json:"fencingToken"`
-	Start        time.Time `json:"start"`
-	End          time.Time `json:"end,omitzero"`
-	ExitCode     int       `json:"exitCode,omitempty"`
-	Signal       string    `json:"signal,omitempty"`
-	Pod          string    `json:"pod,omitempty"`
-	Namespace    string    `json:"namespace,omitempty"`
-	Label        string    `json:"label,omitempty"`
-}
+type Record = audit.Record
 
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "cp" {
