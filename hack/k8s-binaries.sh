@@ -31,12 +31,11 @@ components=(etcd kube-apiserver "$@")
 for c in "${components[@]}"; do
   case $c in
     etcd) build etcd etcd go.etcd.io/etcd/server/v3 ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubectl)
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy)
       build "$c" k8s "k8s.io/kubernetes/cmd/$c" ;;
-    *) echo "k8s-binaries.sh: unknown component $c (want kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd)" >&2; exit 2 ;;
+    *) echo "k8s-binaries.sh: unknown component $c (want kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, etcd)" >&2; exit 2 ;;
   esac
 done
-# envtest looks for kubectl beside the others; the machine's kubectl serves (`kubectl` as a
-# component builds one instead, for a machine without it).
+# envtest looks for kubectl beside the others; the machine's kubectl serves.
 if [ ! -e "$out/kubectl" ] && command -v kubectl >/dev/null; then ln -sf "$(command -v kubectl)" "$out/kubectl"; fi
 echo "$out"

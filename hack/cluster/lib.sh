@@ -38,14 +38,8 @@ die() { log "ERROR: $*"; exit 1; }
 need_root() { [ "$(id -u)" = 0 ] || die "run as root (the cluster needs mounts, cgroups, iptables and a bridge)"; }
 
 # k8s_bin_dir prints the version-keyed cache folder of the Kubernetes binaries (building what is missing).
-# A machine without kubectl gets one built there too.
-k8s_bin_dir() {
-  local extra=()
-  command -v kubectl >/dev/null || extra=(kubectl)
-  "$REPO_ROOT/hack/k8s-binaries.sh" kube-controller-manager kube-scheduler kubelet "${extra[@]}"
-}
-# kubectl: the machine's, else the one in the binaries cache
-KUBECTL=${KUBECTL:-$(command -v kubectl || ls "${LOCKEDCRON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockedcron}"/k8s-*/kubectl 2>/dev/null | tail -1 || true)}
+k8s_bin_dir() { "$REPO_ROOT/hack/k8s-binaries.sh" kube-controller-manager kube-scheduler kubelet; }
+KUBECTL=${KUBECTL:-kubectl}
 
 ctr_() { ctr --address "$CTR_SOCK" "$@"; }
 kc() { "${KUBECTL:-kubectl}" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

@@ -30,11 +30,11 @@ fi
 
 # --- packages -------------------------------------------------------------------------------
 "$CLUSTER_HACK/install-deps.sh"
+command -v "$KUBECTL" >/dev/null || die "kubectl is needed (a recent one: 1.3x; set KUBECTL=/path/to/kubectl)"
 
 # --- binaries (version-keyed cache, built once) --------------------------------------------
 BIN=$(k8s_bin_dir | tail -1)
-[ -n "$KUBECTL" ] && [ -x "$KUBECTL" ] || KUBECTL=$BIN/kubectl
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet; do
   [ -x "$BIN/$b" ] || die "missing $BIN/$b"
 done
 
