@@ -103,10 +103,12 @@ wait_for() { # SECONDS DESCRIPTION CMD...
   done
 }
 
+# Data persists across redis.sh restart (append-only file under $STATE/redis), not across down.sh.
 redis_start() {
   mkdir -p "$STATE/redis"
   start_daemon redis redis-server --bind "127.0.0.1 $POD_GATEWAY" --port "$REDIS_PORT" \
-    --protected-mode no --save "" --appendonly no --daemonize no --dir "$STATE/redis" --logfile ""
+    --protected-mode no --save "" --appendonly yes --appendfsync everysec --daemonize no \
+    --dir "$STATE/redis" --logfile ""
   wait_for 10 redis redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping || die "redis did not answer; see $LOGS/redis.log"
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local cluster's host Redis (127.0.0.1 and 10.244.0.1, port $LOCKEDCRON_REDIS_PORT, default 6379):
 #   hack/cluster/redis.sh start|stop|restart|status
-# `restart` is what an e2e test of a Redis outage uses (data is not persisted: it comes back empty).
+# `restart` is what an e2e test of a Redis outage uses; the data survives it (append-only file),
+# as it would on a real Redis with persistence. `stop` then `start` likewise.
 source "$(dirname "$0")/lib.sh"
 case ${1:-status} in
   start) pid_of redis >/dev/null || redis_start ;;
