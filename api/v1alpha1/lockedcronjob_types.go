@@ -337,6 +337,19 @@ type UpcomingOccurrence struct {
 	BlockedBy string `json:"blockedBy,omitempty"`
 }
 
+// ObservedRollout is a referenced workload seen rolling out.
+type ObservedRollout struct {
+	Kind WorkloadKind `json:"kind"`
+	Name string       `json:"name"`
+	// Since is when the controller first saw the rollout in progress.
+	Since metav1.Time `json:"since"`
+	// CompletedAt is when the rollout completed: for a Deployment the lastUpdateTime of its
+	// Progressing condition (reason NewReplicaSetAvailable), otherwise when the controller
+	// first saw it complete. Unset while in progress.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
 // LockedCronJobStatus is what the controller observed.
 type LockedCronJobStatus struct {
 	// +optional
@@ -385,6 +398,16 @@ type LockedCronJobStatus struct {
 	// +optional
 	Upcoming []UpcomingOccurrence `json:"upcoming,omitempty"`
 
+	// Deferred is the occurrence waiting for a blackout to end (blackout.policy Defer).
+	// +optional
+	Deferred *metav1.Time `json:"deferred,omitempty"`
+
+	// Rollouts are the referenced workloads the controller saw rolling out, kept until
+	// their settle time has passed; they carry the completion time across restarts.
+	// +listType=atomic
+	// +optional
+	Rollouts []ObservedRollout `json:"rollouts,omitempty"`
+
 	// ObservedSchedule is the schedule and zone the controller last planned with;
 	// ScheduleSince is when it first saw them. A changed schedule never runs an
 	// occurrence from before ScheduleSince.
@@ -419,6 +442,8 @@ type LockedCronJobStatus struct {
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.spec.lock.ttl`,priority=1
 // +kubebuilder:printcolumn:name="Contention",type=string,JSONPath=`.spec.contention.policy`,priority=1
 // +kubebuilder:printcolumn:name="Runs",type=integer,JSONPath=`.status.counters.runs`,priority=1
+// +kubebuilder:printcolumn:name="Blackout",type=string,JSONPath=`.status.conditions[?(@.type=="Blackout")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Skipped Blackout",type=integer,JSONPath=`.status.counters.skippedBlackout`,priority=1
 type LockedCronJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -59,6 +60,9 @@ const ownerIndex = ".metadata.controller.lockedcronjob"
 // (Secrets are read, not watched, so that the manager never lists them).
 const backendRetry = 15 * time.Second
 
+// conflictRetry is how soon a pass whose status write lost a conflict runs again.
+const conflictRetry = 100 * time.Millisecond
+
 // LockedCronJobReconciler creates one pod per occurrence and folds the pods' reports
 // into status.
 type LockedCronJobReconciler struct {
@@ -73,6 +77,9 @@ type LockedCronJobReconciler struct {
 	Pod runpod.Options
 
 	backends *backends
+	// workloads caches the Deployments, StatefulSets and DaemonSets that blackouts
+	// reference (see blackout.go).
+	workloads cache.Cache
 }
 
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
@@ -168,9 +175,12 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
 			if apierrors.IsConflict(err) {
-				// A newer version is on its way to the cache and will bring us back.
-				log.V(1).Info("status conflict, waiting for the newer version")
-				return ctrl.Result{}, nil
+				// A newer version is on its way to the cache. Status updates do not bring
+				// us back (the watch filters on generation), so look again shortly: a
+				// pass that no pod or workload event follows (an occurrence skipped
+				// in a blackout) would otherwise stall until the next event.
+				log.V(1).Info("status conflict, retrying with the newer version")
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
 			return ctrl.Result{}, err
 		}
@@ -292,6 +302,15 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		p.requeueAt(plan.Next.Sub(p.now) + 10*time.Millisecond)
 	}
 
+	// 5a: blackout: read the referenced workloads, preview the next occurrences, settle a
+	// deferred occurrence that a newer one replaced.
+	bs := r.observeBlackout(ctx, p, sched)
+	if bs == nil {
+		return nil // spec.blackout is invalid: Ready=False names the field
+	}
+	wasDeferred := st.Deferred
+	supersedeDeferred(p, &plan, earliest(job, st))
+
 	if plan.Missed > 0 {
 		st.Counters.Missed += plan.Missed
 		metrics.Runs.WithLabelValues(job.Namespace, job.Name, runstatus.OutcomeMissed).Add(float64(plan.Missed))
@@ -311,6 +330,10 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		return nil
 	}
 	due := *plan.Due
+	// 5b: a blackout skips or defers the due occurrence.
+	if !applyBlackout(p, bs, due, wasDeferred) {
+		return nil
+	}
 	if berr != nil && berr.blocking() {
 		// No pod can take the lock; the occurrence waits (within its deadline) for the Secret.
 		p.eventf(corev1.EventTypeWarning, ReasonLockBackend, "occurrence %s not started: %v", due.UTC().Format(time.RFC3339), berr)
@@ -466,7 +489,8 @@ func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, p *pass, fin
 	return nil
 }
 
-// SetupWithManager registers the reconciler, the pod owner index and the watches.
+// SetupWithManager registers the reconciler, the pod owner index and the watches: pods it
+// owns, and the workloads blackouts reference (mapped to the referencing jobs only).
 func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -487,9 +511,14 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := r.setupBlackout(mgr); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&corev1.Pod{}).
-		Named("lockedcronjob").
-		Complete(r)
+		Owns(&corev1.Pod{})
+	for _, src := range r.workloadSources() {
+		b = b.WatchesRawSource(src)
+	}
+	return b.Named("lockedcronjob").Complete(r)
 }

@@ -1,0 +1,337 @@
+package controller
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
+)
+
+// envtest runs no workload controllers: tests create Deployments, StatefulSets and
+// DaemonSets and write their status as those controllers would.
+
+func podTemplate(app string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+}
+
+func newDeployment(ns, name string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name),
+		},
+	}
+}
+
+func newStatefulSet(ns, name string, labels map[string]string) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](3),
+			ServiceName: name,
+			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template:    podTemplate(name),
+		},
+	}
+}
+
+func newDaemonSet(ns, name string) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: podTemplate(name),
+		},
+	}
+}
+
+// writeStatus reads obj, lets set change it and writes its status, retrying on conflicts.
+func writeStatus[T client.Object](obj T, set func(T)) {
+	EventuallyWithOffset(1, func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		set(obj)
+		return k8sClient.Status().Update(ctx, obj)
+	}).Should(Succeed())
+}
+
+func deploymentDone(d *appsv1.Deployment) {
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+}
+
+func statefulSetDone(s *appsv1.StatefulSet) {
+	s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3,
+		AvailableReplicas: 3, CurrentRevision: "db-2", UpdateRevision: "db-2"}
+}
+
+func daemonSetDone(d *appsv1.DaemonSet) {
+	d.Status = appsv1.DaemonSetStatus{ObservedGeneration: d.Generation, DesiredNumberScheduled: 2, CurrentNumberScheduled: 2,
+		UpdatedNumberScheduled: 2, NumberAvailable: 2, NumberReady: 2}
+}
+
+// blackoutIs is the Blackout condition as "Status/Reason: message".
+func blackoutIs(j *v1alpha1.LockedCronJob) string {
+	c := condition(j, ConditionBlackout)
+	if c == nil {
+		return ""
+	}
+	return string(c.Status) + "/" + c.Reason + ": " + c.Message
+}
+
+func occurrenceOf(p corev1.Pod) time.Time {
+	t, err := time.Parse(time.RFC3339, p.Annotations[runpod.AnnotationScheduledTime])
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return t
+}
+
+var _ = Describe("Blackout", func() {
+	It("detects rollouts from Deployment, StatefulSet and DaemonSet status, with settle", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		api, db, agent := newDeployment(ns, "api"), newStatefulSet(ns, "db", map[string]string{"tier": "data"}), newDaemonSet(ns, "agent")
+		other := newStatefulSet(ns, "cache", map[string]string{"tier": "cache"})
+		for _, o := range []client.Object{api, db, agent, other} {
+			Expect(k8sClient.Create(ctx, o)).To(Succeed())
+		}
+		writeStatus(api, deploymentDone)
+		writeStatus(db, statefulSetDone)
+		writeStatus(other, statefulSetDone)
+		writeStatus(agent, daemonSetDone)
+
+		job := newJob(ns, "guarded", "0 0 1 1 *")
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
+			{Kind: v1alpha1.KindDeployment, Name: "api", Settle: &metav1.Duration{Duration: 3 * time.Second}},
+			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "data"}}},
+			{Kind: v1alpha1.KindDaemonSet, Name: "agent", Settle: &metav1.Duration{Duration: 2 * time.Second}},
+		}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() string { return blackoutIs(job) }).Should(HavePrefix("False/NoBlackout"))
+
+		By("a Deployment whose new generation is not yet observed")
+		d := &appsv1.Deployment{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(api), d)).To(Succeed())
+		d.Spec.Template.Annotations = map[string]string{"restartedAt": time.Now().Format(time.RFC3339)}
+		Expect(k8sClient.Update(ctx, d)).To(Succeed())
+		Eventually(func() string { return blackoutIs(job) }).Should(And(HavePrefix("True/RolloutInProgress"), ContainSubstring("Deployment/api"), ContainSubstring("not yet observed")))
+		Expect(getJob(job).Status.Rollouts).To(ConsistOf(HaveField("Name", "api")))
+		writeStatus(api, func(d *appsv1.Deployment) {
+			deploymentDone(d)
+			d.Status.UpdatedReplicas = 1
+		})
+		Eventually(func() string { return blackoutIs(job) }).Should(ContainSubstring("1 of 2 replicas updated"))
+
+		By("the Deployment completes: its Progressing condition dates the completion; settle 3s")
+		writeStatus(api, func(d *appsv1.Deployment) {
+			deploymentDone(d)
+			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue,
+				Reason: "NewReplicaSetAvailable", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		})
+		Eventually(func() string { return blackoutIs(job) }).Should(And(HavePrefix("True/RolloutSettling"), ContainSubstring("Deployment/api")))
+		Eventually(func() string { return blackoutIs(job) }, 10*time.Second).Should(HavePrefix("False/NoBlackout"), "requeued when the settle time ends")
+		Expect(getJob(job).Status.Rollouts).To(BeEmpty())
+
+		By("a StatefulSet picked by selector, its update revision not yet current")
+		writeStatus(db, func(s *appsv1.StatefulSet) {
+			statefulSetDone(s)
+			s.Status.UpdateRevision = "db-3"
+		})
+		Eventually(func() string { return blackoutIs(job) }).Should(And(HavePrefix("True/RolloutInProgress"), ContainSubstring("StatefulSet/db"), ContainSubstring("db-3")))
+		writeStatus(db, func(s *appsv1.StatefulSet) {
+			statefulSetDone(s)
+			s.Status.ReadyReplicas, s.Status.AvailableReplicas = 2, 2
+		})
+		Eventually(func() string { return blackoutIs(job) }).Should(ContainSubstring("2 of 3 replicas ready"))
+		writeStatus(db, statefulSetDone)
+		Eventually(func() string { return blackoutIs(job) }).Should(HavePrefix("False/NoBlackout"))
+
+		By("a StatefulSet the selector does not pick")
+		writeStatus(other, func(s *appsv1.StatefulSet) {
+			statefulSetDone(s)
+			s.Status.ReadyReplicas, s.Status.AvailableReplicas = 0, 0
+		})
+		Consistently(func() string { return blackoutIs(job) }, time.Second).Should(HavePrefix("False/NoBlackout"))
+
+		By("a DaemonSet not updated everywhere, then settling 2s from when the controller saw it complete")
+		writeStatus(agent, func(d *appsv1.DaemonSet) {
+			daemonSetDone(d)
+			d.Status.UpdatedNumberScheduled = 1
+		})
+		Eventually(func() string { return blackoutIs(job) }).Should(And(HavePrefix("True/RolloutInProgress"), ContainSubstring("DaemonSet/agent"), ContainSubstring("1 of 2 pods updated")))
+		writeStatus(agent, daemonSetDone)
+		Eventually(func() string { return blackoutIs(job) }).Should(And(HavePrefix("True/RolloutSettling"), ContainSubstring("DaemonSet/agent")))
+		rs := getJob(job).Status.Rollouts
+		Expect(rs).To(HaveLen(1))
+		Expect(rs[0].CompletedAt).NotTo(BeNil())
+		Eventually(func() string { return blackoutIs(job) }, 10*time.Second).Should(HavePrefix("False/NoBlackout"))
+		Expect(getJob(job).Status.Counters.SkippedBlackout).To(BeZero())
+	})
+
+	It("skips the occurrences inside a window that opens and closes around them", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		open := time.Now().Add(4 * time.Second).Truncate(time.Second)
+		closeAt := open.Add(3 * time.Second)
+		start, end := metav1.NewTime(open), metav1.NewTime(closeAt)
+		job := newJob(ns, "windowed", "* * * * * *")
+		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](50)
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &start, End: &end}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+
+		Eventually(func() []v1alpha1.UpcomingOccurrence { return getJob(job).Status.Upcoming }).Should(
+			ContainElement(HaveField("BlockedBy", `window "maint"`)), "the preview shows the window ahead")
+		Eventually(func() string { return blackoutIs(job) }, 10*time.Second).Should(And(HavePrefix("True/WindowOpen"), ContainSubstring(`window "maint"`), ContainSubstring(closeAt.UTC().Format(time.RFC3339))))
+		Eventually(func() string { return blackoutIs(job) }, 10*time.Second).Should(HavePrefix("False/NoBlackout"))
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 10*time.Second).Should(ContainElement(
+			Satisfy(func(p corev1.Pod) bool { return !occurrenceOf(p).Before(closeAt) })), "runs again once the window closed")
+
+		for _, p := range podsOf(job) {
+			occ := occurrenceOf(p)
+			Expect(!occ.Before(open) && occ.Before(closeAt)).To(BeFalse(), "pod %s runs an occurrence inside the window", p.Name)
+		}
+		Expect(podsOf(job)).To(ContainElement(Satisfy(func(p corev1.Pod) bool { return occurrenceOf(p).Before(open) })), "ran before the window")
+		st := getJob(job).Status
+		Expect(st.Counters.SkippedBlackout).To(BeNumerically(">=", 1))
+		Expect(st.Counters.SkippedBlackout).To(BeNumerically("<=", 3), "three occurrences in [open, close)")
+		Expect(st.Recent).To(ContainElement(And(HaveField("Outcome", runstatus.OutcomeSkippedBlackout), HaveField("Message", ContainSubstring(`window "maint"`)))))
+		Expect(eventNotes(job, ReasonSkippedBlackout)).NotTo(BeEmpty())
+	})
+
+	It("defers an occurrence to the end of the window, and misses it when that is past the deadline", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		occ := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		window := func(end time.Time) []v1alpha1.BlackoutWindow {
+			s, e := metav1.NewTime(occ.Add(-time.Second)), metav1.NewTime(end)
+			return []v1alpha1.BlackoutWindow{{Name: "freeze", Start: &s, End: &e}}
+		}
+		deferred := newJob(ns, "deferred", dailyAt(occ))
+		deferred.Spec.StartingDeadlineSeconds = ptr.To[int64](30)
+		deferred.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: window(occ.Add(3 * time.Second))}
+		Expect(k8sClient.Create(ctx, deferred)).To(Succeed())
+		late := newJob(ns, "late", dailyAt(occ))
+		late.Spec.StartingDeadlineSeconds = ptr.To[int64](2)
+		late.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: window(occ.Add(5 * time.Second))}
+		Expect(k8sClient.Create(ctx, late)).To(Succeed())
+
+		Eventually(func() *metav1.Time { return getJob(deferred).Status.Deferred }, 10*time.Second).Should(
+			Satisfy(func(t *metav1.Time) bool { return t != nil && t.Time.Equal(occ) }))
+		Expect(podsOf(deferred)).To(BeEmpty())
+		Eventually(func() []string { return eventNotes(deferred, ReasonDeferred) }).Should(ConsistOf(ContainSubstring(`window "freeze"`)))
+
+		var pod corev1.Pod
+		Eventually(func() error {
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: runpod.Name("deferred", occ)}, &pod)
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		Expect(time.Now()).To(BeTemporally(">=", occ.Add(3*time.Second)), "started when the window closed, not before")
+		Expect(pod.Annotations).To(HaveKeyWithValue(runpod.AnnotationScheduledTime, occ.UTC().Format(time.RFC3339)), "the deferred occurrence keeps its scheduled time")
+		Eventually(func() *metav1.Time { return getJob(deferred).Status.Deferred }).Should(BeNil())
+		Expect(getJob(deferred).Status.LastScheduleTime.Time).To(BeTemporally("==", occ))
+		Expect(getJob(deferred).Status.Counters.SkippedBlackout).To(BeZero())
+
+		Eventually(func() int64 { return getJob(late).Status.Counters.Missed }, 10*time.Second).Should(Equal(int64(1)))
+		Expect(getJob(late).Status.Recent[0].Outcome).To(Equal(runstatus.OutcomeMissed))
+		Expect(getJob(late).Status.Recent[0].Message).To(ContainSubstring("startingDeadlineSeconds"))
+		Expect(eventNotes(late, ReasonMissed)).To(ContainElement(ContainSubstring(`window "freeze"`)))
+		Consistently(func() []corev1.Pod { return podsOf(late) }, 3*time.Second).Should(BeEmpty(), "never started late")
+	})
+
+	It("defers an occurrence while a Deployment rolls out: starts when it completes, misses past the deadline", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		for _, n := range []string{"web", "slow"} {
+			d := newDeployment(ns, n)
+			Expect(k8sClient.Create(ctx, d)).To(Succeed())
+			writeStatus(d, func(d *appsv1.Deployment) {
+				deploymentDone(d)
+				d.Status.AvailableReplicas = 1 // rolling out
+			})
+		}
+		occ := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		mk := func(name, dep string, deadline int64) *v1alpha1.LockedCronJob {
+			j := newJob(ns, name, dailyAt(occ))
+			j.Spec.StartingDeadlineSeconds = ptr.To(deadline)
+			j.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: dep}}}
+			Expect(k8sClient.Create(ctx, j)).To(Succeed())
+			return j
+		}
+		waits, gives := mk("waits", "web", 60), mk("gives-up", "slow", 2)
+		Eventually(func() *metav1.Time { return getJob(waits).Status.Deferred }, 10*time.Second).ShouldNot(BeNil())
+		Eventually(func() []string { return eventNotes(waits, ReasonDeferred) }).Should(ContainElement(ContainSubstring("Deployment/web is rolling out")))
+		Expect(getJob(waits).Status.Upcoming).NotTo(BeEmpty())
+		Consistently(func() []corev1.Pod { return podsOf(waits) }, time.Second).Should(BeEmpty())
+
+		writeStatus(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, deploymentDone)
+		Eventually(func() []corev1.Pod { return podsOf(waits) }, 5*time.Second).Should(HaveLen(1), "started by the Deployment's event, not by polling")
+		Expect(occurrenceOf(podsOf(waits)[0])).To(BeTemporally("==", occ))
+
+		Eventually(func() int64 { return getJob(gives).Status.Counters.Missed }, 10*time.Second).Should(Equal(int64(1)))
+		Expect(getJob(gives).Status.Deferred).To(BeNil())
+		Expect(podsOf(gives)).To(BeEmpty())
+	})
+
+	It("reports a window schedule or a selector CEL cannot check as Ready=False naming the field", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "badwindow", "* * * * * *")
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{
+			{Schedule: "0 2 * * 6", Duration: &metav1.Duration{Duration: time.Hour}},
+			{Schedule: "0 25 * * *", Duration: &metav1.Duration{Duration: time.Hour}},
+		}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() *metav1.Condition { return condition(job, ConditionReady) }).Should(
+			Satisfy(func(c *metav1.Condition) bool {
+				return c != nil && c.Status == metav1.ConditionFalse && c.Reason == ReasonInvalidBlackout && c.Message != "" &&
+					c.Message[:len("spec.blackout.windows[1].schedule")] == "spec.blackout.windows[1].schedule"
+			}))
+		Eventually(func() []string { return eventReasons(job) }).Should(ContainElement(ReasonInvalidBlackout))
+		Consistently(func() []corev1.Pod { return podsOf(job) }, 1500*time.Millisecond).Should(BeEmpty(), "nothing starts while the blackout cannot be read")
+
+		job2 := newJob(ns, "badselector", "@hourly")
+		job2.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment,
+			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}}}}
+		Expect(k8sClient.Create(ctx, job2)).To(Succeed())
+		Eventually(func() string {
+			c := condition(job2, ConditionReady)
+			if c == nil {
+				return ""
+			}
+			return c.Reason + ": " + c.Message
+		}).Should(HavePrefix(ReasonInvalidBlackout + ": spec.blackout.rollouts[0].selector: "))
+
+		By("fixing it brings the job back")
+		j := getJob(job)
+		j.Spec.Blackout.Windows[1].Schedule = "0 23 * * *"
+		Expect(k8sClient.Update(ctx, j)).To(Succeed())
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
+	})
+})
+
+var _ = Describe("Blackout references index", func() {
+	It("keys a job by kind and name, and by kind for selectors", func() {
+		j := newJob("x", "j", "@hourly")
+		Expect(refKeys(j)).To(BeEmpty())
+		j.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
+			{Kind: v1alpha1.KindDeployment, Name: "api"},
+			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{}},
+			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}},
+			{Kind: v1alpha1.KindDeployment, Name: "api"},
+		}}
+		Expect(refKeys(j)).To(Equal([]string{"Deployment/api", "StatefulSet/selector"}))
+	})
+})
