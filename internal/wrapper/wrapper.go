@@ -138,6 +138,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		switch {
 		case errors.As(err, &sup):
 			rep.Outcome = report.SuppressedDuplicate
+			rep.HeldBy = sup.Holder // who ran it
 			rep.Message = err.Error()
 			return rep, 0
 		case errors.As(err, &held):

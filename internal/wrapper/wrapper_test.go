@@ -230,7 +230,7 @@ func TestSuppressedDuplicateAndExitCodes(t *testing.T) {
 		t.Fatalf("ledger: %v %v", ok, err)
 	}
 	rb, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "b"), "sh", "-c", "exit 9")...)
-	if code != 0 || rb.Outcome != report.SuppressedDuplicate || !strings.Contains(rb.Message, "by a") {
+	if code != 0 || rb.Outcome != report.SuppressedDuplicate || rb.HeldBy != "a" || !strings.Contains(rb.Message, "by a") {
 		t.Fatalf("b: %d %+v", code, rb)
 	}
 
