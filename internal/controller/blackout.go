@@ -371,15 +371,23 @@ func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, 
 	return nil, fmt.Errorf("unknown kind %q", ref.Kind)
 }
 
-// supersedeDeferred settles a deferred occurrence that a newer one replaced while the
-// blackout lasted: it never started because of the blackout, so it counts as
-// skippedBlackout, not as missed (Plan counted it among the missed).
-func supersedeDeferred(p *pass, plan *schedule.Plan, earliest time.Time) {
+// accountDeferred corrects Plan's missed count while an occurrence is deferred. A
+// deferred occurrence leaves lastScheduleTime where it was, so Plan counts again, on
+// every pass, the occurrences before it (already counted when it was deferred): those
+// are taken off. If a newer occurrence has replaced it while the blackout lasted, it
+// never started because of the blackout: it counts as skippedBlackout rather than
+// missed (unless its own starting deadline had passed first).
+func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, earliest time.Time) {
 	st := p.status
 	deferred := st.Deferred
 	st.Deferred = nil
-	if deferred == nil || plan.Latest == nil || !plan.Latest.After(deferred.Time) || !deferred.After(earliest) || plan.Missed == 0 {
+	if deferred == nil || !deferred.After(earliest) || plan.Latest == nil || deferred.After(*plan.Latest) {
 		return
+	}
+	before := sched.Plan(schedule.Input{Earliest: earliest, Now: deferred.Time})
+	plan.Missed -= min(before.Missed, plan.Missed)
+	if !plan.Latest.After(deferred.Time) || plan.Missed == 0 {
+		return // still the latest: decided by applyBlackout, or missed by Plan
 	}
 	if dl := startingDeadline(p.job); dl != nil && plan.Latest.Sub(deferred.Time) > *dl {
 		return // its deadline passed first: missed

@@ -15,6 +15,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/schedule"
 )
 
 // envtest runs no workload controllers: tests create Deployments, StatefulSets and
@@ -251,6 +252,36 @@ var _ = Describe("Blackout", func() {
 		Consistently(func() []corev1.Pod { return podsOf(late) }, 3*time.Second).Should(BeEmpty(), "never started late")
 	})
 
+	It("with Defer, a window that spans several occurrences runs the last one at its end; the others count as skippedBlackout", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		// Every 2 s; the window [open, open+3s) holds the occurrences open and open+2s
+		// (one-off window times have second precision: metav1.Time).
+		open := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		if open.Unix()%2 != 0 {
+			open = open.Add(time.Second)
+		}
+		closeAt, last := open.Add(3*time.Second), open.Add(2*time.Second)
+		s, e := metav1.NewTime(open), metav1.NewTime(closeAt)
+		job := newJob(ns, "swallowed", "*/2 * * * * *")
+		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](50)
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{{Name: "w", Start: &s, End: &e}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() error {
+			var p corev1.Pod
+			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: runpod.Name("swallowed", last)}, &p)
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed(), "the last occurrence in the window starts at its end")
+		Expect(time.Now()).To(BeTemporally(">=", closeAt))
+		for _, p := range podsOf(job) {
+			Expect(occurrenceOf(p)).NotTo(BeTemporally("==", open), "pod %s runs the superseded occurrence", p.Name)
+		}
+		Eventually(func() int64 { return getJob(job).Status.Counters.SkippedBlackout }).Should(Equal(int64(1)))
+		st := getJob(job).Status
+		Expect(st.Counters.Missed).To(BeZero())
+		Expect(st.Recent).To(ContainElement(HaveField("Message", ContainSubstring("superseded"))))
+		Eventually(func() []string { return eventReasons(job) }).Should(ContainElements(ReasonDeferred, ReasonSkippedBlackout))
+	})
+
 	It("defers an occurrence while a Deployment rolls out: starts when it completes, misses past the deadline", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
@@ -319,6 +350,46 @@ var _ = Describe("Blackout", func() {
 		j.Spec.Blackout.Windows[1].Schedule = "0 23 * * *"
 		Expect(k8sClient.Update(ctx, j)).To(Succeed())
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
+	})
+})
+
+var _ = Describe("accountDeferred", func() {
+	t0 := time.Date(2026, 6, 6, 10, 0, 0, 0, time.UTC)
+	hourly, _ := schedule.Parse("0 * * * *", "UTC")
+	run := func(deadline *int64, earliest, now time.Time) (*pass, schedule.Plan) {
+		job := newJob("x", "j", "0 * * * *")
+		job.Spec.StartingDeadlineSeconds = deadline
+		p := &pass{job: job, status: &v1alpha1.LockedCronJobStatus{Deferred: &metav1.Time{Time: t0}}, now: now}
+		var dl *time.Duration
+		if deadline != nil {
+			d := time.Duration(*deadline) * time.Second
+			dl = &d
+		}
+		plan := hourly.Plan(schedule.Input{Earliest: earliest, Now: now, StartingDeadline: dl})
+		accountDeferred(p, &plan, hourly, earliest)
+		return p, plan
+	}
+	It("does not count again the occurrences before the deferred one", func() {
+		p, plan := run(nil, t0.Add(-3*time.Hour), t0.Add(time.Minute))
+		Expect(plan.Missed).To(BeZero(), "09:00 and 08:00 were counted when 10:00 was deferred")
+		Expect(*plan.Due).To(BeTemporally("==", t0))
+		Expect(p.status.Counters.SkippedBlackout).To(BeZero())
+	})
+	It("counts a deferred occurrence a newer one replaced as skippedBlackout, not missed", func() {
+		p, plan := run(nil, t0.Add(-3*time.Hour), t0.Add(time.Hour))
+		Expect(plan.Missed).To(BeZero())
+		Expect(*plan.Due).To(BeTemporally("==", t0.Add(time.Hour)))
+		Expect(p.status.Counters.SkippedBlackout).To(Equal(int64(1)))
+		Expect(p.status.Deferred).To(BeNil())
+		Expect(p.status.Recent).To(ConsistOf(HaveField("Outcome", runstatus.OutcomeSkippedBlackout)))
+		Expect(p.events).To(HaveLen(1))
+		Expect(p.events[0].reason).To(Equal(ReasonSkippedBlackout))
+	})
+	It("leaves it missed when its deadline passed first", func() {
+		p, plan := run(ptr.To[int64](60), t0.Add(-time.Hour), t0.Add(time.Hour))
+		Expect(plan.Missed).To(Equal(int64(1)))
+		Expect(p.status.Counters.SkippedBlackout).To(BeZero())
+		Expect(p.status.Deferred).To(BeNil())
 	})
 })
 

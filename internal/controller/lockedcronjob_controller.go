@@ -272,7 +272,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", msg)
 		}
 		p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg)
-		st.NextScheduleTime = nil
+		st.NextScheduleTime, st.Upcoming = nil, nil
 		return nil
 	}
 
@@ -288,7 +288,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	st.ObservedSchedule = observed
 	if suspended {
 		p.setCondition(ConditionReady, true, ReasonSuspended, "suspended: no new occurrences start; running pods go on")
-		st.NextScheduleTime = nil
+		st.NextScheduleTime, st.Upcoming, st.Deferred = nil, nil, nil
 		return nil
 	}
 
@@ -302,14 +302,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		p.requeueAt(plan.Next.Sub(p.now) + 10*time.Millisecond)
 	}
 
-	// 5a: blackout: read the referenced workloads, preview the next occurrences, settle a
-	// deferred occurrence that a newer one replaced.
+	// 5a: blackout: read the referenced workloads, preview the next occurrences, account
+	// for a deferred occurrence.
 	bs := r.observeBlackout(ctx, p, sched)
 	if bs == nil {
 		return nil // spec.blackout is invalid: Ready=False names the field
 	}
 	wasDeferred := st.Deferred
-	supersedeDeferred(p, &plan, earliest(job, st))
+	accountDeferred(p, &plan, sched, earliest(job, st))
 
 	if plan.Missed > 0 {
 		st.Counters.Missed += plan.Missed
