@@ -226,6 +226,12 @@ func (iv interval) covers(t time.Time) bool {
 // At returns the blackout in effect at t, with the rollouts as observed. A rollout in
 // progress blocks every t; a completed one blocks t before CompletedAt+Settle.
 func (r *Rules) At(t time.Time, rollouts []Rollout) Block {
+	return r.at(t, rollouts, true)
+}
+
+// at is At; without chain, Until is only the end of the interval named by By (enough
+// to name what blocks, and much cheaper for an endless chain).
+func (r *Rules) at(t time.Time, rollouts []Rollout, chain bool) Block {
 	if r == nil {
 		return Block{}
 	}
@@ -246,7 +252,7 @@ func (r *Rules) At(t time.Time, rollouts []Rollout) Block {
 	}
 	until := best.end
 	limit := t.Add(maxHorizon)
-	for range maxChain {
+	for i := 0; chain && i < maxChain; i++ {
 		next := until
 		for _, iv := range r.openAt(until, rollouts) {
 			if iv.end.After(next) {
@@ -288,11 +294,40 @@ func (w window) openAt(t time.Time) (interval, bool) {
 		iv := interval{cause: CauseWindow, by: w.label, start: w.start, end: w.end}
 		return iv, iv.covers(t)
 	}
-	p := w.sched.Plan(schedule.Input{Earliest: t.Add(-w.dur), Now: t})
-	if p.Latest == nil {
+	start, ok := latestStart(w.sched, t.Add(-w.dur), t)
+	if !ok {
 		return interval{}, false
 	}
-	return interval{cause: CauseWindow, by: w.label, start: *p.Latest, end: p.Latest.Add(w.dur)}, true
+	return interval{cause: CauseWindow, by: w.label, start: start, end: start.Add(w.dur)}, true
+}
+
+// latestStart returns the latest occurrence of s in (lo, hi], by bisection on the
+// monotone predicate "Next(a) <= hi": O(log((hi-lo)/1s)) calls to Next however dense the
+// schedule ("* * * * * *" with a 10-day duration costs about 20 calls, where stepping
+// would cost 864000). Occurrences are whole seconds apart, so once the bracket is at
+// most a second wide the next occurrence after its low end is the latest.
+func latestStart(s *schedule.Schedule, lo, hi time.Time) (time.Time, bool) {
+	first := s.Next(lo)
+	if first.IsZero() || first.After(hi) {
+		return time.Time{}, false
+	}
+	fires := func(a time.Time) bool {
+		n := s.Next(a)
+		return !n.IsZero() && !n.After(hi)
+	}
+	if !fires(first) {
+		return first, true
+	}
+	a, b := first, hi // fires(a), !fires(b)
+	for b.Sub(a) > time.Second {
+		mid := a.Add(b.Sub(a) / 2)
+		if fires(mid) {
+			a = mid
+		} else {
+			b = mid
+		}
+	}
+	return s.Next(a), true
 }
 
 // NextOpening returns the first instant after t at which a window opens (zero if none
@@ -371,7 +406,7 @@ func (r *Rules) Decide(occ, now time.Time, deadline *time.Duration, rollouts []R
 }
 
 // Preview says, for each upcoming occurrence, what blackout is expected to suppress (or
-// defer) it ("" if none). Windows are known ahead. A rollout in progress is assumed to
+// defer) it (not blocked if none); Until is not chained here. Windows are known ahead. A rollout in progress is assumed to
 // last as long again as it has lasted so far (at least a minute more), then settle: it
 // is expected to block occurrences before now + max(now-Since, 1m) + Settle. A rollout
 // that completed blocks occurrences before CompletedAt+Settle.
@@ -395,7 +430,7 @@ func (r *Rules) Preview(times []time.Time, now time.Time, rollouts []Rollout) []
 	}
 	out := make([]Block, len(times))
 	for i, t := range times {
-		out[i] = r.At(t, projected)
+		out[i] = r.at(t, projected, false)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/schedule"
 )
 
 var (
@@ -278,5 +279,49 @@ func TestNextOpening(t *testing.T) {
 	}
 	if got := r.NextOpening(at(sat, 1, 0, 0)); !got.Equal(at(sat, 2, 0, 0)) {
 		t.Fatalf("got %s", got)
+	}
+}
+
+func TestDenseWindowIsCheap(t *testing.T) {
+	// A window opening every second and lasting ten days: always blocked; the look-back
+	// and the chain must not step through every second.
+	r := mustCompile(t, &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{recurring("dense", "* * * * * *", 240*time.Hour)}}, "")
+	start := time.Now()
+	b := r.At(sat.Add(500*time.Millisecond), nil)
+	if !b.Blocked() || !b.Until.After(sat.Add(366*24*time.Hour)) {
+		t.Fatalf("block %+v", b)
+	}
+	for _, p := range r.Preview([]time.Time{sat, sat.Add(time.Hour)}, sat, nil) {
+		if p.By != `window "dense"` {
+			t.Fatalf("preview %+v", p)
+		}
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("took %s", el)
+	}
+}
+
+func TestLatestStart(t *testing.T) {
+	for _, c := range []struct {
+		sched      string
+		lo, hi     time.Time
+		want       time.Time
+		wantExists bool
+	}{
+		{"* * * * * *", sat, sat.Add(time.Hour), sat.Add(time.Hour), true},
+		{"* * * * * *", sat, sat.Add(time.Hour - time.Millisecond), sat.Add(time.Hour - time.Second), true},
+		{"0 9 * * 1-5", sat, sat.Add(96 * time.Hour), at(sat.AddDate(0, 0, 3), 9, 0, 0), true},
+		{"0 9 * * 1-5", sat, sat.Add(24 * time.Hour), time.Time{}, false},
+		{"0 2 * * 6", sat.Add(2 * time.Hour), sat.Add(3 * time.Hour), time.Time{}, false}, // lo is exclusive
+		{"0 2 * * 6", sat.Add(2*time.Hour - time.Nanosecond), sat.Add(2 * time.Hour), sat.Add(2 * time.Hour), true},
+	} {
+		s, err := schedule.Parse(c.sched, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := latestStart(s, c.lo, c.hi)
+		if ok != c.wantExists || (ok && !got.Equal(c.want)) {
+			t.Errorf("%s in (%s, %s]: got %s %t, want %s %t", c.sched, c.lo, c.hi, got, ok, c.want, c.wantExists)
+		}
 	}
 }

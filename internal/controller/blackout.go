@@ -226,8 +226,12 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 			p.requeueAt(b.Until.Sub(now))
 		}
 	}
-	if next := rules.NextOpening(now); !next.IsZero() {
-		p.requeueAt(next.Sub(now))
+	if cond := meta.FindStatusCondition(st.Conditions, ConditionBlackout); cond != nil && cond.Status == metav1.ConditionFalse {
+		// Not blocked: look again when the next window opens, so the condition turns True
+		// then (while blocked, the pass at the blackout's end does it).
+		if next := rules.NextOpening(now); !next.IsZero() {
+			p.requeueAt(next.Sub(now))
+		}
 	}
 
 	// status.upcoming: the next occurrences and what is expected to hold each back.
