@@ -71,7 +71,10 @@ render 10-lockedcron.conflist "$STATE/cni/net.d/10-lockedcron.conflist"
 render kubelet-config.yaml "$STATE/kubelet-config.yaml"
 
 # --- pod bridge first, so Redis can bind the gateway address ---------------------------------
-ip link add "$BRIDGE" type bridge
+# A fixed (locally administered) MAC: a bridge without one takes the lowest MAC of its ports
+# and changes it whenever a pod's veth comes or goes, and every pod's ARP entry for the
+# gateway then points nowhere for up to ~30 s (seen as Redis at the gateway timing out).
+ip link add "$BRIDGE" address 02:6c:63:00:00:01 type bridge
 ip addr add "$POD_GATEWAY/${POD_SUBNET#*/}" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 modprobe br_netfilter 2>/dev/null || true
