@@ -43,9 +43,18 @@ envtest-assets: ## Build kube-apiserver and etcd from Go modules into the versio
 	@hack/k8s-binaries.sh >/dev/null
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets ## Unit, Redis and envtest integration tests, plus short fuzz runs.
+test: manifests generate fmt vet envtest-assets ## Everything: unit, real-Redis, envtest, short fuzz runs, end-to-end on a local cluster.
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) test ./... -count=1 -timeout 20m
 	$(MAKE) fuzz
+	$(MAKE) test-e2e
+
+.PHONY: test-unit
+test-unit: manifests generate fmt vet envtest-assets ## `make test` without fuzzing and end-to-end.
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) test ./... -count=1 -timeout 20m
+
+.PHONY: test-e2e
+test-e2e: manifests ## End-to-end suite on the local cluster (brought up, and down again, if not running).
+	hack/e2e.sh
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME).
@@ -54,6 +63,28 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME).
 .PHONY: bench
 bench: ## Benchmarks (schedule maths, lock round trips against a loopback Redis).
 	$(GO) test ./... -run '^$$' -bench . -benchmem
+
+##@ Demo and local cluster
+
+.PHONY: demo
+demo: manifests ## Run the sample job in two namespaces on a cluster (a local one when none is configured).
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Remove what `make demo` made.
+	hack/demo.sh down
+
+.PHONY: cluster-up
+cluster-up: ## Bring up the local single-node cluster (hack/cluster/up.sh).
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Tear the local cluster down, leaving nothing behind.
+	hack/cluster/down.sh
+
+.PHONY: images
+images: ## Build the image tarballs (and import them into the local cluster when it runs).
+	hack/cluster/images.sh
 
 ##@ Build
 

@@ -86,7 +86,10 @@ func run() error {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "lockedcron.scheduling.lockedcron.io",
 		LeaderElectionNamespace: leaderElectionNamespace,
-		Cache:                   controller.CacheOptions(),
+		// The process exits as soon as the manager stops, so handing the Lease back at
+		// once is safe and lets a new pod take over without waiting for it to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

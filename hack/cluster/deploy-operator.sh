@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the operator and e2e job images, imports them into the local cluster, and deploys
+# the operator with config/local; waits until the new manager is available.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STATE=${LOCKEDCRON_CLUSTER_DIR:-/var/tmp/lockedcron-cluster}
+export KUBECONFIG=${KUBECONFIG:-$STATE/admin.kubeconfig}
+KUBECTL=${KUBECTL:-kubectl}
+hack/cluster/images.sh job operator
+$KUBECTL apply --server-side --force-conflicts -k config/local
+$KUBECTL wait --for condition=Established --timeout 60s crd/lockedcronjobs.scheduling.lockedcron.io
+# The image tag does not change between builds: restart so that the manager runs this build.
+$KUBECTL -n lockedcron-system rollout restart deployment/lockedcron-controller-manager
+$KUBECTL -n lockedcron-system rollout status deployment/lockedcron-controller-manager --timeout 180s

@@ -1,0 +1,467 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
+)
+
+// job is one LockedCronJob of a scenario, with its namespace and Secret.
+type job struct {
+	ns, name, key, schedule, ttl, sleep, label string
+}
+
+func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
+
+func (j job) manifest() string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: redis
+  namespace: %[1]s
+stringData:
+  url: %[8]s
+---
+apiVersion: scheduling.lockedcron.io/v1alpha1
+kind: LockedCronJob
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  schedule: %[4]q
+  lock:
+    key: %[3]s
+    ttl: %[5]s
+    redis:
+      secretRef:
+        name: redis
+  successfulRunsHistoryLimit: 2
+  template:
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: job
+        image: k8s.local/lockedcron-e2e-job:dev
+        imagePullPolicy: Never
+        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"]
+        env:
+        - name: E2E_REDIS_URL
+          valueFrom:
+            secretKeyRef: {name: redis, key: url}
+        - name: POD_NAME
+          valueFrom:
+            fieldRef: {fieldPath: metadata.name}
+        - name: POD_NAMESPACE
+          valueFrom:
+            fieldRef: {fieldPath: metadata.namespace}
+`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis)
+}
+
+func apply(j job) {
+	out, err := kubectlIn(j.manifest(), "apply", "-f", "-")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), out)
+}
+
+func get(j job) *v1alpha1.LockedCronJob {
+	var lcj v1alpha1.LockedCronJob
+	ExpectWithOffset(1, k8s.Get(ctx, j.ref(), &lcj)).To(Succeed())
+	return &lcj
+}
+
+func suspend(jobs ...job) {
+	for _, j := range jobs {
+		out, err := kubectl("-n", j.ns, "patch", "lcj", j.name, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred(), out)
+	}
+}
+
+// settle waits until the suspended jobs have no running pod and every finished pod is counted.
+func settle(jobs ...job) {
+	EventuallyWithOffset(1, func(g Gomega) {
+		for _, j := range jobs {
+			lcj := get(j)
+			g.Expect(lcj.Status.ActiveCount).To(BeZero(), "%s active", j.ns)
+			g.Expect(lcj.Status.CountedPods).To(BeEmpty(), "%s counted but unmarked", j.ns)
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			for _, p := range pods.Items {
+				g.Expect(p.Labels).To(HaveKeyWithValue(runpod.LabelCounted, "true"), "pod %s/%s not counted yet", p.Namespace, p.Name)
+			}
+		}
+	}, 3*time.Minute, time.Second).Should(Succeed())
+}
+
+// runs reads the audit list: what actually ran, for one scenario's label.
+func runs(label string) []audit.Run {
+	entries, err := rdb.LRange(ctx, audit.List, 0, -1).Result()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	records, err := audit.Parse(entries)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var mine []audit.Record
+	for _, r := range records {
+		if r.Label == label {
+			mine = append(mine, r)
+		}
+	}
+	return audit.Runs(mine)
+}
+
+// expectOneRunPerOccurrence checks the audit: at most one run of each occurrence, no two
+// runs overlapping in time, fencing tokens increasing with the occurrence.
+func expectOneRunPerOccurrence(rs []audit.Run) {
+	for occ, same := range audit.ByOccurrence(rs) {
+		ExpectWithOffset(1, same).To(HaveLen(1), "occurrence %s ran %d times", occ, len(same))
+	}
+	ExpectWithOffset(1, audit.Overlaps(rs, time.Now())).To(BeEmpty(), "runs overlapped")
+	sorted := slices.Clone(rs)
+	sort.Slice(sorted, func(a, b int) bool { return sorted[a].Occurrence < sorted[b].Occurrence })
+	for i := 1; i < len(sorted); i++ {
+		ExpectWithOffset(1, sorted[i].FencingToken).To(BeNumerically(">", sorted[i-1].FencingToken),
+			"fencing token of %s not above %s's", sorted[i].Occurrence, sorted[i-1].Occurrence)
+	}
+}
+
+// eventNotes lists the notes of a job's Events with the given reason.
+func eventNotes(j job, reason string) []string {
+	var list eventsv1.EventList
+	ExpectWithOffset(2, k8s.List(ctx, &list, client.InNamespace(j.ns))).To(Succeed())
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == j.name && e.Reason == reason {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
+}
+
+// expectExactCounters: every pod the controller started (Events "Started ... created pod
+// NAME") is counted exactly once. Each finished pod adds one to exactly one of succeeded,
+// failed (job failed, lock lost, or no valid report), skippedContention and
+// duplicatesSuppressed; the controller's own ledger check adds to duplicatesSuppressed
+// without a pod ("no pod created").
+func expectExactCounters(j job) {
+	var started []string
+	for _, n := range eventNotes(j, "Started") {
+		started = append(started, n[strings.LastIndex(n, " ")+1:])
+	}
+	unique := slices.Compact(slices.Sorted(slices.Values(started)))
+	ExpectWithOffset(1, unique).To(HaveLen(len(started)), "a pod was started twice")
+	noPod := 0
+	for _, n := range eventNotes(j, "SuppressedDuplicate") {
+		if strings.Contains(n, "no pod created") {
+			noPod++
+		}
+	}
+	c := get(j).Status.Counters
+	ExpectWithOffset(1, c.Succeeded+c.Failed+c.SkippedContention+c.DuplicatesSuppressed-int64(noPod)).
+		To(Equal(int64(len(started))), "counters %+v vs %d started pods", c, len(started))
+}
+
+// table parses `kubectl get` output by the header's column offsets (values may hold spaces).
+func table(out string) []map[string]string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	header := lines[0]
+	type col struct {
+		name  string
+		start int
+	}
+	var cols []col
+	for i := 0; i < len(header); {
+		for i < len(header) && header[i] == ' ' {
+			i++
+		}
+		start := i
+		// A column name may hold one space ("LAST HOLDER"); columns are 3+ spaces apart.
+		for i < len(header) && !(header[i] == ' ' && (i+1 >= len(header) || header[i+1] == ' ')) {
+			i++
+		}
+		if start < len(header) {
+			cols = append(cols, col{header[start:i], start})
+		}
+	}
+	var rows []map[string]string
+	for _, l := range lines[1:] {
+		row := map[string]string{}
+		for k, c := range cols {
+			end := len(l)
+			if k+1 < len(cols) && cols[k+1].start < len(l) {
+				end = cols[k+1].start
+			}
+			if c.start < len(l) {
+				row[c.name] = strings.TrimSpace(l[c.start:end])
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+var _ = Describe("lockedcron on a real cluster", Ordered, func() {
+	suffix := strconv.FormatInt(time.Now().Unix(), 36)
+	var namespaces []string
+	scenario := func(name string) string {
+		ns := "e2e-" + name + "-" + suffix
+		namespaces = append(namespaces, ns)
+		return ns
+	}
+
+	BeforeAll(func() {
+		Expect(rdb.Del(ctx, audit.List).Err()).To(Succeed())
+	})
+	AfterEach(func() { dumpOnFailure(namespaces...) })
+	AfterAll(func() {
+		for _, ns := range namespaces {
+			_, _ = kubectl("delete", "namespace", ns, "--wait=false")
+		}
+	})
+
+	It("runs each occurrence once when three namespaces share one lock key", func() {
+		var jobs []job
+		for _, t := range []string{"a", "b", "c"} {
+			j := job{ns: scenario("shared-" + t), name: "report", key: "e2e/shared-" + suffix,
+				schedule: "*/5 * * * * *", ttl: "10s", sleep: "2s", label: "shared-" + suffix}
+			apply(j)
+			jobs = append(jobs, j)
+		}
+		Eventually(func() int { return len(audit.ByOccurrence(runs("shared-" + suffix))) }, 4*time.Minute, time.Second).
+			Should(BeNumerically(">=", 10))
+		suspend(jobs...)
+		settle(jobs...)
+
+		rs := runs("shared-" + suffix)
+		expectOneRunPerOccurrence(rs)
+		for _, r := range rs {
+			Expect(r.Finished).To(BeTrue(), "run of %s never ended", r.Occurrence)
+			Expect(r.ExitCode).To(BeZero())
+		}
+		var total v1alpha1.Counters
+		for _, j := range jobs {
+			expectExactCounters(j)
+			c := get(j).Status.Counters
+			total.Runs += c.Runs
+			total.Failed += c.Failed
+			total.SkippedContention += c.SkippedContention
+			total.DuplicatesSuppressed += c.DuplicatesSuppressed
+		}
+		Expect(total.Runs).To(Equal(int64(len(rs))), "status counts %d runs, the audit %d", total.Runs, len(rs))
+		Expect(total.Failed).To(BeZero())
+		occurrences := len(audit.ByOccurrence(rs))
+		Expect(total.SkippedContention+total.DuplicatesSuppressed).To(BeNumerically(">=", 2*(occurrences-2)),
+			"the other two namespaces reported skipping nearly every occurrence")
+
+		// What a person sees: kubectl get lcj -A -o wide agrees with the audit.
+		latest := slices.MaxFunc(rs, func(a, b audit.Run) int { return strings.Compare(a.Occurrence, b.Occurrence) })
+		out, err := kubectl("get", "lcj", "-A", "-o", "wide")
+		Expect(err).NotTo(HaveOccurred(), out)
+		fmt.Fprintf(GinkgoWriter, "$ kubectl get lcj -A -o wide\n%s\n", out)
+		var seen, runsCol, skipCols int
+		for _, row := range table(out) {
+			if !strings.HasPrefix(row["NAMESPACE"], "e2e-shared-") || !strings.HasSuffix(row["NAMESPACE"], suffix) {
+				continue
+			}
+			seen++
+			Expect(row["LAST HOLDER"]).To(Equal(latest.Holder), "row %v", row)
+			Expect(row["KEY"]).To(Equal("e2e/shared-" + suffix))
+			n, _ := strconv.Atoi(row["RUNS"])
+			s, _ := strconv.Atoi(row["SKIPPED"])
+			d, _ := strconv.Atoi(row["SUPPRESSED"])
+			runsCol += n
+			skipCols += s + d
+		}
+		Expect(seen).To(Equal(3))
+		Expect(runsCol).To(Equal(len(rs)))
+		Expect(skipCols).To(Equal(int(total.SkippedContention + total.DuplicatesSuppressed)))
+	})
+
+	It("lets a job longer than its TTL finish under renewal, with no second run", func() {
+		j := job{ns: scenario("long"), name: "long", key: "e2e/long-" + suffix,
+			schedule: "*/6 * * * * *", ttl: "3s", sleep: "9s", label: "long-" + suffix}
+		apply(j)
+		Eventually(func() []audit.Run {
+			var done []audit.Run
+			for _, r := range runs(j.label) {
+				if r.Finished {
+					done = append(done, r)
+				}
+			}
+			return done
+		}, 2*time.Minute, time.Second).ShouldNot(BeEmpty())
+		// The occurrence 6 s later found the lock renewed and still held.
+		Eventually(func() int64 { return get(j).Status.Counters.SkippedContention }, time.Minute, time.Second).Should(BeNumerically(">=", 1))
+		suspend(j)
+		settle(j)
+		rs := runs(j.label)
+		expectOneRunPerOccurrence(rs)
+		for _, r := range rs {
+			Expect(r.Finished).To(BeTrue())
+			Expect(r.Signal).To(BeEmpty(), "a run was stopped: %+v", r)
+			Expect(r.End.Sub(r.Start)).To(BeNumerically(">=", 9*time.Second), "ran the full 9 s, three times its 3 s TTL")
+		}
+		c := get(j).Status.Counters
+		Expect(c.LockLost).To(BeZero())
+		Expect(c.Runs).To(Equal(int64(len(rs))))
+		expectExactCounters(j)
+	})
+
+	It("runs a later occurrence after the holder pod is deleted mid-run, without overlap", func() {
+		j := job{ns: scenario("kill"), name: "kill", key: "e2e/kill-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "4s", sleep: "12s", label: "kill-" + suffix}
+		apply(j)
+		var victim audit.Run
+		Eventually(func() bool {
+			for _, r := range runs(j.label) {
+				if !r.Finished {
+					victim = r
+					return true
+				}
+			}
+			return false
+		}, 2*time.Minute, 200*time.Millisecond).Should(BeTrue())
+		out, err := kubectl("-n", j.ns, "delete", "pod", victim.Pod, "--wait=false")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() bool {
+			for _, r := range runs(j.label) {
+				if r.Occurrence > victim.Occurrence && r.Finished {
+					return true
+				}
+			}
+			return false
+		}, 2*time.Minute, time.Second).Should(BeTrue(), "no later occurrence ran after the holder was deleted")
+		suspend(j)
+		settle(j)
+		rs := runs(j.label)
+		expectOneRunPerOccurrence(rs)
+		for _, r := range rs {
+			if r.Pod == victim.Pod {
+				Expect(!r.Finished || r.Signal != "").To(BeTrue(), "the deleted pod's job was stopped: %+v", r)
+			}
+		}
+	})
+
+	It("hands over to a new operator pod without a duplicate pod, counters exact", func() {
+		j := job{ns: scenario("operator"), name: "op", key: "e2e/op-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", sleep: "1s", label: "op-" + suffix}
+		apply(j)
+		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 2))
+		out, err := kubectl("-n", "lockedcron-system", "delete", "pod", "-l", "app.kubernetes.io/component=manager", "--wait=false")
+		Expect(err).NotTo(HaveOccurred(), out)
+		deleted := time.Now().UTC().Format(time.RFC3339)
+		Eventually(func() int {
+			n := 0
+			for _, r := range runs(j.label) {
+				if r.Occurrence > deleted {
+					n++
+				}
+			}
+			return n
+		}, 3*time.Minute, time.Second).Should(BeNumerically(">=", 3), "occurrences after the operator pod was deleted did not run")
+		suspend(j)
+		settle(j)
+		rs := runs(j.label)
+		expectOneRunPerOccurrence(rs)
+		c := get(j).Status.Counters
+		Expect(c.Runs).To(Equal(int64(len(rs))), "status counts %d runs, the audit %d", c.Runs, len(rs))
+		Expect(c.Succeeded).To(Equal(c.Runs))
+		expectExactCounters(j)
+	})
+
+	It("reports LockBackendReady False while Redis is down and True again, with no duplicate run", func() {
+		j := job{ns: scenario("redis"), name: "redis", key: "e2e/redis-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", sleep: "1s", label: "redis-" + suffix}
+		apply(j)
+		backend := func() *metav1.Condition {
+			return meta.FindStatusCondition(get(j).Status.Conditions, "LockBackendReady")
+		}
+		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1))
+		Expect(backend().Status).To(Equal(metav1.ConditionTrue))
+
+		before := runs(j.label) // the audit list lives in this Redis too; it persists (AOF)
+		out, err := redisCtl("stop")
+		Expect(err).NotTo(HaveOccurred(), out)
+		restarted := false
+		defer func() {
+			if !restarted {
+				_, _ = redisCtl("start")
+			}
+		}()
+		Eventually(func() string {
+			if c := backend(); c != nil && c.Status == metav1.ConditionFalse {
+				return c.Reason
+			}
+			return ""
+		}, time.Minute, 500*time.Millisecond).Should(Equal("RedisUnreachable"))
+		out, err = redisCtl("start")
+		Expect(err).NotTo(HaveOccurred(), out)
+		restarted = true
+		Eventually(func() metav1.ConditionStatus { return backend().Status }, time.Minute, 500*time.Millisecond).Should(Equal(metav1.ConditionTrue))
+		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">", len(before)))
+		suspend(j)
+		settle(j)
+		rs := runs(j.label)
+		Expect(len(rs)).To(BeNumerically(">=", len(before)), "the audit survived the restart")
+		expectOneRunPerOccurrence(rs)
+		expectExactCounters(j)
+	})
+
+	DescribeTable("kubectl apply rejects an invalid manifest with a clear message",
+		func(patch func(string) string, message string) {
+			ns := "default"
+			j := job{ns: ns, name: "invalid", key: "k", schedule: "@hourly", ttl: "30s", sleep: "1s", label: "x"}
+			m := j.manifest()
+			m = m[strings.Index(m, "apiVersion: scheduling"):]
+			out, err := kubectlIn(patch(m), "apply", "-f", "-")
+			Expect(err).To(HaveOccurred(), "accepted:\n%s", out)
+			Expect(out).To(ContainSubstring(message))
+			var lcj v1alpha1.LockedCronJob
+			Expect(apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "invalid"}, &lcj))).To(BeTrue())
+		},
+		Entry("ttl 0", func(m string) string { return strings.Replace(m, "ttl: 30s", "ttl: 0s", 1) }, "lock.ttl must be greater than 0"),
+		Entry("renewInterval over half the ttl", func(m string) string {
+			return strings.Replace(m, "ttl: 30s", "ttl: 30s\n    renewInterval: 20s", 1)
+		}, "at most half of lock.ttl"),
+		Entry("Retry without retry", func(m string) string {
+			return strings.Replace(m, "  successfulRunsHistoryLimit: 2", "  contention:\n    policy: Retry\n  successfulRunsHistoryLimit: 2", 1)
+		}, "contention.retry (with attempts) is required"),
+		Entry("restartPolicy Always", func(m string) string {
+			return strings.Replace(m, "restartPolicy: Never", "restartPolicy: Always", 1)
+		}, "restartPolicy must be Never or OnFailure"),
+		Entry("no command", func(m string) string {
+			i := strings.Index(m, "        command:")
+			e := strings.Index(m[i:], "\n") + i
+			return m[:i] + m[e+1:]
+		}, "containers[0].command is required"),
+		Entry("unknown onLost", func(m string) string {
+			return strings.Replace(m, "ttl: 30s", "ttl: 30s\n    onLost: Ignore", 1)
+		}, `Unsupported value: "Ignore"`),
+	)
+})
+
+// redisCtl drives the local cluster's host Redis (hack/cluster/redis.sh).
+func redisCtl(action string) (string, error) {
+	return runScript("../../hack/cluster/redis.sh", action)
+}
