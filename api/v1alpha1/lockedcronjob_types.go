@@ -61,6 +61,7 @@ type LockedCronJobSpec struct {
 	TimeZone string `json:"timeZone,omitempty"`
 
 	// Suspend stops new occurrences from starting; running pods are left alone.
+	// +kubebuilder:default=false
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
 

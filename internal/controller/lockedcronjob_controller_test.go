@@ -64,7 +64,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("creates the occurrence's pod at the scheduled time, with lockwrap injected", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "nightly", dailyAt(at))
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 
@@ -75,7 +75,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		var pod corev1.Pod
 		Eventually(func() error {
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: runpod.Name("nightly", at)}, &pod)
-		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		}, 15*time.Second, 50*time.Millisecond).Should(Succeed())
 		Expect(pod.CreationTimestamp.Time).NotTo(BeTemporally("<", at), "created before its time")
 		Expect(pod.CreationTimestamp.Time).To(BeTemporally("<", at.Add(2*time.Second)), "created late")
 		Expect(pod.Annotations).To(HaveKeyWithValue(runpod.AnnotationScheduledTime, at.UTC().Format(time.RFC3339)))
@@ -95,10 +95,10 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("never creates a second pod for an occurrence across a manager restart", func() {
 		stop := startManager(clock.RealClock{})
 		ns := newNamespace()
-		at := time.Now().Add(2 * time.Second).Truncate(time.Second)
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "once", dailyAt(at))
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Eventually(func() []corev1.Pod { return podsOf(job) }, 10*time.Second).Should(HaveLen(1))
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
 		Eventually(func() []string { return eventNotes(job, ReasonStarted) }).Should(HaveLen(1))
 		stop()
 
@@ -299,14 +299,14 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("skips the occurrence that already succeeded elsewhere, without a pod", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		at := time.Now().Add(2 * time.Second).Truncate(time.Second)
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "dup", dailyAt(at))
 		job.Spec.Lock.Key = "shared-" + ns
 		rc := redisSrv.Client()
 		defer rc.Close()
 		Expect(rc.HSet(ctx, lock.RunKey(job.Spec.Lock.Key, at), "state", "succeeded").Err()).To(Succeed())
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Eventually(func() int64 { return getJob(job).Status.Counters.DuplicatesSuppressed }, 10*time.Second).Should(Equal(int64(1)))
+		Eventually(func() int64 { return getJob(job).Status.Counters.DuplicatesSuppressed }, 15*time.Second).Should(Equal(int64(1)))
 		Expect(podsOf(job)).To(BeEmpty())
 		Expect(getJob(job).Status.LastScheduleTime.Time).To(BeTemporally("==", at))
 	})
