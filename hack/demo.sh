@@ -43,7 +43,7 @@ samples=config/samples
 if [ $remote = 1 ]; then
   : "${IMG:?a cluster in KUBECONFIG is reachable: set IMG to an operator image it can pull (see hack/demo.sh)}"
   : "${JOB_IMG:?set JOB_IMG to the e2e job image the cluster can pull (see hack/demo.sh)}"
-  : "${REDIS_URL:?set REDIS_URL to a Redis the cluster's pods can reach (see hack/demo.sh)}"
+  : "${REDIS_URL:?set REDIS_URL to a Redis that pods in that cluster can reach (see hack/demo.sh)}"
   log "deploying to the cluster in KUBECONFIG ($($KUBECTL config current-context))"
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
   cp -r config "$tmp/"
@@ -73,8 +73,7 @@ if [ $remote = 0 ]; then
   echo
   echo "What actually ran (the job's own audit list in Redis; one run per occurrence):"
   redis-cli -p "${LOCKEDCRON_REDIS_PORT:-6379}" --raw lrange lockedcron-e2e:audit 0 -1 |
-    grep '"event":"end"' | grep '"label":""\|"namespace":"team-' |
-    sed -E 's/.*"occurrence":"([^"]*)".*"holder":"([^"]*)".*"fencingToken":([0-9]*).*"start":"([^"]*)".*"end":"([^"]*)".*/  occurrence \1  holder \2  token \3  ran \4 .. \5/' | tail -12
+    grep '"event":"end"' | grep '/team-' | tail -12
 fi
 echo
 echo "make demo-down removes it all."
