@@ -428,5 +428,3 @@ var _ = Describe("LockedCronJob admission (CEL rules)", func() {
 		Expect(k8sClient.Delete(ctx, got)).To(Succeed())
 	})
 })
-
-
