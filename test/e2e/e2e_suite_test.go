@@ -117,7 +117,6 @@ func dumpOnFailure(namespaces ...string) {
 	}
 }
 
-
 func runScript(path string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, path, args...)
 	out, err := cmd.CombinedOutput()
