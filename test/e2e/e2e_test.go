@@ -428,6 +428,103 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		expectExactCounters(j)
 	})
 
+	It("skips the occurrences inside a real Deployment rollout, and runs again after it", func() {
+		ns := scenario("rollout")
+		j := job{ns: ns, name: "guarded", key: "e2e/rollout-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", sleep: "1s", label: "rollout-" + suffix}
+		// The workload: one replica that becomes available only 25 s after it runs, so a
+		// rollout restart spans several occurrences.
+		deployment := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: %[1]s
+spec:
+  replicas: 1
+  minReadySeconds: 25
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: api
+        image: k8s.local/pause:dev
+        imagePullPolicy: Never
+`, ns)
+		out, err := kubectlIn(deployment, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		out, err = kubectl("-n", ns, "rollout", "status", "deployment/api", "--timeout=120s")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 2", `  blackout:
+    policy: Skip
+    rollouts:
+    - kind: Deployment
+      name: api
+  successfulRunsHistoryLimit: 2`, 1)
+		out, err = kubectlIn(m, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1), "runs before the rollout")
+
+		started := time.Now()
+		out, err = kubectl("-n", ns, "rollout", "restart", "deployment/api")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() string {
+			c := meta.FindStatusCondition(get(j).Status.Conditions, "Blackout")
+			if c == nil || c.Status != metav1.ConditionTrue {
+				return ""
+			}
+			return c.Reason + ": " + c.Message
+		}, 30*time.Second, 200*time.Millisecond).Should(ContainSubstring("Deployment/api"))
+		out, err = kubectl("-n", ns, "rollout", "status", "deployment/api", "--timeout=180s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		finished := time.Now()
+		Expect(finished.Sub(started)).To(BeNumerically(">", 15*time.Second), "the rollout spanned several occurrences")
+
+		// Runs resume after it.
+		Eventually(func() bool {
+			for _, r := range runs(j.label) {
+				if occ, _ := time.Parse(time.RFC3339, r.Occurrence); occ.After(finished) && r.Finished {
+					return true
+				}
+			}
+			return false
+		}, 2*time.Minute, time.Second).Should(BeTrue(), "no run after the rollout")
+
+		describe, err := kubectl("-n", ns, "describe", "lcj", j.name)
+		Expect(err).NotTo(HaveOccurred(), describe)
+		fmt.Fprintf(GinkgoWriter, "$ kubectl describe lcj %s\n%s\n", j.name, describe)
+		Expect(describe).To(ContainSubstring("SkippedBlackout"))
+		wide, err := kubectl("-n", ns, "get", "lcj", "-o", "wide")
+		Expect(err).NotTo(HaveOccurred(), wide)
+		fmt.Fprintf(GinkgoWriter, "$ kubectl get lcj -o wide\n%s\n", wide)
+		suspend(j)
+		settle(j)
+
+		// Nothing ran during the rollout, by the job's own audit (a second of slack at
+		// each end for the watch to deliver the Deployment's change).
+		for _, r := range runs(j.label) {
+			occ, err := time.Parse(time.RFC3339, r.Occurrence)
+			Expect(err).NotTo(HaveOccurred())
+			inside := occ.After(started.Add(time.Second)) && occ.Before(finished.Add(-time.Second))
+			Expect(inside).To(BeFalse(), "occurrence %s ran during the rollout (%s .. %s)", r.Occurrence, started.Format(time.RFC3339), finished.Format(time.RFC3339))
+		}
+		expectOneRunPerOccurrence(runs(j.label))
+		c := get(j).Status.Counters
+		Expect(c.SkippedBlackout).To(BeNumerically(">=", 2), "occurrences inside the rollout were counted")
+		rows := table(wide)
+		Expect(rows).To(HaveLen(1))
+		Expect(rows[0]["SKIPPED BLACKOUT"]).To(Equal(strconv.FormatInt(c.SkippedBlackout, 10)))
+	})
+
 	DescribeTable("kubectl apply rejects an invalid manifest with a clear message",
 		func(patch func(string) string, message string) {
 			ns := "default"
