@@ -346,9 +346,7 @@ var _ = Describe("Blackout", func() {
 		}).Should(HavePrefix(ReasonInvalidBlackout + ": spec.blackout.rollouts[0].selector: "))
 
 		By("fixing it brings the job back")
-		j := getJob(job)
-		j.Spec.Blackout.Windows[1].Schedule = "0 23 * * *"
-		Expect(k8sClient.Update(ctx, j)).To(Succeed())
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Blackout.Windows[1].Schedule = "0 23 * * *" })
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
 	})
 })

@@ -159,9 +159,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		stop()
 		startManager(clock.RealClock{})
 		// Touch the job so the new manager certainly reconciles it, then check nothing moved.
-		j := getJob(job)
-		j.Spec.FailedRunsHistoryLimit = ptr.To[int32](5)
-		Expect(k8sClient.Update(ctx, j)).To(Succeed())
+		j := updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.FailedRunsHistoryLimit = ptr.To[int32](5) })
 		Eventually(func() int64 { return getJob(job).Status.ObservedGeneration }).Should(Equal(j.Generation))
 		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 2*time.Second).Should(Equal(want))
 	})
@@ -249,9 +247,7 @@ var _ = Describe("LockedCronJob controller", func() {
 			Satisfy(func(c *metav1.Condition) bool { return c != nil && c.Reason == ReasonSuspended }))
 		Consistently(func() []corev1.Pod { return podsOf(job) }, 2500*time.Millisecond).Should(BeEmpty())
 
-		j := getJob(job)
-		j.Spec.Suspend = ptr.To(false)
-		Expect(k8sClient.Update(ctx, j)).To(Succeed())
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(false) })
 		resumed := time.Now()
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
 		for _, p := range podsOf(job) {
@@ -271,9 +267,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		// An occurrence of the new schedule falls between creation and the edit.
 		past := getJob(job).CreationTimestamp.Add(time.Second)
 		Eventually(time.Now, 5*time.Second).Should(BeTemporally(">", past.Add(500*time.Millisecond)))
-		j := getJob(job)
-		j.Spec.Schedule = dailyAt(past)
-		Expect(k8sClient.Update(ctx, j)).To(Succeed())
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = dailyAt(past) })
 		Eventually(func() *metav1.Time { return getJob(job).Status.NextScheduleTime }).Should(
 			Satisfy(func(t *metav1.Time) bool { return t != nil && t.Time.Equal(past.Add(24*time.Hour)) }))
 		Consistently(func() []corev1.Pod { return podsOf(job) }, 2*time.Second).Should(BeEmpty())
@@ -326,9 +320,7 @@ var _ = Describe("LockedCronJob controller", func() {
 
 		// A Secret without the url key is named as such.
 		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "missing"}, StringData: map[string]string{"URL": "x"}})).To(Succeed())
-		j := getJob(job)
-		j.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](4) // a spec change brings a reconcile now
-		Expect(k8sClient.Update(ctx, j)).To(Succeed())
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](4) })
 		Eventually(func() string { return condition(job, ConditionLockBackendReady).Reason }).Should(Equal(ReasonSecretInvalid))
 		Expect(condition(job, ConditionLockBackendReady).Message).To(ContainSubstring(`no key "url"`))
 	})

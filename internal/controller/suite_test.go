@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -152,6 +153,20 @@ func dailyAt(t time.Time) string {
 func getJob(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
 	var out v1alpha1.LockedCronJob
 	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(j), &out)).To(Succeed())
+	return &out
+}
+
+// updateJob changes a job's spec the way a user would, retrying when the controller's
+// status write got there first (spec and status share the resourceVersion).
+func updateJob(j *v1alpha1.LockedCronJob, mutate func(*v1alpha1.LockedCronJob)) *v1alpha1.LockedCronJob {
+	var out v1alpha1.LockedCronJob
+	ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(j), &out); err != nil {
+			return err
+		}
+		mutate(&out)
+		return k8sClient.Update(ctx, &out)
+	})).To(Succeed())
 	return &out
 }
 
