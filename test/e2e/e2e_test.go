@@ -59,7 +59,8 @@ spec:
     redis:
       secretRef:
         name: redis
-  successfulRunsHistoryLimit: 2
+  successfulRunsHistoryLimit: 100
+  failedRunsHistoryLimit: 100
   template:
     spec:
       restartPolicy: Never
@@ -159,18 +160,20 @@ func eventNotes(j job, reason string) []string {
 	return notes
 }
 
-// expectExactCounters: every pod the controller started (Events "Started ... created pod
-// NAME") is counted exactly once. Each finished pod adds one to exactly one of succeeded,
-// failed (job failed, lock lost, or no valid report), skippedContention and
-// duplicatesSuppressed; the controller's own ledger check adds to duplicatesSuppressed
-// without a pod ("no pod created").
+// expectExactCounters: every pod the job created is counted exactly once. The e2e jobs
+// keep all their pods (history limits of 100), so the pods themselves are the truth. Each
+// finished pod adds one to exactly one of succeeded, failed (job failed, lock lost, or no
+// valid report), skippedContention and duplicatesSuppressed; the controller's own ledger
+// check adds to duplicatesSuppressed without a pod (its Event says "no pod created").
 func expectExactCounters(j job) {
-	var started []string
-	for _, n := range eventNotes(j, "Started") {
-		started = append(started, n[strings.LastIndex(n, " ")+1:])
+	var pods corev1.PodList
+	ExpectWithOffset(1, k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+	occurrences := map[string]string{}
+	for _, p := range pods.Items {
+		occ := p.Annotations[runpod.AnnotationScheduledTime]
+		ExpectWithOffset(1, occurrences).NotTo(HaveKey(occ), "two pods for occurrence %s: %s and %s", occ, occurrences[occ], p.Name)
+		occurrences[occ] = p.Name
 	}
-	unique := slices.Compact(slices.Sorted(slices.Values(started)))
-	ExpectWithOffset(1, unique).To(HaveLen(len(started)), "a pod was started twice")
 	noPod := 0
 	for _, n := range eventNotes(j, "SuppressedDuplicate") {
 		if strings.Contains(n, "no pod created") {
@@ -179,7 +182,7 @@ func expectExactCounters(j job) {
 	}
 	c := get(j).Status.Counters
 	ExpectWithOffset(1, c.Succeeded+c.Failed+c.SkippedContention+c.DuplicatesSuppressed-int64(noPod)).
-		To(Equal(int64(len(started))), "counters %+v vs %d started pods", c, len(started))
+		To(Equal(int64(len(pods.Items))), "counters %+v vs %d pods", c, len(pods.Items))
 }
 
 // table parses `kubectl get` output by the header's column offsets (values may hold spaces).
@@ -274,8 +277,22 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Expect(total.SkippedContention+total.DuplicatesSuppressed).To(BeNumerically(">=", 2*(occurrences-2)),
 			"the other two namespaces reported skipping nearly every occurrence")
 
-		// What a person sees: kubectl get lcj -A -o wide agrees with the audit.
-		latest := slices.MaxFunc(rs, func(a, b audit.Run) int { return strings.Compare(a.Occurrence, b.Occurrence) })
+		// What a person sees: kubectl get lcj -A -o wide agrees with the audit. Each job's
+		// LAST HOLDER is who ran the newest occurrence it started a pod for (the jobs were
+		// suspended one after another, so that need not be the same occurrence for all).
+		ranBy := map[string]string{}
+		for _, r := range rs {
+			ranBy[r.Occurrence] = r.Holder
+		}
+		lastHolder := map[string]string{}
+		for _, j := range jobs {
+			st := get(j).Status
+			Expect(st.LastHolder).NotTo(BeNil())
+			Expect(st.LastHolder.Occurrence.Time).To(BeTemporally("==", st.LastScheduleTime.Time), "%s: last holder is of the newest occurrence", j.ns)
+			occ := st.LastHolder.Occurrence.UTC().Format(time.RFC3339)
+			Expect(ranBy).To(HaveKey(occ), "%s: the audit has no run of %s", j.ns, occ)
+			lastHolder[j.ns] = ranBy[occ]
+		}
 		out, err := kubectl("get", "lcj", "-A", "-o", "wide")
 		Expect(err).NotTo(HaveOccurred(), out)
 		fmt.Fprintf(GinkgoWriter, "$ kubectl get lcj -A -o wide\n%s\n", out)
@@ -285,7 +302,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 				continue
 			}
 			seen++
-			Expect(row["LAST HOLDER"]).To(Equal(latest.Holder), "row %v", row)
+			Expect(row["LAST HOLDER"]).To(Equal(lastHolder[row["NAMESPACE"]]), "row %v", row)
 			Expect(row["KEY"]).To(Equal("e2e/shared-" + suffix))
 			n, _ := strconv.Atoi(row["RUNS"])
 			s, _ := strconv.Atoi(row["SKIPPED"])
@@ -464,12 +481,12 @@ spec:
 		out, err = kubectl("-n", ns, "rollout", "status", "deployment/api", "--timeout=120s")
 		Expect(err).NotTo(HaveOccurred(), out)
 
-		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 2", `  blackout:
+		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", `  blackout:
     policy: Skip
     rollouts:
     - kind: Deployment
       name: api
-  successfulRunsHistoryLimit: 2`, 1)
+  successfulRunsHistoryLimit: 100`, 1)
 		out, err = kubectlIn(m, "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1), "runs before the rollout")
@@ -542,7 +559,7 @@ spec:
 			return strings.Replace(m, "ttl: 30s", "ttl: 30s\n    renewInterval: 20s", 1)
 		}, "at most half of lock.ttl"),
 		Entry("Retry without retry", func(m string) string {
-			return strings.Replace(m, "  successfulRunsHistoryLimit: 2", "  contention:\n    policy: Retry\n  successfulRunsHistoryLimit: 2", 1)
+			return strings.Replace(m, "  successfulRunsHistoryLimit: 100", "  contention:\n    policy: Retry\n  successfulRunsHistoryLimit: 100", 1)
 		}, "contention.retry (with attempts) is required"),
 		Entry("restartPolicy Always", func(m string) string {
 			return strings.Replace(m, "restartPolicy: Never", "restartPolicy: Always", 1)
