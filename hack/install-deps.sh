@@ -13,5 +13,11 @@ if [ ${#need[@]} -gt 0 ]; then
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
   echo "install-deps: installing ${need[*]}" >&2
   $sudo apt-get update -qq
+  # Keep the packages from starting their own redis-server service on port 6379: tests
+  # start their own processes, and the local cluster's Redis needs that port.
+  had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1
+  [ $had_policy = 1 ] || printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  [ $had_policy = 1 ] || $sudo chmod +x /usr/sbin/policy-rc.d
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+  [ $had_policy = 1 ] || $sudo rm -f /usr/sbin/policy-rc.d
 fi
