@@ -15,9 +15,6 @@ import (
 // TestStaticBinary builds lockwrap with CGO_ENABLED=0, checks it has no ELF interpreter
 // (fully static), copies it with its own cp subcommand and runs the copy on bad input.
 func TestStaticBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a binary")
-	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "lockwrap")
 	build := exec.Command("go", "build", "-o", bin, ".")

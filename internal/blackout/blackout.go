@@ -294,40 +294,11 @@ func (w window) openAt(t time.Time) (interval, bool) {
 		iv := interval{cause: CauseWindow, by: w.label, start: w.start, end: w.end}
 		return iv, iv.covers(t)
 	}
-	start, ok := latestStart(w.sched, t.Add(-w.dur), t)
+	start, ok := w.sched.LatestIn(t.Add(-w.dur), t)
 	if !ok {
 		return interval{}, false
 	}
 	return interval{cause: CauseWindow, by: w.label, start: start, end: start.Add(w.dur)}, true
-}
-
-// latestStart returns the latest occurrence of s in (lo, hi], by bisection on the
-// monotone predicate "Next(a) <= hi": O(log((hi-lo)/1s)) calls to Next however dense the
-// schedule ("* * * * * *" with a 10-day duration costs about 20 calls, where stepping
-// would cost 864000). Occurrences are whole seconds apart, so once the bracket is at
-// most a second wide the next occurrence after its low end is the latest.
-func latestStart(s *schedule.Schedule, lo, hi time.Time) (time.Time, bool) {
-	first := s.Next(lo)
-	if first.IsZero() || first.After(hi) {
-		return time.Time{}, false
-	}
-	fires := func(a time.Time) bool {
-		n := s.Next(a)
-		return !n.IsZero() && !n.After(hi)
-	}
-	if !fires(first) {
-		return first, true
-	}
-	a, b := first, hi // fires(a), !fires(b)
-	for b.Sub(a) > time.Second {
-		mid := a.Add(b.Sub(a) / 2)
-		if fires(mid) {
-			a = mid
-		} else {
-			b = mid
-		}
-	}
-	return s.Next(a), true
 }
 
 // NextOpening returns the first instant after t at which a window opens (zero if none

@@ -319,7 +319,7 @@ func TestLatestStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := latestStart(s, c.lo, c.hi)
+		got, ok := s.LatestIn(c.lo, c.hi)
 		if ok != c.wantExists || (ok && !got.Equal(c.want)) {
 			t.Errorf("%s in (%s, %s]: got %s %t, want %s %t", c.sched, c.lo, c.hi, got, ok, c.want, c.wantExists)
 		}

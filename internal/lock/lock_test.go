@@ -206,9 +206,6 @@ func TestACLUser(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster in -short")
-	}
 	cl := redistest.StartCluster(t, 3)
 	c := client(t, lock.ClientConfig{URL: cl.URL()})
 	// Keys on different masters: the script's keys share their key's slot.
@@ -222,9 +219,6 @@ func TestCluster(t *testing.T) {
 }
 
 func TestSentinel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sentinel in -short")
-	}
 	g := redistest.StartSentinel(t, 1, 3)
 	c := client(t, lock.ClientConfig{URL: g.URL()})
 	exercise(t, c, "sentinel")

@@ -91,9 +91,8 @@ func FuzzEncode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msgPart string, msgRep uint16, key, holderPart string, holderRep uint16, fence int64, code int) {
 		msg := strings.Repeat(msgPart, int(msgRep%10000))
 		holder := strings.Repeat(holderPart, int(holderRep%10000))
-		if len(msg) > 1<<20 || len(holder) > 1<<20 {
-			t.Skip("too large")
-		}
+		// Keep each input at most 1 MiB (far past the 4096-byte cap) so runs stay fast.
+		msg, holder = msg[:min(len(msg), 1<<20)], holder[:min(len(holder), 1<<20)]
 		in := Report{Outcome: Failed, Key: key, Holder: holder, HeldBy: holder, FencingToken: fence, ExitCode: code, Message: msg}
 		b, err := Encode(in)
 		if err != nil {

@@ -519,6 +519,16 @@ func dayMatches(spec *cron.SpecSchedule, d time.Time) bool {
 
 func popcount(x uint64) int { return bits.OnesCount64(x) }
 
+// LatestIn returns the latest occurrence in (lo, hi], if there is one, without stepping
+// through the occurrences before it: O(log((hi-lo)/1s)) calls to Next however dense the
+// schedule. Blackout windows use it to find a window that opened before t and is still open.
+func (s *Schedule) LatestIn(lo, hi time.Time) (time.Time, bool) {
+	if first := s.Next(lo); first.IsZero() || first.After(hi) {
+		return time.Time{}, false
+	}
+	return s.lastAtOrBefore(lo, hi), true
+}
+
 // lastAtOrBefore returns the last occurrence in (lo, now], given that there is
 // one (Next(lo) <= now), whatever the spacing of the occurrences. It gallops back from now, then bisects, on the
 // monotone predicate "Next(a) <= now".

@@ -529,9 +529,6 @@ func TestTLSAndACL(t *testing.T) {
 }
 
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster in -short")
-	}
 	c := redistest.StartCluster(t, 3)
 	for _, key := range []string{"a", "b", "c"} {
 		rep, code := run(t, nil, cmdArgs(flags(c.URL(), key, "x"), "true")...)
@@ -546,9 +543,6 @@ func TestCluster(t *testing.T) {
 }
 
 func TestSentinelFailoverDuringRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sentinel in -short")
-	}
 	sg := redistest.StartSentinel(t, 1, 3)
 	g := newGate(t)
 	r := runAsync(t, nil, cmdArgs(flags(sg.URL(), "failover", "a", "--ttl", "8s", "--renew-interval", "1s",
