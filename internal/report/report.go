@@ -24,12 +24,20 @@ const (
 	Failed              Outcome = "Failed"
 	SkippedContention   Outcome = "SkippedContention"
 	SuppressedDuplicate Outcome = "SuppressedDuplicate"
-	LockLost            Outcome = "LockLost"
-	Error               Outcome = "Error"
+	// LockLost: the job ran but lockwrap cannot prove it held the lock to the end
+	// (renewal lost, or finishing found the lock no longer ours).
+	LockLost Outcome = "LockLost"
+	// Missed: the pod started after the occurrence's deadline (--not-after:
+	// startingDeadlineSeconds, or a blackout that began); the job did not run. Exit 0.
+	Missed Outcome = "Missed"
+	// Interrupted: lockwrap was signalled (SIGTERM, SIGINT …) before the job started,
+	// e.g. during an acquisition or a retry backoff; the job did not run. Exit 70.
+	Interrupted Outcome = "Interrupted"
+	Error       Outcome = "Error"
 )
 
 // Outcomes lists every outcome, in the order status and metrics show them.
-var Outcomes = []Outcome{Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error}
+var Outcomes = []Outcome{Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Missed, Interrupted, Error}
 
 // Valid reports whether o is one of Outcomes.
 func (o Outcome) Valid() bool {
@@ -57,7 +65,11 @@ type Report struct {
 	ExitCode     int     `json:"exitCode,omitempty"`
 	LockLost     bool    `json:"lockLost,omitempty"`
 	Recovered    bool    `json:"recovered,omitempty"`
-	Message      string  `json:"message,omitempty"`
+	// Warnings name conditions that weaken the guarantee without stopping the run: a
+	// Redis that can lose the lock (no persistence, an evicting maxmemory-policy), a
+	// ledger entry that could not be recorded.
+	Warnings []string `json:"warnings,omitempty"`
+	Message  string   `json:"message,omitempty"`
 }
 
 // ErrTooLarge is returned when a report does not fit MaxBytes even with an empty message.
