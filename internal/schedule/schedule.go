@@ -15,40 +15,75 @@
 //
 // # Daylight-saving changes
 //
-// The behaviour follows cron(8) (Vixie/ISC cron, the cron of most Linux
-// distributions), which distinguishes schedules by their hour field:
+// The behaviour follows cron(8) (Vixie/ISC cron, the cron of Debian and most
+// Linux distributions). cron(8) sorts each entry by how its minute and hour
+// fields are written (entry.c sets MIN_STAR / HR_STAR when the field begins
+// with "*"; cron.c's find_jobs runs "wildcard" and "fixed-time" entries
+// differently when the wall clock jumps):
 //
-// Fixed-hour schedules (the hour field does not select all 24 hours, e.g.
-// "30 2 * * *", "0 9 * * 1-5", "@daily", "0 */2 * * *") are wall-clock
-// appointments. Each matching wall-clock time runs exactly once, when the
-// zone's wall clock first reaches it:
+// Interval schedules: the minute field or the hour field begins with "*"
+// (or "?", robfig's synonym): "* 2 * * *", "*/15 2 * * *", "0 * * * *",
+// "0 */2 * * *", "*/5 9-17 * * 1-5", "*/30 * * * * *", "@hourly". They fire
+// at every instant whose wall-clock reading matches, which is what robfig/cron
+// does. On spring forward the non-existent times are simply not there (New
+// York 2026-03-08: "0 * * * *" runs at 01:00 EST then 03:00 EDT, 23 runs that
+// day; "*/15 2 * * *" does not run that day); on fall back the repeated hour
+// fires in both passes ("0 * * * *" runs at 01:00 EDT and 01:00 EST, 25 runs
+// that day; "*/15 1 * * *" runs 8 times; "*/30 * * * * *" keeps firing every
+// 30 s and never pauses).
+//
+// Fixed-time schedules: neither the minute nor the hour field begins with "*"
+// ("30 2 * * *", "0 9 * * 1-5", "0 2,3 * * *", "15 0-3 * * *", "0 0 2 * * ?",
+// "@daily", "@weekly", "@monthly", "@yearly") are wall-clock appointments.
+// Each matching wall-clock time runs exactly once, when the zone's wall clock
+// first reaches it:
 //
 //   - Spring forward (the clock jumps, e.g. America/New_York 2026-03-08
 //     01:59:59 EST -> 03:00:00 EDT): a time inside the gap runs at the moment of
 //     the jump, i.e. at the first instant after the gap (03:00 EDT for
-//     "30 2 * * *"). The day's run is never lost. Several gap times
-//     ("*/15 2 * * *") collapse into that single run, and a gap time that
-//     coincides with a real matching time after the jump ("0 2,3 * * *" -> 03:00)
-//     is one run, not two.
+//     "30 2 * * *"). The day's run is never lost. An occurrence is an instant,
+//     so several gap times ("0,30 2 * * *") are one occurrence at the jump, and
+//     a gap time that coincides with a real matching time after the jump
+//     ("0 2,3 * * *" -> 03:00) is one occurrence, not two (cron(8) would start
+//     the job once per missed minute, back to back, at the jump).
 //   - Fall back (the clock repeats, e.g. America/New_York 2026-11-01
 //     01:59:59 EDT -> 01:00:00 EST): a time inside the repeated hour runs once,
 //     at its first instance (01:30 EDT for "30 1 * * *"); it does not run again
 //     at 01:30 EST.
 //
-// Hourly-or-finer schedules (the hour field selects every hour, e.g.
-// "0 * * * *", "*/30 * * * * *", "@hourly", "*/5 * * * 1-5") are intervals:
-// they fire at every instant whose wall-clock reading matches, which is what
-// robfig/cron does. On spring forward the non-existent times are simply not
-// there (New York: "0 * * * *" runs at 01:00 EST then 03:00 EDT, 23 runs that
-// day; "30 * * * *" runs 01:30 EST then 03:30 EDT); on fall back the repeated
-// hour fires in both passes ("0 * * * *" runs at 01:00 EDT and 01:00 EST, 25 runs
-// that day; "*/30 * * * * *" keeps firing every 30 s and never pauses).
+// Only the first character of the minute and hour fields decides: a list or
+// range that happens to select every hour ("0 0-23 * * *") is fixed-time, as
+// in cron(8). In 6-field schedules the seconds field plays no part: "*/10 0 2
+// * * *" is fixed-time, "0 * 2 * * *" an interval. cron(8)'s own thresholds
+// (a jump of at most 5 minutes is treated as a late wake-up, one of more
+// than 3 hours as a clock reset) are not reproduced: every transition of the
+// zone follows the rule above.
 //
 // robfig/cron alone treats every schedule as an interval, so "30 1 * * *"
 // would run twice on a fall-back day and "30 2 * * *" not at all on a
-// spring-forward day; both are corrected here for fixed-hour schedules.
+// spring-forward day; both are corrected here for fixed-time schedules. Only
+// robfig's parser and its wall-clock matching (in UTC, on naive readings) are
+// used: both kinds of schedule are mapped to instants here, zone period by zone
+// period.
 //
-// "@every <d>" is a pure elapsed-time interval and ignores the zone.
+// # Day of month and day of week
+//
+// As in cron(8) (crontab(5)): when both the day-of-month and the day-of-week
+// fields are restricted, a day matches if either matches ("0 0 1,15 * 1" runs
+// on the 1st, the 15th and every Monday); when either begins with "*" (or
+// "?"), both must match ("0 0 * * 1" runs on Mondays only). "Restricted" means
+// "does not begin with *", so "*/2" counts as unrestricted, as in cron(8):
+// "0 0 */2 * 1" runs on Mondays that fall on an odd day of the month
+// (robfig/cron, and so Kubernetes' CronJob, would OR it).
+//
+// # @every
+//
+// "@every <d>" is a pure elapsed-time interval anchored at the Unix epoch: its
+// occurrences are the instants 1970-01-01T00:00:00Z + k·d, whatever the zone,
+// the creation or resume time of the object, or the time Next is asked from.
+// Every contender of a lock key therefore computes the same instants
+// ("@every 7m" fires at the multiples of 420 s since the epoch, which are not
+// aligned to the hour). d must be a whole number of seconds, at least 1s.
 //
 // # Plan and the estimate of missed occurrences
 //
@@ -72,11 +107,11 @@
 // non-uniform schedules too ("0 9 * * 1-5", "*/5 9-17 * * 1-5",
 // "* * * 1 *"); it is exact in UTC and fixed-offset zones, and in DST zones
 // it differs from the true count only by DST days inside the window: for
-// hourly-or-finer schedules a spring-forward gap not balanced by a fall-back in
+// interval schedules a spring-forward gap not balanced by a fall-back in
 // the window counts the gap's times (60 for every minute) and an unbalanced
-// fall back misses the repeated ones; for fixed-hour schedules the gap's
-// matching times are counted although they collapse into one run ("*/3 * 2 * * *"
-// counts 1199 too many per spring-forward day). "@every" schedules are counted
+// fall back misses the repeated ones; for fixed-time schedules the gap's
+// matching times are counted although they collapse into one run ("*/3 0 2 * * *"
+// counts 19 too many per spring-forward day). "@every" schedules are counted
 // arithmetically and are always exact (MissedEstimated false).
 package schedule
 
@@ -110,14 +145,15 @@ type Schedule struct {
 
 	// Exactly one of spec and every is set.
 
-	// spec evaluated in loc: robfig's own semantics (interval schedules).
-	spec *cron.SpecSchedule
-	// naive is spec evaluated in UTC, used on naive wall-clock times for
-	// fixed-hour schedules.
+	// naive is the parsed spec evaluated in UTC, used on naive wall-clock
+	// times (see naive()).
 	naive *cron.SpecSchedule
-	// wallClock selects the fixed-hour (wall-clock appointment) semantics.
+	// wallClock selects cron(8)'s fixed-time (wall-clock appointment)
+	// semantics: neither the minute nor the hour field begins with "*".
 	wallClock bool
 
+	// every is the period of "@every", whole seconds; its occurrences are
+	// the Unix epoch + k·every.
 	every time.Duration
 }
 
@@ -161,7 +197,9 @@ func Parse(spec, tz string) (*Schedule, error) {
 		if err != nil {
 			return nil, fail("unknown descriptor (want @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every <duration>)")
 		}
-		return s.setSpec(parsed.(*cron.SpecSchedule)), nil
+		// cron(8)'s entry.c: @hourly is "0 * * * *" (HR_STAR), the others
+		// are fixed-time; robfig already marks their day fields as "*".
+		return s.setSpec(parsed.(*cron.SpecSchedule), text != "@hourly"), nil
 	}
 
 	fields := strings.Fields(text)
@@ -172,17 +210,40 @@ func Parse(spec, tz string) (*Schedule, error) {
 	if err != nil {
 		return nil, fail("%s", fieldError(fields, err))
 	}
-	return s.setSpec(parsed.(*cron.SpecSchedule)), nil
+	cs := parsed.(*cron.SpecSchedule)
+	if len(fields) == 6 {
+		fields = fields[1:] // the seconds field plays no part in cron(8)'s rules
+	}
+	minute, hour, dom, dow := fields[0], fields[1], fields[2], fields[4]
+	// Day of month and day of week: cron(8) ANDs them when either begins
+	// with "*" (DOM_STAR/DOW_STAR), else ORs them. robfig decides by its own
+	// star bit, which "*/2" clears; set it the way cron(8) does.
+	cs.Dom = withStar(cs.Dom, starred(dom))
+	cs.Dow = withStar(cs.Dow, starred(dow))
+	return s.setSpec(cs, !starred(minute) && !starred(hour)), nil
 }
 
-func (s *Schedule) setSpec(spec *cron.SpecSchedule) *Schedule {
-	inZone := *spec
-	inZone.Location = s.loc
+// starBit is robfig's marker of a "*" day field (cron.SpecSchedule's bit 63).
+const starBit = uint64(1) << 63
+
+// starred reports whether a cron field begins with "*" (or "?", robfig's
+// synonym), cron(8)'s MIN_STAR/HR_STAR/DOM_STAR/DOW_STAR test.
+func starred(field string) bool {
+	return strings.HasPrefix(field, "*") || strings.HasPrefix(field, "?")
+}
+
+func withStar(set uint64, star bool) uint64 {
+	if star {
+		return set | starBit
+	}
+	return set &^ starBit
+}
+
+func (s *Schedule) setSpec(spec *cron.SpecSchedule, fixedTime bool) *Schedule {
 	naive := *spec
 	naive.Location = time.UTC
-	s.spec = &inZone
 	s.naive = &naive
-	s.wallClock = spec.Hour&allHours != allHours
+	s.wallClock = fixedTime
 	return s
 }
 
@@ -227,14 +288,14 @@ func (s *Schedule) String() string { return s.text }
 // Next returns the first occurrence strictly after t, in the schedule's zone,
 // or the zero time if the schedule never fires again (e.g. "59 23 31 2 *";
 // like robfig/cron, a spec schedule that does not fire within five years of t
-// is treated as never firing). For "@every d" it is t+d with t truncated to
-// the second (robfig's definition).
+// is treated as never firing). For "@every d" it is the first instant
+// epoch + k·d strictly after t.
 func (s *Schedule) Next(t time.Time) time.Time {
 	switch {
 	case s.every > 0:
-		return t.Truncate(time.Second).Add(s.every).In(s.loc)
+		return time.Unix(s.everyFloor(t)+s.everyStep(), 0).In(s.loc)
 	case !s.wallClock:
-		return zeroOr(s.spec.Next(t), s.loc)
+		return s.nextInterval(t)
 	default:
 		w := s.naive.Next(highWater(t.In(s.loc)))
 		if w.IsZero() {
@@ -261,11 +322,32 @@ func (s *Schedule) Upcoming(t time.Time, n int) []time.Time {
 	return out
 }
 
-func zeroOr(t time.Time, loc *time.Location) time.Time {
-	if t.IsZero() {
-		return t
+// nextInterval is Next for interval schedules: the first instant after t
+// whose wall-clock reading in the zone matches. It walks the zone's periods
+// of constant UTC offset, in each of which the wall clock is t+offset.
+// (robfig's own SpecSchedule.Next does this by adding hours in the zone,
+// which skips matching times after a fall back of less than an hour, e.g.
+// Australia/Lord_Howe's 30 minutes.)
+func (s *Schedule) nextInterval(t time.Time) time.Time {
+	from := t.In(s.loc) // looking for instants > from
+	// A period per iteration; a zone changes offset a few times a year, so
+	// this bound is never reached before the naive search gives up at five
+	// years.
+	for range 64 {
+		first := from.Add(time.Nanosecond)
+		_, off := first.Zone()
+		_, end := first.ZoneBounds()
+		shift := time.Duration(off) * time.Second
+		w := s.naive.Next(from.UTC().Add(shift))
+		if w.IsZero() {
+			return time.Time{}
+		}
+		if i := w.Add(-shift); end.IsZero() || i.Before(end) {
+			return i.In(s.loc)
+		}
+		from = end.Add(-time.Nanosecond)
 	}
-	return t.In(loc)
+	return time.Time{}
 }
 
 // naive returns t's wall-clock reading in its own location, as a UTC time.
@@ -382,8 +464,9 @@ type Plan struct {
 // any) to start now, the most recent one, how many were missed, and the next
 // occurrence. All times are in the schedule's zone.
 //
-// For "@every d" the occurrences are the chain Next(Earliest), +d, +2d, ...:
-// the interval is measured from Earliest (creation, last run or schedule change).
+// For "@every d" the occurrences are the instants epoch + k·d in (Earliest,
+// Now]: Earliest bounds them but does not anchor them, so two objects created
+// at different times agree on every occurrence.
 func (s *Schedule) Plan(in Input) Plan {
 	earliest, now := in.Earliest.In(s.loc), in.Now.In(s.loc)
 	var p Plan
@@ -412,12 +495,27 @@ func (s *Schedule) planEvery(earliest, now time.Time) (latest time.Time, count i
 	if first.After(now) {
 		return time.Time{}, 0, first
 	}
-	// first is a whole second and every a whole number of seconds; Unix
-	// seconds avoid time.Duration's 292-year limit.
-	step := int64(s.every / time.Second)
-	count = (now.Unix()-first.Unix())/step + 1
-	latest = time.Unix(first.Unix()+(count-1)*step, 0).In(s.loc)
+	// Unix seconds avoid time.Duration's 292-year limit.
+	last := s.everyFloor(now)
+	count = (last-first.Unix())/s.everyStep() + 1
+	latest = time.Unix(last, 0).In(s.loc)
 	return latest, count, latest.Add(s.every)
+}
+
+// everyStep is the "@every" period in seconds.
+func (s *Schedule) everyStep() int64 { return int64(s.every / time.Second) }
+
+// everyFloor returns the last "@every" occurrence at or before t, in Unix
+// seconds: the greatest multiple of the period that is <= t.
+func (s *Schedule) everyFloor(t time.Time) int64 {
+	// t.Unix() is already floored (Go keeps the nanoseconds in [0, 1e9)), so
+	// flooring it to the period is exact for instants before 1970 too.
+	step, sec := s.everyStep(), t.Unix()
+	q := sec / step
+	if sec%step < 0 {
+		q--
+	}
+	return q * step
 }
 
 func (s *Schedule) planSpec(earliest, now time.Time) (latest time.Time, count int64, next time.Time, estimated bool) {
@@ -502,16 +600,16 @@ func uptoInDay(spec *cron.SpecSchedule, x time.Time) int64 {
 	return n
 }
 
-// dayMatches is robfig's rule: if day-of-month or day-of-week is "*" (or "?"),
-// both must match, else either.
+// dayMatches is robfig's rule on the star bits Parse set the cron(8) way: if
+// day-of-month or day-of-week begins with "*" (or "?"), both must match, else
+// either.
 func dayMatches(spec *cron.SpecSchedule, d time.Time) bool {
-	const star = uint64(1) << 63
 	if spec.Month&(1<<uint(d.Month())) == 0 {
 		return false
 	}
 	dom := spec.Dom&(1<<uint(d.Day())) != 0
 	dow := spec.Dow&(1<<uint(d.Weekday())) != 0
-	if spec.Dom&star != 0 || spec.Dow&star != 0 {
+	if spec.Dom&starBit != 0 || spec.Dow&starBit != 0 {
 		return dom && dow
 	}
 	return dom || dow

@@ -74,8 +74,10 @@ func TestParse(t *testing.T) {
 			[]string{"2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z"}},
 		{"@every 90s", "", "2026-05-19T10:00:00Z",
 			[]string{"2026-05-19T10:01:30Z", "2026-05-19T10:03:00Z"}},
-		{"@every 1h30m", "Asia/Tokyo", "2026-05-19T10:00:00Z",
-			[]string{"2026-05-19T20:30:00+09:00", "2026-05-19T22:00:00+09:00"}},
+		{"@every 1h30m", "Asia/Tokyo", "2026-05-19T10:00:00Z", // epoch multiples: 10:30Z, 12:00Z
+			[]string{"2026-05-19T19:30:00+09:00", "2026-05-19T21:00:00+09:00"}},
+		{"@every 7m", "", "2026-05-19T10:00:00Z", // 10:00Z is 120 s past a multiple of 420 s
+			[]string{"2026-05-19T10:05:00Z", "2026-05-19T10:12:00Z"}},
 		{"0 12 * JAN-MAR mon", "", "2026-01-01T00:00:00Z",
 			[]string{"2026-01-05T12:00:00Z", "2026-01-12T12:00:00Z"}},
 		{"30 9 * * *", "Asia/Kolkata", "2026-05-19T00:00:00Z",
@@ -198,8 +200,10 @@ func TestDST(t *testing.T) {
 			[]string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"}},
 		{"Berlin spring, time in the gap runs at the jump", "30 2 * * *", berlin, "2026-03-28T12:00:00+01:00", 2,
 			[]string{"2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"}},
-		{"NY spring, several gap times are one run", "*/15 2 * * *", ny, "2026-03-08T00:00:00-05:00", 2,
+		{"NY spring, several gap times are one run", "0,15,30,45 2 * * *", ny, "2026-03-08T00:00:00-05:00", 2,
 			[]string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00"}},
+		{"NY spring, an interval's gap times do not exist", "*/15 2 * * *", ny, "2026-03-08T00:00:00-05:00", 2,
+			[]string{"2026-03-09T02:00:00-04:00", "2026-03-09T02:15:00-04:00"}},
 		{"NY spring, gap time coinciding with a real time is one run", "0 2,3 * * *", ny, "2026-03-08T00:00:00-05:00", 3,
 			[]string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00", "2026-03-09T03:00:00-04:00"}},
 		{"NY spring, times around the gap are untouched", "59 1,3 * * *", ny, "2026-03-08T00:00:00-05:00", 2,
@@ -213,15 +217,18 @@ func TestDST(t *testing.T) {
 			[]string{"2026-11-01T01:30:00-04:00"}},
 		{"NY fall, from the first instance itself", "30 1 * * *", ny, "2026-11-01T01:30:00-04:00", 1,
 			[]string{"2026-11-02T01:30:00-05:00"}},
-		{"NY fall, minutes of a fixed hour run in the first pass only", "*/20 1 * * *", ny, "2026-11-01T00:00:00-04:00", 4,
+		{"NY fall, fixed minutes of a fixed hour run in the first pass only", "0,20,40 1 * * *", ny, "2026-11-01T00:00:00-04:00", 4,
 			[]string{"2026-11-01T01:00:00-04:00", "2026-11-01T01:20:00-04:00", "2026-11-01T01:40:00-04:00", "2026-11-02T01:00:00-05:00"}},
+		{"NY fall, minute field beginning with * is an interval: both passes", "*/20 1 * * *", ny, "2026-11-01T00:00:00-04:00", 7,
+			[]string{"2026-11-01T01:00:00-04:00", "2026-11-01T01:20:00-04:00", "2026-11-01T01:40:00-04:00",
+				"2026-11-01T01:00:00-05:00", "2026-11-01T01:20:00-05:00", "2026-11-01T01:40:00-05:00", "2026-11-02T01:00:00-05:00"}},
 		{"NY fall, time after the repeated hour", "0 2 * * *", ny, "2026-11-01T01:30:00-05:00", 1,
 			[]string{"2026-11-01T02:00:00-05:00"}},
 		{"Berlin fall, repeated time runs once", "30 2 * * *", berlin, "2026-10-24T12:00:00+02:00", 2,
 			[]string{"2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"}},
 		{"Berlin fall, @daily is unaffected", "@daily", berlin, "2026-10-24T12:00:00+02:00", 2,
 			[]string{"2026-10-25T00:00:00+02:00", "2026-10-26T00:00:00+01:00"}},
-		// Hourly-or-finer schedules are intervals: 23 runs on a 23h day, 25 on a 25h day.
+		// Interval schedules (minute or hour field begins with "*"): 23 hourly runs on a 23h day, 25 on a 25h day.
 		{"NY spring, hourly skips the missing hour", "0 * * * *", ny, "2026-03-08T00:30:00-05:00", 3,
 			[]string{"2026-03-08T01:00:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-08T04:00:00-04:00"}},
 		{"NY spring, hourly at :30 skips the missing hour", "30 * * * *", ny, "2026-03-08T01:00:00-05:00", 2,
@@ -260,7 +267,7 @@ func TestDST(t *testing.T) {
 }
 
 // TestRobfigDSTBehaviour pins down what robfig/cron alone does on DST days, which is
-// why the wrapper corrects fixed-hour schedules. If robfig ever changes, revisit the wrapper.
+// why the wrapper corrects fixed-time schedules. If robfig ever changes, revisit the wrapper.
 func TestRobfigDSTBehaviour(t *testing.T) {
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
@@ -291,8 +298,9 @@ func TestRobfigDSTBehaviour(t *testing.T) {
 
 // TestDSTOracle checks Next against a brute-force, second-by-second definition of the
 // semantics over whole DST days in several zones:
-//   - hourly-or-finer: an instant is an occurrence iff its wall-clock reading matches;
-//   - fixed-hour: an instant is an occurrence iff the highest wall-clock reading shown so far
+//   - interval (minute or hour field begins with "*"): an instant is an occurrence iff its
+//     wall-clock reading matches;
+//   - fixed-time: an instant is an occurrence iff the highest wall-clock reading shown so far
 //     passed a matching time during the last second (so gap times fire at the jump, and
 //     repeated times fire only the first time).
 func TestDSTOracle(t *testing.T) {
@@ -307,6 +315,7 @@ func TestDSTOracle(t *testing.T) {
 	specs := []string{
 		"30 2 * * *", "30 1 * * *", "0 * * * *", "30 * * * *", "*/30 * * * * *", "*/15 2 * * *",
 		"0 2,3 * * *", "@daily", "0 0 * * *", "15 0-3 * * *", "*/7 * * * *", "45 23 * * *", "0 */2 * * *",
+		"* 2 * * *", "0,30 1,2 * * *", "*/20 1 * * *", "*/10 0 2 * * *", "0 * 2 * * *",
 	}
 	for _, d := range days {
 		loc, err := time.LoadLocation(d.tz)
@@ -321,7 +330,7 @@ func TestDSTOracle(t *testing.T) {
 			hw := naive(start)
 			for i := start.Add(time.Second); !i.After(end); i = i.Add(time.Second) {
 				w := naive(i)
-				if !s.wallClock {
+				if !fixedTime(spec) {
 					if matches(s.naive, w) {
 						want = append(want, i)
 					}
@@ -347,6 +356,20 @@ func TestDSTOracle(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fixedTime is cron(8)'s classification, written independently of Parse for the oracle:
+// a 5- or 6-field spec whose minute and hour fields do not begin with "*" or "?", or a
+// descriptor other than @hourly.
+func fixedTime(spec string) bool {
+	if strings.HasPrefix(spec, "@") {
+		return spec != "@hourly"
+	}
+	f := strings.Fields(spec)
+	if len(f) == 6 {
+		f = f[1:]
+	}
+	return !strings.ContainsAny(f[0][:1], "*?") && !strings.ContainsAny(f[1][:1], "*?")
 }
 
 // matches reports whether naive wall-clock time w matches the bit sets (robfig's dayMatches rule).
