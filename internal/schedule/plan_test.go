@@ -79,10 +79,20 @@ func TestPlan(t *testing.T) {
 			want: plan{Due: "2026-05-20T02:00:00Z", Latest: "2026-05-20T02:00:00Z", Missed: 1, Next: "2026-05-21T02:00:00Z"}},
 		{name: "@hourly", spec: "@hourly", earliest: at(-90 * time.Minute), now: at(time.Minute),
 			want: plan{Due: f(T), Latest: f(T), Missed: 1, Next: f(at(time.Hour))}},
-		{name: "@every 90s: a chain from Earliest", spec: "@every 90s", earliest: T, now: at(5 * time.Minute),
+		// T is a multiple of 90 s since the Unix epoch, so T+90s, T+180s, ... are @every 90s occurrences.
+		{name: "@every 90s: epoch multiples in (Earliest, Now]", spec: "@every 90s", earliest: T, now: at(5 * time.Minute),
 			want: plan{Due: f(at(270 * time.Second)), Latest: f(at(270 * time.Second)), Missed: 2, Next: f(at(6 * time.Minute))}},
-		{name: "@every 90s: fractional Earliest is truncated like robfig", spec: "@every 90s", earliest: at(500 * time.Millisecond), now: at(95 * time.Second),
+		{name: "@every 90s: Earliest off the grid does not shift the occurrences", spec: "@every 90s", earliest: at(20 * time.Second), now: at(5 * time.Minute),
+			want: plan{Due: f(at(270 * time.Second)), Latest: f(at(270 * time.Second)), Missed: 2, Next: f(at(6 * time.Minute))}},
+		{name: "@every 90s: fractional Earliest", spec: "@every 90s", earliest: at(500 * time.Millisecond), now: at(95 * time.Second),
 			want: plan{Due: f(at(90 * time.Second)), Latest: f(at(90 * time.Second)), Next: f(at(180 * time.Second))}},
+		{name: "@every 90s: fractional Now", spec: "@every 90s", earliest: at(-time.Second), now: at(90*time.Second - 1), deadline: dur(2 * time.Minute),
+			want: plan{Due: f(T), Latest: f(T), Next: f(at(90 * time.Second))}},
+		// 10:00Z is 120 s past a multiple of 420 s: occurrences at 09:58, 10:05, ..., 10:54, 11:01.
+		{name: "@every 7m: a period that does not divide the hour", spec: "@every 7m", earliest: at(3*time.Minute + 10*time.Second), now: at(time.Hour), deadline: dur(10 * time.Minute),
+			want: plan{Due: f(at(54 * time.Minute)), Latest: f(at(54 * time.Minute)), Missed: 7, Next: f(at(61 * time.Minute))}},
+		{name: "@every 7m: deadline passed", spec: "@every 7m", earliest: at(3*time.Minute + 10*time.Second), now: at(time.Hour), deadline: dur(5 * time.Minute),
+			want: plan{Latest: f(at(54 * time.Minute)), Missed: 8, Next: f(at(61 * time.Minute))}},
 		{name: "@every 90s: not yet", spec: "@every 90s", earliest: T, now: at(89 * time.Second),
 			want: plan{Next: f(at(90 * time.Second))}},
 		{name: "@every 90s: exactly at Now", spec: "@every 90s", earliest: T, now: at(90 * time.Second), deadline: dur(0),
@@ -164,9 +174,14 @@ func TestPlanManyMissed(t *testing.T) {
 		{name: "weekdays at 9 for 10 years", spec: "0 9 * * 1-5", tz: "America/New_York", earliest: mustTime("2016-01-01T00:00:00Z"), now: mustTime("2026-05-23T12:00:00Z"), exact: true},
 		{name: "every minute in January only, seen in July", spec: "* * * 1 *", earliest: mustTime("2023-01-01T00:00:00Z"), now: mustTime("2026-07-15T00:00:00Z"), exact: true},
 		{name: "business hours, every 5 minutes", spec: "*/5 9-17 * * 1-5", tz: "Europe/Berlin", earliest: mustTime("2025-01-01T00:00:00Z"), now: mustTime("2026-05-23T12:00:00Z"), exact: true},
-		// The wall-clock count includes the 1200 times of each spring-forward gap, which
-		// collapse into one run at 03:00: 2 x 1199 too many, 0.3%.
-		{name: "fixed-hour seconds schedule, gap collapse", spec: "*/3 * 2 * * *", tz: "America/New_York", earliest: mustTime("2025-01-01T00:00:00Z"), now: mustTime("2026-11-02T00:00:00Z"), tolerance: 0.01},
+		// Fixed-time: the wall-clock count includes the 20 times of each spring-forward
+		// gap, which collapse into one run at 03:00: 2 x 19 too many, 0.3%.
+		{name: "fixed-time seconds schedule, gap collapse", spec: "*/3 0 2 * * *", tz: "America/New_York", earliest: mustTime("2025-01-01T00:00:00Z"), now: mustTime("2026-11-02T00:00:00Z"), tolerance: 0.01},
+		// Interval (minute field "*"): the 1200 times of each spring-forward gap do not
+		// exist, and New York repeats 01:xx, not 02:xx: 2 x 1200 too many, 0.3%.
+		{name: "interval seconds schedule, unbalanced gap", spec: "*/3 * 2 * * *", tz: "America/New_York", earliest: mustTime("2025-01-01T00:00:00Z"), now: mustTime("2026-11-02T00:00:00Z"), tolerance: 0.01},
+		// Interval in Berlin: the spring gap and the autumn repeat are both 02:xx and balance.
+		{name: "interval, balanced DST days", spec: "*/5 2 * * *", tz: "Europe/Berlin", earliest: mustTime("2026-01-01T00:00:00Z"), now: mustTime("2026-12-31T00:00:00Z"), exact: true},
 	}
 	for _, tc := range testCases {
 		t.Run(tc.name, func(t *testing.T) {
