@@ -1,14 +1,20 @@
 package v1alpha1
 
-import "time"
+import (
+	"time"
 
-// Defaults, the same as the CRD's default markers. The API server fills them in at
-// admission; these accessors give the same answer for an object built in Go.
+	"github.com/lockedcron/lockedcron/internal/defaults"
+)
+
+// Defaults, the same as the CRD's default markers (TestCRDMarkersMatch pins them to
+// internal/defaults, their one source). The API server fills them in at admission; these
+// accessors give the same answer for an object built in Go.
 const (
-	DefaultTTL             = 30 * time.Second
-	DefaultRetryBackoff    = time.Second
-	DefaultRetryMaxBackoff = 30 * time.Second
-	DefaultDedupeRetention = 168 * time.Hour
+	DefaultTTL             = defaults.TTL
+	DefaultKillGracePeriod = defaults.KillGracePeriod
+	DefaultRetryBackoff    = defaults.RetryBackoff
+	DefaultRetryMaxBackoff = defaults.RetryMaxBackoff
+	DefaultDedupeRetention = defaults.DedupeRetention
 )
 
 // TTLDuration is spec.lock.ttl, or its default.
@@ -22,9 +28,17 @@ func (l *LockSpec) TTLDuration() time.Duration {
 // RenewIntervalDuration is spec.lock.renewInterval, or ttl/3.
 func (l *LockSpec) RenewIntervalDuration() time.Duration {
 	if l.RenewInterval == nil {
-		return l.TTLDuration() / 3
+		return defaults.RenewInterval(l.TTLDuration(), 0)
 	}
 	return l.RenewInterval.Duration
+}
+
+// KillGracePeriodDuration is spec.lock.killGracePeriod, or its default.
+func (l *LockSpec) KillGracePeriodDuration() time.Duration {
+	if l.KillGracePeriod == nil {
+		return DefaultKillGracePeriod
+	}
+	return l.KillGracePeriod.Duration
 }
 
 // BackoffDuration is spec.contention.retry.backoff, or its default.

@@ -47,6 +47,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy in ['Never', 'OnFailure']",message="template.spec.restartPolicy must be Never or OnFailure (a scheduled run must end)",fieldPath=".template"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || size(self.template.spec.containers) == 0 || has(self.wrapContainer) || (has(self.template.spec.containers[0].command) && size(self.template.spec.containers[0].command) > 0)",message="template.spec.containers[0].command is required: lockwrap runs in front of the container's command (the controller cannot know an image's entrypoint); set command, or name a container that has one in wrapContainer",fieldPath=".template"
 // +kubebuilder:validation:XValidation:rule="!has(self.wrapContainer) || !has(self.template.spec) || self.template.spec.containers.exists(c, c.name == self.wrapContainer && has(c.command) && size(c.command) > 0)",message="wrapContainer must name a container of template.spec.containers that has a command",fieldPath=".wrapContainer"
+// +kubebuilder:validation:XValidation:rule="!has(self.dedupe) || !has(self.dedupe.retention) || !has(self.lock.ttl) || duration(self.lock.ttl) > duration('24h') || duration(self.dedupe.retention) > duration('8784h') || duration(self.dedupe.retention) >= duration(self.lock.ttl) + duration(self.lock.ttl)",message="dedupe.retention must be at least twice lock.ttl: raise dedupe.retention (or lower lock.ttl)",fieldPath=".dedupe.retention"
 type LockedCronJobSpec struct {
 	// Schedule in cron format: 5 fields, 6 fields with leading seconds ("*/10 * * * * *"),
 	// Quartz "?" ("0 0 2 * * ?") or a descriptor ("@hourly", "@every 90s").
@@ -68,6 +69,7 @@ type LockedCronJobSpec struct {
 	// StartingDeadlineSeconds: an occurrence that cannot start within this many seconds of
 	// its scheduled time is counted as missed and never started late.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=31622400
 	// +optional
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
@@ -112,11 +114,16 @@ type LockedCronJobSpec struct {
 
 // LockSpec is the Redis lock.
 // +kubebuilder:validation:XValidation:rule="!has(self.ttl) || duration(self.ttl) > duration('0s')",message="lock.ttl must be greater than 0",fieldPath=".ttl"
+// +kubebuilder:validation:XValidation:rule="!has(self.ttl) || duration(self.ttl) <= duration('0s') || (duration(self.ttl) >= duration('1s') && duration(self.ttl) <= duration('24h'))",message="lock.ttl must be between 1s and 24h: a shorter lock expires before a renewal can reach Redis",fieldPath=".ttl"
 // +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || (duration(self.renewInterval) > duration('0s') && (!has(self.ttl) || duration(self.renewInterval) + duration(self.renewInterval) <= duration(self.ttl)))",message="lock.renewInterval must be greater than 0 and at most half of lock.ttl, so that one missed renewal does not lose the lock",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || duration(self.renewInterval) >= duration('100ms')",message="lock.renewInterval must be at least 100ms",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.killGracePeriod) || (duration(self.killGracePeriod) >= duration('0s') && duration(self.killGracePeriod) <= duration('1h'))",message="lock.killGracePeriod must be between 0s and 1h",fieldPath=".killGracePeriod"
+// +kubebuilder:validation:XValidation:rule="!has(self.ttl) || !has(self.killGracePeriod) || duration(self.ttl) < duration('1s') || duration(self.ttl) > duration('24h') || duration(self.killGracePeriod) < duration('0s') || duration(self.killGracePeriod) > duration('1h') || (has(self.renewInterval) && (duration(self.renewInterval) <= duration('0s') || duration(self.renewInterval) > duration(self.ttl))) || duration(self.ttl) >= (has(self.renewInterval) ? duration(self.renewInterval) : duration(string(duration(self.ttl).getMilliseconds() / 3) + 'ms')) + duration(self.killGracePeriod) + (duration(self.ttl).getMilliseconds() >= 10000 ? duration(string(duration(self.ttl).getMilliseconds() / 100) + 'ms') : duration('100ms'))",message="lock.ttl must be at least lock.renewInterval + lock.killGracePeriod + a margin (max(100ms, 1% of ttl)), so that a holder that cannot renew has stopped its job before the lock expires: raise lock.ttl or lower lock.killGracePeriod (or lock.renewInterval)",fieldPath=".ttl"
 type LockSpec struct {
 	// Key names the lock. The same key in several namespaces or clusters means one run for
 	// all of them. Default: "<namespace>/<name>".
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^\S(.*\S)?$`
 	// +optional
 	Key string `json:"key,omitempty"`
 
@@ -147,6 +154,17 @@ type LockSpec struct {
 	// +kubebuilder:default=Terminate
 	// +optional
 	OnLost OnLostPolicy `json:"onLost,omitempty"`
+
+	// KillGracePeriod is the time between SIGTERM and SIGKILL when a holder must stop its
+	// job because it cannot renew the lock. The job is sent SIGTERM at
+	// lastRenewSent + ttl - killGracePeriod - margin and SIGKILL at lastRenewSent + ttl -
+	// margin (margin = max(100ms, 1% of ttl)), so it is dead before the lock can expire and
+	// another holder can take it. ttl must be at least renewInterval + killGracePeriod + margin.
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	KillGracePeriod *metav1.Duration `json:"killGracePeriod,omitempty"`
 }
 
 // RedisSpec points at the Redis that holds the lock.
@@ -170,6 +188,8 @@ type ContentionSpec struct {
 }
 
 // RetrySpec bounds retries with full-jitter exponential backoff.
+// +kubebuilder:validation:XValidation:rule="!has(self.backoff) || (duration(self.backoff) >= duration('10ms') && duration(self.backoff) <= duration('24h'))",message="contention.retry.backoff must be between 10ms and 24h",fieldPath=".backoff"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxBackoff) || (duration(self.maxBackoff) >= duration('10ms') && duration(self.maxBackoff) <= duration('24h'))",message="contention.retry.maxBackoff must be between 10ms and 24h",fieldPath=".maxBackoff"
 // +kubebuilder:validation:XValidation:rule="!has(self.backoff) || !has(self.maxBackoff) || duration(self.backoff) <= duration(self.maxBackoff)",message="contention.retry.backoff must not exceed contention.retry.maxBackoff",fieldPath=".backoff"
 type RetrySpec struct {
 	// Attempts is how many times to try in all.
@@ -264,6 +284,7 @@ type RolloutRef struct {
 }
 
 // DedupeSpec says how long finished occurrences are remembered.
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || (duration(self.retention) >= duration('1m') && duration(self.retention) <= duration('8784h'))",message="dedupe.retention must be between 1m and 8784h (366 days): a finished occurrence must be remembered longer than any holder can still be running it",fieldPath=".retention"
 type DedupeSpec struct {
 	// Retention is how long Redis remembers a finished occurrence, so that no other
 	// holder runs it again.
@@ -308,6 +329,9 @@ type Counters struct {
 	DuplicatesSuppressed int64 `json:"duplicatesSuppressed"`
 	// LockLost: runs that lost their lock while the job ran.
 	LockLost int64 `json:"lockLost"`
+	// Interrupted: pods whose lockwrap was signalled (deleted, evicted) before the job
+	// started; the job did not run.
+	Interrupted int64 `json:"interrupted"`
 }
 
 // RunRecord is one finished occurrence.
