@@ -254,7 +254,7 @@ func BenchmarkPlanLongGap(b *testing.B) {
 	}{
 		{"every-second-30d", "* * * * * *", "", 30 * 24 * time.Hour},
 		{"every-minute-Berlin-30d", "* * * * *", "Europe/Berlin", 30 * 24 * time.Hour},
-		{"every-30s-fixed-hours-NY-30d", "*/30 * 9-17 * * *", "America/New_York", 30 * 24 * time.Hour},
+		{"every-30s-business-hours-NY-30d", "*/30 * 9-17 * * *", "America/New_York", 30 * 24 * time.Hour},
 		{"weekdays-9am-NY-10y", "0 9 * * 1-5", "America/New_York", 10 * 365 * 24 * time.Hour},
 		{"every-second-10y", "* * * * * *", "", 10 * 365 * 24 * time.Hour},
 		{"hourly-one-due", "0 * * * *", "Europe/Berlin", 61 * time.Minute},

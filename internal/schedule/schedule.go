@@ -4,8 +4,14 @@
 // no clock, no client, no logging; every function is a function of its inputs.
 //
 // Cron parsing is github.com/robfig/cron/v3. This package adds what a
-// controller needs on top: user-facing errors, a defined behaviour on
-// daylight-saving changes, and a bounded "how many did we miss" computation.
+// controller needs on top: user-facing errors, cron(8)'s behaviour on
+// daylight-saving changes and for day-of-month/day-of-week, "@every" anchored
+// at the Unix epoch, and a bounded "how many did we miss" computation. The
+// user-facing reference is docs/schedule.md.
+//
+// Occurrences are a function of the schedule and zone alone: every contender
+// for a lock key, whenever its object was created or resumed, computes the
+// same instants. Earliest (see Input) only bounds which ones are considered.
 //
 // # Time zones and returned times
 //
