@@ -25,6 +25,10 @@ const (
 	EnvMinReplicas     = "LOCKEDCRON_MIN_REPLICAS"      // --min-replicas
 	EnvDedupeRetention = "LOCKEDCRON_DEDUPE_RETENTION"  // --dedupe-retention
 	EnvTerminationLog  = "LOCKEDCRON_TERMINATION_LOG"   // --termination-log
+	// EnvNotAfter: --not-after (RFC 3339 instant): a run that has not started its job by
+	// then does not start it (outcome Missed, exit 0). The controller passes the earlier
+	// of occurrence + startingDeadlineSeconds and the next blackout start.
+	EnvNotAfter = "LOCKEDCRON_NOT_AFTER"
 
 	// EnvFencingToken is set for the child only: the token lockwrap acquired.
 	EnvFencingToken = "LOCKEDCRON_FENCING_TOKEN"
