@@ -5,11 +5,13 @@ package runpod
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -47,6 +49,15 @@ const (
 	SecretKeyUsername = "username"
 	SecretKeyPassword = "password"
 	SecretKeyCACert   = "ca.crt"
+
+	// InitContainerUID is the user and group the init container runs as (the distroless
+	// "nonroot" user of the operator's image).
+	InitContainerUID int64 = 65532
+	// The init container's resources: it copies one file.
+	InitCPURequest    = "10m"
+	InitCPULimit      = "100m"
+	InitMemoryRequest = "16Mi"
+	InitMemoryLimit   = "64Mi"
 
 	// MaxJobNameLength keeps "<name>-<unix seconds>" within a label value's 63 characters.
 	MaxJobNameLength = 52
@@ -192,13 +203,48 @@ func installContainer(opts Options) corev1.Container {
 		Command:                  []string{ImageWrapperPath, "cp", WrapperPath},
 		VolumeMounts:             []corev1.VolumeMount{{Name: VolumeName, MountPath: WrapperDir}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// Explicit user and group, so that a pod-level securityContext (runAsUser: 0 for
+		// a job that runs as root) does not clash with runAsNonRoot; the rest makes the
+		// container fit the restricted Pod Security profile.
 		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                ptr.To(InitContainerUID),
+			RunAsGroup:               ptr.To(InitContainerUID),
 			RunAsNonRoot:             ptr.To(true),
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		// Requests and limits of its own, so that a namespace with a ResourceQuota on
+		// cpu/memory and no LimitRange accepts the pod (copying one file needs little).
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse(InitCPURequest),
+				corev1.ResourceMemory: resource.MustParse(InitMemoryRequest),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse(InitCPULimit),
+				corev1.ResourceMemory: resource.MustParse(InitMemoryLimit),
+			},
 		},
 	}
+}
+
+// deadline is occurrence + seconds, saturating: a seconds count whose Duration would
+// overflow is capped at the largest Duration (292 years) instead of wrapping negative.
+// Admission caps startingDeadlineSeconds at 366 days; this holds for any input.
+func deadline(occurrence time.Time, seconds int64) time.Time {
+	const maxSeconds = int64(math.MaxInt64 / int64(time.Second))
+	var d time.Duration
+	switch {
+	case seconds <= 0:
+		d = 0
+	case seconds > maxSeconds:
+		d = time.Duration(math.MaxInt64)
+	default:
+		d = time.Duration(seconds) * time.Second
+	}
+	return occurrence.Add(d)
 }
 
 func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string) []corev1.EnvVar {
@@ -224,6 +270,7 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
 		lit(config.EnvHolder, holder),
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
+		lit(config.EnvKillGrace, lock.KillGracePeriodDuration().String()),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
 		lit(config.EnvDedupeRetention, job.Spec.Dedupe.RetentionDuration().String()),
 		lit(config.EnvTerminationLog, terminationLog),
@@ -238,9 +285,13 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 			lit(config.EnvRetryMaxBackoff, r.MaxBackoffDuration().String()),
 		)
 		if d := job.Spec.StartingDeadlineSeconds; d != nil {
-			deadline := occurrence.Add(time.Duration(*d) * time.Second)
-			env = append(env, lit(config.EnvRetryDeadline, deadline.UTC().Format(time.RFC3339)))
+			env = append(env, lit(config.EnvRetryDeadline, deadline(occurrence, *d).UTC().Format(time.RFC3339)))
 		}
+	}
+	// Every policy: a pod that has not started its job by the deadline (stuck Pending,
+	// scheduled late) does not start it; lockwrap reports Missed.
+	if d := job.Spec.StartingDeadlineSeconds; d != nil {
+		env = append(env, lit(config.EnvNotAfter, deadline(occurrence, *d).UTC().Format(time.RFC3339)))
 	}
 	return env
 }

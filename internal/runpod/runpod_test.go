@@ -1,12 +1,14 @@
 package runpod
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -84,8 +86,14 @@ func TestBuildLiteralPod(t *testing.T) {
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron"}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
+					RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
 					RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 				},
 			}},
 			Containers: []corev1.Container{{
@@ -105,6 +113,7 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_OCCURRENCE", Value: "2026-11-30T02:00:00Z"},
 					{Name: "LOCKEDCRON_HOLDER", Value: "eu-1/billing/nightly-1796004000"},
 					{Name: "LOCKEDCRON_ON_LOST", Value: "terminate"},
+					{Name: "LOCKEDCRON_KILL_GRACE", Value: "10s"},
 					{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},
 					{Name: "LOCKEDCRON_DEDUPE_RETENTION", Value: "168h0m0s"},
 					{Name: "LOCKEDCRON_TERMINATION_LOG", Value: "/dev/termination-log"},
@@ -113,6 +122,7 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_RETRY_BACKOFF", Value: "1s"},
 					{Name: "LOCKEDCRON_RETRY_MAX_BACKOFF", Value: "30s"},
 					{Name: "LOCKEDCRON_RETRY_DEADLINE", Value: "2026-11-30T02:02:00Z"},
+					{Name: "LOCKEDCRON_NOT_AFTER", Value: "2026-11-30T02:02:00Z"},
 				},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron", ReadOnly: true}},
 				TerminationMessagePath:   "/dev/termination-log",
@@ -219,5 +229,120 @@ func TestNameIsDeterministicPerOccurrence(t *testing.T) {
 	}
 	if c := Name("nightly", time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)); c == a {
 		t.Errorf("occurrences a second apart share the name %q", a)
+	}
+}
+
+func envOf(t *testing.T, job *v1alpha1.LockedCronJob, occ time.Time) map[string]string {
+	t.Helper()
+	pod, err := Build(job, occ, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		if _, dup := env[e.Name]; dup {
+			t.Errorf("env %s set twice", e.Name)
+		}
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// The not-after instant goes to every contention policy; the retry deadline only to Retry.
+func TestBuildDeadlines(t *testing.T) {
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	unset := "<unset>"
+	for name, tc := range map[string]struct {
+		mutate                  func(*v1alpha1.LockedCronJob)
+		notAfter, retryDeadline string
+	}{
+		"retry with deadline": {func(j *v1alpha1.LockedCronJob) {}, "2026-11-30T02:02:00Z", "2026-11-30T02:02:00Z"},
+		"skip with deadline": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Contention = v1alpha1.ContentionSpec{Policy: v1alpha1.ContentionSkip}
+		}, "2026-11-30T02:02:00Z", unset},
+		"default policy with deadline": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Contention = v1alpha1.ContentionSpec{}
+		}, "2026-11-30T02:02:00Z", unset},
+		"retry without deadline": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.StartingDeadlineSeconds = nil
+		}, unset, unset},
+		"skip without deadline": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.StartingDeadlineSeconds = nil
+			j.Spec.Contention = v1alpha1.ContentionSpec{Policy: v1alpha1.ContentionSkip}
+		}, unset, unset},
+		"admission's cap, 366 days": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.StartingDeadlineSeconds = ptr.To[int64](31622400)
+		}, "2027-12-01T02:00:00Z", "2027-12-01T02:00:00Z"},
+		// 10000000000 s overflowed time.Duration into a negative deadline; now it saturates.
+		"10^10 seconds saturates": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.StartingDeadlineSeconds = ptr.To[int64](10000000000)
+		}, "2319-03-12T01:47:16Z", "2319-03-12T01:47:16Z"},
+		"max int64 saturates": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.StartingDeadlineSeconds = ptr.To[int64](math.MaxInt64)
+		}, "2319-03-12T01:47:16Z", "2319-03-12T01:47:16Z"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := nightly()
+			tc.mutate(job)
+			env := envOf(t, job, occ)
+			get := func(k string) string {
+				if v, ok := env[k]; ok {
+					return v
+				}
+				return unset
+			}
+			if got := get("LOCKEDCRON_NOT_AFTER"); got != tc.notAfter {
+				t.Errorf("LOCKEDCRON_NOT_AFTER = %s, want %s", got, tc.notAfter)
+			}
+			if got := get("LOCKEDCRON_RETRY_DEADLINE"); got != tc.retryDeadline {
+				t.Errorf("LOCKEDCRON_RETRY_DEADLINE = %s, want %s", got, tc.retryDeadline)
+			}
+			if na, err := time.Parse(time.RFC3339, get("LOCKEDCRON_NOT_AFTER")); err == nil && na.Before(occ) {
+				t.Errorf("not-after %s is before the occurrence %s", na, occ)
+			}
+		})
+	}
+}
+
+func TestBuildKillGrace(t *testing.T) {
+	occ := time.Unix(60, 0)
+	job := nightly()
+	if got := envOf(t, job, occ)["LOCKEDCRON_KILL_GRACE"]; got != "10s" {
+		t.Errorf("default LOCKEDCRON_KILL_GRACE = %q, want 10s", got)
+	}
+	job.Spec.Lock.KillGracePeriod = &metav1.Duration{Duration: 1500 * time.Millisecond}
+	if got := envOf(t, job, occ)["LOCKEDCRON_KILL_GRACE"]; got != "1.5s" {
+		t.Errorf("LOCKEDCRON_KILL_GRACE = %q, want 1.5s", got)
+	}
+	job.Spec.Lock.KillGracePeriod = &metav1.Duration{}
+	if got := envOf(t, job, occ)["LOCKEDCRON_KILL_GRACE"]; got != "0s" {
+		t.Errorf("LOCKEDCRON_KILL_GRACE = %q, want 0s", got)
+	}
+}
+
+// A job that runs as root (pod-level runAsUser 0) keeps its own settings; the init
+// container's explicit user wins for the init container only.
+func TestBuildInitContainerFitsARootPod(t *testing.T) {
+	job := nightly()
+	job.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)}
+	pod, err := Build(job, time.Unix(60, 0), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := pod.Spec.InitContainers[0]
+	if sc := ic.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.RunAsGroup == nil || *sc.RunAsGroup != 65532 {
+		t.Errorf("init container securityContext = %+v, want runAsUser/runAsGroup 65532", ic.SecurityContext)
+	}
+	if d := cmp.Diff(job.Spec.Template.Spec.SecurityContext, pod.Spec.SecurityContext); d != "" {
+		t.Errorf("pod securityContext changed:\n%s", d)
+	}
+	if pod.Spec.Containers[0].SecurityContext != nil {
+		t.Errorf("wrapped container got a securityContext: %+v", pod.Spec.Containers[0].SecurityContext)
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, lim := ic.Resources.Requests[r], ic.Resources.Limits[r]
+		if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
+			t.Errorf("init container %s: request %s, limit %s; want both set, request <= limit", r, req.String(), lim.String())
+		}
 	}
 }
