@@ -6,6 +6,7 @@ package runstatus
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,6 +105,12 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		c.SkippedContention++
 	case report.SuppressedDuplicate:
 		c.DuplicatesSuppressed++
+	case report.Missed:
+		// The pod started after its deadline; the job did not run.
+		c.Missed++
+	case report.Interrupted:
+		// lockwrap was signalled before the job started; the job did not run.
+		c.Interrupted++
 	case report.Error:
 		c.Failed++
 	}
@@ -118,7 +125,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		Pod:          r.Pod,
 		Holder:       rep.Holder,
 		FencingToken: rep.FencingToken,
-		Message:      rep.Message,
+		Message:      Message(rep),
 	}
 	acquired, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
 	released, errR := time.Parse(time.RFC3339Nano, rep.ReleasedAt)
@@ -151,6 +158,21 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		// Another holder ran this occurrence; we know who, not their token or times.
 		st.LastHolder = &v1alpha1.Holder{Identity: rep.HeldBy, Occurrence: &occ}
 	}
+}
+
+// Message is the text of a report's recent record: its message, then its warnings (a
+// Redis that can lose the lock, a ledger entry not recorded), so that users see them.
+func Message(rep report.Report) string {
+	var parts []string
+	if rep.Message != "" {
+		parts = append(parts, rep.Message)
+	}
+	for _, w := range rep.Warnings {
+		if w = strings.TrimSpace(w); w != "" {
+			parts = append(parts, "warning: "+w)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // AddRecent records a finished occurrence in status.recent, newest first, at most

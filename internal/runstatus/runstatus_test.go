@@ -1,6 +1,7 @@
 package runstatus
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +71,14 @@ func TestFoldCounters(t *testing.T) {
 		{report.Report{Outcome: report.Succeeded, LockLost: true}, v1alpha1.Counters{Runs: 1, Succeeded: 1, LockLost: 1}},
 		{report.Report{Outcome: report.Failed}, v1alpha1.Counters{Runs: 1, Failed: 1}},
 		{report.Report{Outcome: report.LockLost}, v1alpha1.Counters{Runs: 1, Failed: 1, LockLost: 1}},
+		{report.Report{Outcome: report.LockLost, LockLost: true}, v1alpha1.Counters{Runs: 1, Failed: 1, LockLost: 1}},
+		{report.Report{Outcome: report.Missed}, v1alpha1.Counters{Missed: 1}},
+		{report.Report{Outcome: report.Interrupted}, v1alpha1.Counters{Interrupted: 1}},
 		{report.Report{Outcome: report.SkippedContention}, v1alpha1.Counters{SkippedContention: 1}},
 		{report.Report{Outcome: report.SuppressedDuplicate}, v1alpha1.Counters{DuplicatesSuppressed: 1}},
 		{report.Report{Outcome: report.Error}, v1alpha1.Counters{Failed: 1}},
 	} {
-		t.Run(string(tc.rep.Outcome), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s lockLost=%t", tc.rep.Outcome, tc.rep.LockLost), func(t *testing.T) {
 			var st v1alpha1.LockedCronJobStatus
 			Fold(&st, Result{Pod: "p", Occurrence: t0, Report: tc.rep})
 			if d := cmp.Diff(tc.want, st.Counters); d != "" {
@@ -145,5 +149,68 @@ func TestPruneOldestBeyondLimits(t *testing.T) {
 	}
 	if del := Prune(pods, 10, 10); len(del) != 0 {
 		t.Errorf("within limits, deleted %d", len(del))
+	}
+}
+
+// Every outcome lockwrap can report is counted somewhere, and exactly once.
+func TestFoldCountsEveryOutcome(t *testing.T) {
+	for _, o := range report.Outcomes {
+		var st v1alpha1.LockedCronJobStatus
+		Fold(&st, Result{Pod: "p", Occurrence: t0, Report: report.Report{Outcome: o}})
+		c := st.Counters
+		outcomes := c.Succeeded + c.Failed + c.SkippedContention + c.DuplicatesSuppressed + c.Missed + c.Interrupted
+		if outcomes != 1 {
+			t.Errorf("%s: counters %+v, want exactly one outcome counter", o, c)
+		}
+	}
+}
+
+// Jobs that did not run (missed, interrupted) name no holder and no success.
+func TestFoldNotRunLeavesHolderAlone(t *testing.T) {
+	for _, o := range []report.Outcome{report.Missed, report.Interrupted} {
+		var st v1alpha1.LockedCronJobStatus
+		Fold(&st, Result{Pod: "a", Occurrence: t0, Report: report.Report{Outcome: report.Succeeded, Holder: "c/ns/a", FencingToken: 3}})
+		Fold(&st, Result{Pod: "b", Occurrence: t0.Add(time.Minute), Report: report.Report{Outcome: o, Holder: "c/ns/b",
+			Message: "started 2h after its deadline"}})
+		if st.LastHolder.Identity != "c/ns/a" || !st.LastSuccessfulTime.Time.Equal(t0) {
+			t.Errorf("%s: lastHolder = %+v, lastSuccessfulTime = %v", o, st.LastHolder, st.LastSuccessfulTime)
+		}
+		if st.Counters.Runs != 1 {
+			t.Errorf("%s: runs = %d, want 1", o, st.Counters.Runs)
+		}
+		if r := st.Recent[0]; r.Pod != "b" || r.Outcome != string(o) || r.Message != "started 2h after its deadline" {
+			t.Errorf("%s: recent[0] = %+v", o, r)
+		}
+	}
+}
+
+func TestFoldWarningsReachTheRecentRecord(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rep  report.Report
+		want string
+	}{
+		"none":          {report.Report{Outcome: report.Succeeded}, ""},
+		"message only":  {report.Report{Outcome: report.Failed, Message: "exit 3"}, "exit 3"},
+		"warnings only": {report.Report{Outcome: report.Succeeded, Warnings: []string{"redis has no persistence", "maxmemory-policy allkeys-lru can evict the lock"}}, "warning: redis has no persistence; warning: maxmemory-policy allkeys-lru can evict the lock"},
+		"both":          {report.Report{Outcome: report.LockLost, Message: "renewal lost", Warnings: []string{"redis has no persistence"}}, "renewal lost; warning: redis has no persistence"},
+		"blank warning": {report.Report{Outcome: report.Succeeded, Warnings: []string{" ", "ledger not recorded"}}, "warning: ledger not recorded"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var st v1alpha1.LockedCronJobStatus
+			Fold(&st, Result{Pod: "p", Occurrence: t0, Report: tc.rep})
+			if got := st.Recent[0].Message; got != tc.want {
+				t.Errorf("message = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A report read from a pod keeps its warnings all the way to status.
+func TestResultOfKeepsWarnings(t *testing.T) {
+	r := ResultOf(finishedPod("p", t0, corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded","warnings":["redis has no persistence"]}`))
+	var st v1alpha1.LockedCronJobStatus
+	Fold(&st, r)
+	if got := st.Recent[0].Message; got != "warning: redis has no persistence" {
+		t.Errorf("message = %q", got)
 	}
 }
