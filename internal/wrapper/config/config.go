@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
 )
 
@@ -26,13 +27,13 @@ const (
 	OnLostContinue  = "continue"
 )
 
-// Defaults.
+// Defaults (from internal/defaults, their one source).
 const (
-	DefaultTTL            = 30 * time.Second
-	DefaultRetryBackoff   = time.Second
-	DefaultRetryMaxBack   = 30 * time.Second
-	DefaultKillGrace      = 10 * time.Second
-	DefaultTerminationLog = "/dev/termination-log"
+	DefaultTTL            = defaults.TTL
+	DefaultRetryBackoff   = defaults.RetryBackoff
+	DefaultRetryMaxBack   = defaults.RetryMaxBackoff
+	DefaultKillGrace      = defaults.KillGracePeriod
+	DefaultTerminationLog = defaults.TerminationLog
 )
 
 // Config is one lockwrap invocation's parsed input.
@@ -43,12 +44,13 @@ type Config struct {
 	RenewInterval   time.Duration // default TTL/3
 	Occurrence      time.Time     // whole seconds; default: now, truncated to the minute
 	OccurrenceSet   bool          // --occurrence (or its variable) was given
-	Holder          string        // default: the host name
+	Holder          string        // default: "<host name>/<pid>" (unique per process: see validate)
 	Contention      string        // ContentionSkip | ContentionRetry
 	RetryAttempts   int           // total acquisition attempts with retry (0: until the deadline)
 	RetryBackoff    time.Duration // first backoff cap
 	RetryMaxBackoff time.Duration // largest backoff cap
 	RetryDeadline   time.Time     // zero: none
+	NotAfter        time.Time     // zero: none; a job not started by then is not started (Missed)
 	OnLost          string        // OnLostTerminate | OnLostContinue
 	KillGrace       time.Duration
 	MinReplicas     int
@@ -84,6 +86,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"retry-backoff", EnvRetryBackoff},
 	{"retry-max-backoff", EnvRetryMaxBackoff},
 	{"retry-deadline", EnvRetryDeadline},
+	{"not-after", EnvNotAfter},
 	{"on-lost", EnvOnLost},
 	{"kill-grace", EnvKillGrace},
 	{"min-replicas", EnvMinReplicas},
@@ -226,6 +229,7 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.Var(duration{&cfg.RetryBackoff}, "retry-backoff", "")
 	fs.Var(duration{&cfg.RetryMaxBackoff}, "retry-max-backoff", "")
 	fs.Var(instant{t: &cfg.RetryDeadline}, "retry-deadline", "")
+	fs.Var(instant{t: &cfg.NotAfter}, "not-after", "")
 	fs.Var(choice{&cfg.OnLost, []string{OnLostTerminate, OnLostContinue}}, "on-lost", "")
 	fs.Var(duration{&cfg.KillGrace}, "kill-grace", "")
 	fs.IntVar(&cfg.MinReplicas, "min-replicas", 0, "")
@@ -321,6 +325,12 @@ func (cfg *Config) validate(now time.Time) error {
 	bad := func(name, format string, a ...any) error {
 		return &Error{Flag: "--" + name, Msg: fmt.Sprintf(format, a...) + " ($" + EnvFor(name) + ")"}
 	}
+	between := func(name string, v, lo, hi time.Duration) error {
+		if v < lo || v > hi {
+			return bad(name, "%v must be between %v and %v", v, lo, hi)
+		}
+		return nil
+	}
 	if cfg.Redis.URL == "" {
 		return bad("redis-url", "required")
 	}
@@ -330,55 +340,70 @@ func (cfg *Config) validate(now time.Time) error {
 	if _, err := lock.ParseURL(cfg.Redis); err != nil {
 		return bad("redis-url", "%v", err)
 	}
-	if strings.TrimSpace(cfg.Key) == "" {
+	switch {
+	case cfg.Key == "":
 		return bad("key", "required")
+	case strings.TrimSpace(cfg.Key) == "":
+		return bad("key", "%q is blank", cfg.Key)
+	case strings.TrimSpace(cfg.Key) != cfg.Key:
+		return bad("key", "%q has leading or trailing whitespace", cfg.Key)
+	case len(cfg.Key) > defaults.MaxKeyLength:
+		return bad("key", "%d bytes, at most %d", len(cfg.Key), defaults.MaxKeyLength)
 	}
-	if cfg.TTL <= 0 {
-		return bad("ttl", "%v must be positive", cfg.TTL)
+	if err := between("ttl", cfg.TTL, defaults.MinTTL, defaults.MaxTTL); err != nil {
+		return err
 	}
-	if cfg.TTL < time.Millisecond {
-		return bad("ttl", "%v is below a millisecond", cfg.TTL)
-	}
-	if cfg.RenewInterval == 0 {
-		cfg.RenewInterval = cfg.TTL / 3
-	}
-	if cfg.RenewInterval <= 0 {
-		return bad("renew-interval", "%v must be positive", cfg.RenewInterval)
+	cfg.RenewInterval = defaults.RenewInterval(cfg.TTL, cfg.RenewInterval)
+	if cfg.RenewInterval < defaults.MinRenewInterval {
+		return bad("renew-interval", "%v must be at least %v", cfg.RenewInterval, defaults.MinRenewInterval)
 	}
 	if cfg.RenewInterval > cfg.TTL/2 {
 		return bad("renew-interval", "%v is more than half the ttl %v", cfg.RenewInterval, cfg.TTL)
+	}
+	if err := between("kill-grace", cfg.KillGrace, 0, defaults.MaxKillGracePeriod); err != nil {
+		return err
+	}
+	if !defaults.TTLFits(cfg.TTL, cfg.RenewInterval, cfg.KillGrace) {
+		return bad("ttl", "%v is less than --renew-interval %v + --kill-grace %v + a margin of %v: a holder that cannot renew must have stopped its command before the lock expires; raise --ttl or lower --kill-grace",
+			cfg.TTL, cfg.RenewInterval, cfg.KillGrace, defaults.Margin(cfg.TTL))
 	}
 	if !cfg.OccurrenceSet {
 		cfg.Occurrence = now.Truncate(time.Minute)
 	}
 	cfg.Occurrence = cfg.Occurrence.Truncate(time.Second)
 	if cfg.Holder == "" {
+		// Unique per process: a lock held under our own holder name for our own
+		// occurrence is taken over as a crashed predecessor's (a restarted container keeps
+		// its pod's holder), so two processes must never share a default one.
 		h, err := os.Hostname()
 		if err != nil || h == "" {
 			h = "unknown"
 		}
-		cfg.Holder = h
+		cfg.Holder = h + "/" + strconv.Itoa(os.Getpid())
 	}
-	if cfg.RetryAttempts < 0 {
-		return bad("retry-attempts", "%d is negative", cfg.RetryAttempts)
+	if cfg.RetryAttempts < 0 || cfg.RetryAttempts > defaults.MaxRetryAttempts {
+		return bad("retry-attempts", "%d must be between 0 and %d", cfg.RetryAttempts, defaults.MaxRetryAttempts)
 	}
-	if cfg.Contention == ContentionRetry && cfg.RetryAttempts == 0 && cfg.RetryDeadline.IsZero() {
-		return bad("retry-attempts", "contention retry needs --retry-attempts or --retry-deadline")
+	if cfg.Contention == ContentionRetry && cfg.RetryAttempts == 0 && cfg.RetryDeadline.IsZero() && cfg.NotAfter.IsZero() {
+		return bad("retry-attempts", "contention retry needs --retry-attempts, --retry-deadline or --not-after")
 	}
-	if cfg.RetryBackoff <= 0 {
-		return bad("retry-backoff", "%v must be positive", cfg.RetryBackoff)
+	if err := between("retry-backoff", cfg.RetryBackoff, defaults.MinRetryBackoff, defaults.MaxRetryBackoff); err != nil {
+		return err
+	}
+	if err := between("retry-max-backoff", cfg.RetryMaxBackoff, defaults.MinRetryBackoff, defaults.MaxRetryBackoff); err != nil {
+		return err
 	}
 	if cfg.RetryMaxBackoff < cfg.RetryBackoff {
 		return bad("retry-max-backoff", "%v is less than --retry-backoff %v", cfg.RetryMaxBackoff, cfg.RetryBackoff)
 	}
-	if cfg.KillGrace < 0 {
-		return bad("kill-grace", "%v is negative", cfg.KillGrace)
-	}
 	if cfg.MinReplicas < 0 {
 		return bad("min-replicas", "%d is negative", cfg.MinReplicas)
 	}
-	if cfg.DedupeRetention < time.Millisecond {
-		return bad("dedupe-retention", "%v must be at least a millisecond", cfg.DedupeRetention)
+	if err := between("dedupe-retention", cfg.DedupeRetention, defaults.MinRetention, defaults.MaxRetention); err != nil {
+		return err
+	}
+	if cfg.DedupeRetention < 2*cfg.TTL {
+		return bad("dedupe-retention", "%v must be at least twice the ttl %v: raise --dedupe-retention", cfg.DedupeRetention, cfg.TTL)
 	}
 	return nil
 }

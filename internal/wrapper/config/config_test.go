@@ -18,7 +18,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestParseDefaultsAndEnv(t *testing.T) {
 	cfg, cmd, err := parseAt([]string{"--key", "flag-key", "--", "sh", "-c", "exit 3"}, env(map[string]string{
-		EnvRedisURL: "redis://r:6379", EnvKey: "env-key", EnvTTL: "9", EnvRedisPassword: "pw",
+		EnvRedisURL: "redis://r:6379", EnvKey: "env-key", EnvTTL: "30", EnvRedisPassword: "pw",
 		EnvHolder: "c/ns/pod", EnvContention: "Retry", EnvRetryAttempts: "4",
 	}), now)
 	if err != nil {
@@ -26,7 +26,7 @@ func TestParseDefaultsAndEnv(t *testing.T) {
 	}
 	want := Config{
 		Redis: lock.ClientConfig{URL: "redis://r:6379", Password: "pw"},
-		Key:   "flag-key", TTL: 9 * time.Second, RenewInterval: 3 * time.Second,
+		Key:   "flag-key", TTL: 30 * time.Second, RenewInterval: 10 * time.Second,
 		Occurrence: time.Date(2026, 11, 30, 6, 7, 0, 0, time.UTC), Holder: "c/ns/pod",
 		Contention: ContentionRetry, RetryAttempts: 4, RetryBackoff: DefaultRetryBackoff,
 		RetryMaxBackoff: DefaultRetryMaxBack, OnLost: OnLostTerminate, KillGrace: DefaultKillGrace,
