@@ -236,7 +236,7 @@ func foldFinished(p *pass, pods []corev1.Pod) (active, finished []*corev1.Pod) {
 
 func eventType(o report.Outcome) string {
 	switch o {
-	case report.Failed, report.LockLost, report.Error:
+	case report.Failed, report.LockLost, report.Error, report.Missed, report.Interrupted:
 		return corev1.EventTypeWarning
 	}
 	return corev1.EventTypeNormal
@@ -252,10 +252,16 @@ func describe(r runstatus.Result) string {
 		return fmt.Sprintf("occurrence %s already succeeded elsewhere; pod %s did not run it", occ, r.Pod)
 	case report.Error:
 		return fmt.Sprintf("occurrence %s: pod %s: %s", occ, r.Pod, rep.Message)
+	case report.Missed, report.Interrupted:
+		msg := fmt.Sprintf("occurrence %s: pod %s did not run the job (%s)", occ, r.Pod, rep.Outcome)
+		if m := runstatus.Message(rep); m != "" {
+			msg += ": " + m
+		}
+		return msg
 	}
 	msg := fmt.Sprintf("occurrence %s ran in pod %s as %s (fencing token %d), exit code %d", occ, r.Pod, rep.Holder, rep.FencingToken, rep.ExitCode)
-	if rep.Message != "" {
-		msg += ": " + rep.Message
+	if m := runstatus.Message(rep); m != "" {
+		msg += ": " + m
 	}
 	return msg
 }
