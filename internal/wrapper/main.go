@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +23,16 @@ import (
 //
 //	lockwrap cp DEST
 //	lockwrap [flags] -- COMMAND [ARGS...]
+//
+// Main changes its process for good: it becomes non-dumpable, and before the command
+// starts it becomes the reaper of every child (PID 1, else child subreaper). Call it only
+// as a program's main.
 func Main(args []string, getenv func(string) string, stderr io.Writer) (code int) {
+	// First of all: the environment holds the Redis credentials, and the command (same
+	// uid, no CAP_SYS_PTRACE) must not read them from /proc/<lockwrap>/environ.
+	if err := makeNonDumpable(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		fmt.Fprintf(stderr, "lockwrap: prctl(PR_SET_DUMPABLE, 0): %v\n", err)
+	}
 	if len(args) > 0 && args[0] == "cp" {
 		if len(args) != 2 {
 			fmt.Fprintln(stderr, "lockwrap: usage: lockwrap cp DEST")
@@ -38,9 +48,11 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	// go-redis's own log lines share the command's stderr: mark them as ours.
 	redis.SetLogger(redisLogger{stderr})
 
-	// Catch signals from the start, so that none kills us without a report.
+	// Catch signals from the start, so that none of those a job is stopped or poked with
+	// kills us without a report. Only these: notifying every signal also delivers the
+	// runtime's preemption SIGURGs (hundreds of wake-ups per run).
 	sigs := make(chan os.Signal, 32)
-	signal.Notify(sigs)
+	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
 
 	cfg, cmd, err := config.Parse(args, getenv)
@@ -69,8 +81,20 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 		}
 		return ExitInternal
 	}
+	// Orphans the command leaves behind are ours to reap (as PID 1 nobody else would).
+	if err := startReaping(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		fmt.Fprintf(stderr, "lockwrap: not reaping orphans: prctl(PR_SET_CHILD_SUBREAPER): %v\n", err)
+	}
 	rep, code = Run(context.Background(), cfg, cmd, Deps{Signals: sigs, Stderr: stderr})
 	return code
+}
+
+// forwardedSignals are caught from the start and passed on to the command's process
+// group once it runs (before, all but SIGWINCH abort the acquisition): the ones a
+// runtime, supervisor or terminal sends to stop, reload or poke a job.
+var forwardedSignals = []os.Signal{
+	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGWINCH,
 }
 
 type redisLogger struct{ w io.Writer }
@@ -80,8 +104,9 @@ func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 }
 
 // WriteReport writes rep, encoded within report.MaxBytes, to path: a file (created or
-// truncated), "-" for stderr, "" for nowhere. A missing default /dev/termination-log
-// (outside Kubernetes) is not an error.
+// truncated), "-" for stderr, "" for nowhere. The default /dev/termination-log is never
+// created (the kubelet creates it; outside Kubernetes it is missing, which is not an
+// error).
 func WriteReport(path string, rep report.Report, stderr io.Writer) error {
 	if path == "" {
 		return nil
@@ -97,9 +122,26 @@ func WriteReport(path string, rep report.Report, stderr io.Writer) error {
 		_, err := fmt.Fprintf(stderr, "%s\n", b)
 		return err
 	}
-	err = os.WriteFile(path, b, 0o644)
-	if err != nil && path == config.DefaultTerminationLog && errors.Is(err, os.ErrNotExist) {
-		return nil
+	return writeReportFile(path, b, path != config.DefaultTerminationLog)
+}
+
+// writeReportFile truncates path and writes b; it creates path only when mayCreate, and a
+// path it may not create that is missing is not an error.
+func writeReportFile(path string, b []byte, mayCreate bool) error {
+	flag := os.O_WRONLY | os.O_TRUNC
+	if mayCreate {
+		flag |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		if !mayCreate && errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

@@ -21,7 +21,8 @@ type Process interface {
 }
 
 // ProcessRunner starts real processes, each in its own process group, with lockwrap's
-// stdin, stdout and stderr.
+// stdin, stdout and stderr. Once Main has made the process a reaper (PID 1 or child
+// subreaper), a process's exit status comes from the reaper, which also reaps orphans.
 type ProcessRunner struct{}
 
 var (
@@ -38,13 +39,23 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if r := currentReaper(); r != nil {
+		exit, err := r.start(c)
+		if err != nil {
+			return nil, err
+		}
+		return &process{c: c, exit: exit}, nil
+	}
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
 	return &process{c: c}, nil
 }
 
-type process struct{ c *exec.Cmd }
+type process struct {
+	c    *exec.Cmd
+	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
+}
 
 func (p *process) Signal(sig syscall.Signal) error {
 	// The child leads its group (Setpgid), so its pgid is its pid.
@@ -57,6 +68,14 @@ func (p *process) Signal(sig syscall.Signal) error {
 }
 
 func (p *process) Wait() int {
+	if p.exit != nil {
+		ws := <-p.exit
+		_ = p.c.Process.Release() // reaped already; drops the pidfd
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
 	err := p.c.Wait()
 	if err == nil {
 		return 0

@@ -1,0 +1,252 @@
+package wrapper_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/redistest"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+// runWrapped runs the test binary as lockwrap (TestMain) behind prefix (unshare, setpriv
+// …) with env added to a LOCKEDCRON_*-free environment, and returns its exit code and
+// combined output (the command's output included).
+func runWrapped(t *testing.T, prefix, env []string, args ...string) (int, string) {
+	t.Helper()
+	argv := append(append(append([]string{}, prefix...), os.Args[0]), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(cleanEnv(), asLockwrap+"=1"), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%q did not finish; output: %s", argv, out.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%q → %d; output:\n%s", argv, code, out.String())
+	return code, out.String()
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOCKEDCRON_") && !strings.HasPrefix(kv, asLockwrap+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func readReport(t *testing.T, path string) report.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := report.Decode(b)
+	if err != nil {
+		t.Fatalf("report %s: %v", b, err)
+	}
+	return rep
+}
+
+// orphanJob leaves an orphan (a shell whose parent subshell exited), prints the orphan's
+// parent as seen after the reparenting and lockwrap's pid, lets the orphan exit, then
+// waits — up to 10s — for it to disappear from /proc: it exits 3 when it was reaped, 4
+// when it stayed (a zombie nobody waits for).
+const orphanJob = `
+(sh -c 'while [ ! -e "$1/go" ]; do sleep 0.01; done' sh "$1" & echo $! > "$1/orphan")
+pid=$(cat "$1/orphan")
+ppid=?
+while read -r k v; do [ "$k" = PPid: ] && ppid=$v; done < /proc/$pid/status
+echo "orphan $pid ppid $ppid lockwrap $PPID"
+touch "$1/go"
+i=0
+while [ -e /proc/$pid ]; do
+	i=$((i+1))
+	if [ $i -ge 1000 ]; then echo "orphan not reaped: $(cat /proc/$pid/stat)"; exit 4; fi
+	sleep 0.01
+done
+echo "orphan reaped"
+exit 3`
+
+var orphanLine = regexp.MustCompile(`orphan (\d+) ppid (\S+) lockwrap (\d+)`)
+
+// TestReapsOrphans: lockwrap as PID 1 of a PID namespace (as in a container), and as an
+// ordinary process (child subreaper), inherits the command's orphan and reaps it, and
+// still exits with the command's own exit code.
+func TestReapsOrphans(t *testing.T) {
+	s := redistest.Start(t)
+	for _, tc := range []struct {
+		name   string
+		prefix []string
+		pid1   bool
+	}{
+		{"pid1", []string{"unshare", "--pid", "--fork", "--mount-proc"}, true},
+		{"subreaper", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rep := filepath.Join(t.TempDir(), "report.json")
+			code, out := runWrapped(t, tc.prefix, nil, append(flags(s.URL(), "orphans-"+tc.name, "a", "--termination-log", rep),
+				"--", "sh", "-c", orphanJob, "sh", dir)...)
+			m := orphanLine.FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no orphan line in the output")
+			}
+			if m[2] != m[3] {
+				t.Errorf("the orphan's parent is %s, not lockwrap (%s)", m[2], m[3])
+			}
+			if tc.pid1 && m[3] != "1" {
+				t.Errorf("lockwrap is pid %s in its namespace, not 1", m[3])
+			}
+			if !strings.Contains(out, "orphan reaped") {
+				t.Errorf("the orphan was not reaped")
+			}
+			r := readReport(t, rep)
+			if code != 3 || r.ExitCode != 3 || r.Outcome != report.Failed {
+				t.Errorf("exit %d, report %+v; want the command's 3", code, r)
+			}
+		})
+	}
+}
+
+// TestSignalledCommandUnderReaper: with the reaper on, a command killed by a signal
+// still yields 128+signal.
+func TestSignalledCommandUnderReaper(t *testing.T) {
+	s := redistest.Start(t)
+	rep := filepath.Join(t.TempDir(), "report.json")
+	code, _ := runWrapped(t, []string{"unshare", "--pid", "--fork", "--mount-proc"}, nil,
+		append(flags(s.URL(), "reaper-signal", "a", "--termination-log", rep), "--", "sh", "-c", `kill -USR1 $$`)...)
+	if want := 128 + int(syscall.SIGUSR1); code != want || readReport(t, rep).ExitCode != want {
+		t.Fatalf("exit %d, want %d", code, want)
+	}
+}
+
+// containerCaps is a container runtime's default capability set (Docker's, containerd's):
+// no CAP_SYS_PTRACE — nor CAP_SYS_ADMIN or CAP_PERFMON, which also let a process read a
+// non-dumpable process's /proc/<pid>/environ on current kernels.
+const containerCaps = "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+setpcap," +
+	"+net_bind_service,+net_raw,+sys_chroot,+mknod,+audit_write,+setfcap"
+
+// TestCommandCannotReadCredentials: lockwrap holds the Redis password in its environment;
+// its command — same uid, with a container's capabilities — finds it neither in its own
+// environment nor in /proc/<lockwrap>/environ.
+func TestCommandCannotReadCredentials(t *testing.T) {
+	const password = "s3cret-redis-pw"
+	s := redistest.Start(t)
+	s.Do("ACL", "SETUSER", "lockwrap", "on", ">"+password, "~*", "+@all")
+	rep := filepath.Join(t.TempDir(), "report.json")
+	job := `
+echo "own environ entries: $(tr '\0' '\n' < /proc/$$/environ | grep -c '^LOCKEDCRON_HOLDER=')"
+if e=$(tr '\0' '\n' < /proc/$PPID/environ 2>&1); then
+	echo "lockwrap environ readable:"; echo "$e"
+else
+	echo "lockwrap environ unreadable: $e"
+fi
+echo "env:"; env
+grep '^CapEff:' /proc/self/status`
+	code, out := runWrapped(t, []string{"setpriv", "--bounding-set=" + containerCaps, "--inh-caps=-all"},
+		[]string{config.EnvRedisURL + "=" + s.URL(), config.EnvRedisUsername + "=lockwrap", config.EnvRedisPassword + "=" + password},
+		"--key", "secrets", "--holder", "a", "--occurrence", occurrence, "--termination-log", rep,
+		"--", "sh", "-c", job)
+	if code != 0 || readReport(t, rep).Outcome != report.Succeeded {
+		t.Fatalf("exit %d; want the command to run and succeed", code)
+	}
+	// Preconditions, so that the checks below are not vacuous: reading an environ works,
+	// and the command has none of the capabilities that bypass non-dumpable.
+	if !strings.Contains(out, "own environ entries: 1") {
+		t.Fatalf("the command could not read its own environ")
+	}
+	if m := regexp.MustCompile(`CapEff:\s*([0-9a-f]+)`).FindStringSubmatch(out); m == nil {
+		t.Fatal("no CapEff")
+	} else if caps, _ := strconv.ParseUint(m[1], 16, 64); caps&(1<<19|1<<21|1<<38) != 0 {
+		t.Fatalf("the command has CAP_SYS_PTRACE, CAP_SYS_ADMIN or CAP_PERFMON (CapEff %s)", m[1])
+	}
+	if !strings.Contains(out, "lockwrap environ unreadable:") || !strings.Contains(out, "Permission denied") {
+		t.Errorf("the command read /proc/<lockwrap>/environ")
+	}
+	if strings.Contains(out, password) {
+		t.Errorf("the command saw the password")
+	}
+	envPart := out[strings.Index(out, "env:"):]
+	if strings.Contains(envPart, "LOCKEDCRON_REDIS_") {
+		t.Errorf("LOCKEDCRON_REDIS_* in the command's environment")
+	}
+}
+
+// TestDefaultTerminationLogNeverCreated runs lockwrap without --termination-log in a
+// mount namespace whose /dev is an empty tmpfs (outside Kubernetes, writable as root):
+// -h, bad input and a real run create nothing there; a /dev/termination-log that exists
+// (the kubelet's) gets the report.
+func TestDefaultTerminationLogNeverCreated(t *testing.T) {
+	s := redistest.Start(t)
+	// $0 is the lockwrap to run; ls prints what is left in /dev.
+	script := `mount -t tmpfs tmpfs /dev || exit 99
+[ -n "$TOUCH" ] && : > /dev/termination-log
+"$0" "$@"; echo "exit=$?"
+echo "dev=[$(ls -A /dev | tr '\n' ' ')]"
+[ -e /dev/termination-log ] && echo "log=$(cat /dev/termination-log)"
+exit 0`
+	ns := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", script}
+	run := flags(s.URL(), "devlog", "a")
+	for _, tc := range []struct {
+		name  string
+		touch bool
+		args  []string
+		exit  int
+	}{
+		{"help", false, []string{"-h"}, 70},
+		{"bad input", false, []string{"--key", "k", "--", "true"}, 70},
+		{"run", false, append(append([]string{}, run...), "--", "true"), 0},
+		{"kubelet made it", true, append(flags(s.URL(), "devlog", "a", "--occurrence", "2026-11-30T07:00:00Z"), "--", "true"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var env []string
+			if tc.touch {
+				env = []string{"TOUCH=1"}
+			}
+			code, out := runWrapped(t, ns, env, tc.args...)
+			if code == 99 {
+				t.Fatal("could not mount a tmpfs on /dev")
+			}
+			if !strings.Contains(out, "exit="+strconv.Itoa(tc.exit)+"\n") {
+				t.Errorf("want lockwrap to exit %d", tc.exit)
+			}
+			if tc.touch {
+				if !strings.Contains(out, "dev=[termination-log ]") || !strings.Contains(out, `log={`) ||
+					!strings.Contains(out, `"outcome":"`+string(report.Succeeded)+`"`) {
+					t.Errorf("the existing /dev/termination-log did not get the report")
+				}
+			} else if !strings.Contains(out, "dev=[]") {
+				t.Errorf("lockwrap created files in /dev")
+			}
+		})
+	}
+}
