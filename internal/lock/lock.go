@@ -3,21 +3,43 @@
 //
 // Keys, hash-tagged so that one key's entries share a Cluster slot:
 //
-//	lockedcron:{<key>}:lock              "<token> <holder>", PX ttl
-//	lockedcron:{<key>}:fence             INCR counter, never expires
-//	lockedcron:{<key>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token, recovered,
-//	                                     fence, acquiredAt, finishedAt (unix ms); PX retention
+//	lockedcron:{<tag>}:lock              "<token> <holder>", PX ttl
+//	lockedcron:{<tag>}:fence             the last fencing token, never expires
+//	lockedcron:{<tag>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token,
+//	                                     recovered, tookOver, fence, acquiredAt, finishedAt
+//	                                     (unix ms); PX max(retention, ttl), renewed with the lock
+//
+// The tag is the key itself, or "#" and the first 16 hex digits of the key's SHA-256 when
+// the key contains "{" or "}" (which would otherwise make Redis hash another part of the
+// name, or nothing, and split the keys over Cluster slots).
+//
+// Guarantees, and what they rely on:
+//   - Fencing tokens are max(previous + 1, Redis server time in µs): strictly increasing per
+//     key, also across a loss of Redis data, as long as the server's clock does not go back
+//     (in Cluster and after a failover: the clocks of the masters serving the key agree).
+//   - A running ledger entry lives as long as the lock (renewals extend it); a finished one
+//     (succeeded or failed) is recorded even when the entry had vanished, unless another
+//     run's entry is there (ErrNotRecorded).
+//   - A lock held by our own holder identity for an occurrence whose running entry carries
+//     that lock's token is our crashed predecessor: Acquire takes it over. Holder must
+//     therefore name one runner such that a new process with the same identity means the
+//     old one is dead (a pod name, not a shared hostname of concurrent runners).
+//   - Only a durable Redis keeps locks and ledger: Lease.Warnings and Durability say when
+//     the server runs without an AOF or with an evicting maxmemory-policy.
 package lock
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,8 +53,12 @@ var (
 	ErrSuppressed = errors.New("lock: occurrence already succeeded")
 	// ErrLost: the lock is gone or held by someone else.
 	ErrLost = errors.New("lock: lost")
-	// ErrNotEnoughReplicas: fewer replicas than asked acknowledged the acquisition.
+	// ErrNotEnoughReplicas: fewer replicas than asked acknowledged the acquisition (or
+	// the succeeded ledger write).
 	ErrNotEnoughReplicas = errors.New("lock: not enough replicas acknowledged")
+	// ErrNotRecorded: Finish could not record the outcome because the occurrence's ledger
+	// entry belongs to another run.
+	ErrNotRecorded = errors.New("lock: ledger not recorded: the occurrence's entry belongs to another run")
 )
 
 // HeldError is returned by Acquire when another holder has the lock.
@@ -76,14 +102,26 @@ const (
 const DefaultRetention = 168 * time.Hour
 
 // LockKey is the Redis key of key's lock.
-func LockKey(key string) string { return "lockedcron:{" + key + "}:lock" }
+func LockKey(key string) string { return keyPrefix(key) + "lock" }
 
 // FenceKey is the Redis key of key's fencing counter.
-func FenceKey(key string) string { return "lockedcron:{" + key + "}:fence" }
+func FenceKey(key string) string { return keyPrefix(key) + "fence" }
 
 // RunKey is the Redis key of the ledger entry for key's occurrence (whole seconds).
 func RunKey(key string, occurrence time.Time) string {
-	return "lockedcron:{" + key + "}:run:" + strconv.FormatInt(occurrence.Unix(), 10)
+	return keyPrefix(key) + "run:" + strconv.FormatInt(occurrence.Unix(), 10)
+}
+
+// keyPrefix is "lockedcron:{<tag>}:", the tag being the key when it has no brace (the
+// layout of the first release) and "#" + 16 hex digits of its SHA-256 otherwise, so that
+// the tag Redis hashes is always exactly the one between our braces, and never empty.
+func keyPrefix(key string) string {
+	tag := key
+	if strings.ContainsAny(key, "{}") {
+		sum := sha256.Sum256([]byte(key))
+		tag = "#" + hex.EncodeToString(sum[:8])
+	}
+	return "lockedcron:{" + tag + "}:"
 }
 
 var (
@@ -130,8 +168,14 @@ type Request struct {
 	// MinReplicas > 0: after acquiring, WAIT for that many replicas to acknowledge, up to
 	// ReplicaTimeout (default TTL/2); if fewer do, the lock is released and Acquire
 	// returns ErrNotEnoughReplicas.
+	// The same WAIT follows Finish(StateSucceeded), so that a recorded success survives
+	// a failover.
 	MinReplicas    int
 	ReplicaTimeout time.Duration
+	// Token, when set, is used instead of a new one. A caller retrying one run's acquire
+	// passes the same token (from NewToken) to every attempt: an attempt whose reply was
+	// lost but which took the lock is then recognised and returns the same lease.
+	Token string
 }
 
 // Lease is a held lock.
@@ -143,7 +187,12 @@ type Lease struct {
 	Token      string    // the random token (hex, 128 bits)
 	Fence      int64     // the fencing token: higher than every earlier holder's
 	Recovered  bool      // a previous run of this occurrence crashed while running
+	TookOver   bool      // the lock was held by our crashed predecessor (same holder) and is now ours
 	AcquiredAt time.Time // when the acquire script returned
+	// Warnings say how the Redis serving the lock could lose it or the ledger (no AOF, an
+	// evicting maxmemory-policy, INFO or TIME denied to the user), read in the same round
+	// trip as the acquisition; empty when it looks durable.
+	Warnings []string
 }
 
 // Key is the lease's lock key.
@@ -171,9 +220,14 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	if req.Retention <= 0 {
 		req.Retention = DefaultRetention
 	}
-	token, err := NewToken()
-	if err != nil {
-		return nil, err
+	token := req.Token
+	if token == "" {
+		var err error
+		if token, err = NewToken(); err != nil {
+			return nil, err
+		}
+	} else if strings.ContainsAny(token, " \t\r\n") {
+		return nil, fmt.Errorf("lock: token %q has white space", token)
 	}
 	value := token + " " + req.Holder
 
@@ -212,18 +266,12 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	lease := &Lease{
 		c: l.c, now: l.now, req: req, value: value, Token: token,
-		Fence: num(res, 1), Recovered: num(res, 2) == 1, AcquiredAt: l.now(),
+		Fence: num(res, 1), Recovered: num(res, 2) == 1, TookOver: num(res, 3) == 1,
+		AcquiredAt: l.now(),
+		Warnings:   durabilityWarnings("", str(res, 4), str(res, 5), str(res, 6)),
 	}
 	if req.MinReplicas > 0 {
-		timeout := req.ReplicaTimeout
-		if timeout <= 0 {
-			timeout = req.TTL / 2
-		}
-		n, err := conn.Wait(ctx, req.MinReplicas, timeout).Result()
-		if err == nil && n < int64(req.MinReplicas) {
-			err = fmt.Errorf("%w: %d of %d within %v", ErrNotEnoughReplicas, n, req.MinReplicas, timeout)
-		}
-		if err != nil {
+		if err := waitReplicas(ctx, conn, req); err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = lease.Release(rctx)
@@ -231,6 +279,22 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		}
 	}
 	return lease, nil
+}
+
+// waitReplicas sends WAIT on conn (the connection that made the writes).
+func waitReplicas(ctx context.Context, conn *redis.Conn, req Request) error {
+	timeout := req.ReplicaTimeout
+	if timeout <= 0 {
+		timeout = req.TTL / 2
+	}
+	n, err := conn.Wait(ctx, req.MinReplicas, timeout).Result()
+	if err != nil {
+		return fmt.Errorf("%w: wait: %w", ErrNotEnoughReplicas, err)
+	}
+	if n < int64(req.MinReplicas) {
+		return fmt.Errorf("%w: %d of %d within %v", ErrNotEnoughReplicas, n, req.MinReplicas, timeout)
+	}
+	return nil
 }
 
 // masterFor returns a client to the master serving key: the client itself for
@@ -251,8 +315,12 @@ func masterFor(ctx context.Context, c redis.UniversalClient, key string) (*redis
 }
 
 // Renew resets the lock's ttl if it is still ours (compare-and-pexpire); ErrLost if not.
+// It also keeps our running ledger entry alive for max(retention, ttl) from now, writing
+// it again if it vanished.
 func (l *Lease) Renew(ctx context.Context) error {
-	n, err := renewScript.Run(ctx, l.c, []string{LockKey(l.req.Key)}, l.value, l.req.TTL.Milliseconds()).Int64()
+	keys := []string{LockKey(l.req.Key), RunKey(l.req.Key, l.req.Occurrence)}
+	n, err := renewScript.Run(ctx, l.c, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
+		l.req.Retention.Milliseconds(), l.req.Holder, l.Fence, l.AcquiredAt.UnixMilli()).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
 	}
@@ -263,9 +331,19 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // Finish records state (StateSucceeded or StateFailed) in the ledger, kept for the
-// retention, and releases the lock, in one round trip. Neither is touched if it belongs
-// to another run. ErrLost is returned when the lock was no longer ours (the ledger may
-// still have been recorded).
+// retention, and releases the lock, in one round trip (plus a WAIT with MinReplicas > 0
+// after StateSucceeded). It returns
+//   - nil: the lock was ours to the end and the outcome is recorded;
+//   - ErrLost: the lock was no longer ours. The outcome is recorded anyway when the entry
+//     is ours or gone, so that a finished occurrence does not run again, but the run could
+//     not prove it held the lock to the end: the wrapper reports it as LockLost, never a
+//     clean success;
+//   - ErrNotRecorded: the occurrence's entry belongs to another run (left alone);
+//   - errors.Join(ErrLost, ErrNotRecorded): both (test with errors.Is);
+//   - an error wrapping ErrNotEnoughReplicas (possibly joined with the above): fewer than
+//     MinReplicas replicas acknowledged the succeeded record within ReplicaTimeout.
+//
+// Neither the lock nor the entry is touched when it belongs to another run.
 func (l *Lease) Finish(ctx context.Context, state string) error {
 	if state != StateSucceeded && state != StateFailed {
 		return fmt.Errorf("lock: finish: state %q", state)
@@ -278,16 +356,116 @@ func (l *Lease) Finish(ctx context.Context, state string) error {
 func (l *Lease) Release(ctx context.Context) error { return l.finish(ctx, "") }
 
 func (l *Lease) finish(ctx context.Context, state string) error {
+	var sc redis.Scripter = l.c
+	var conn *redis.Conn
+	if state == StateSucceeded && l.req.MinReplicas > 0 {
+		node, err := masterFor(ctx, l.c, LockKey(l.req.Key))
+		if err != nil {
+			return err
+		}
+		conn = node.Conn()
+		defer conn.Close()
+		sc = conn
+	}
 	keys := []string{LockKey(l.req.Key), RunKey(l.req.Key, l.req.Occurrence)}
-	res, err := finishScript.Run(ctx, l.c, keys, l.value, l.Token, state,
-		l.req.Retention.Milliseconds(), l.now().UnixMilli()).Int64Slice()
+	res, err := finishScript.Run(ctx, sc, keys, l.value, l.Token, state,
+		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("lock: release %q: %w", l.req.Key, err)
+		return fmt.Errorf("lock: finish %q: %w", l.req.Key, err)
 	}
-	if len(res) < 1 || res[0] != 1 {
-		return ErrLost
+	if len(res) != 2 {
+		return fmt.Errorf("lock: finish %q: unexpected reply %v", l.req.Key, res)
 	}
-	return nil
+	var errs []error
+	if res[0] != 1 {
+		errs = append(errs, ErrLost)
+	}
+	if res[1] != 1 && state != "" { // a release leaves another run's entry alone, silently
+		errs = append(errs, ErrNotRecorded)
+	}
+	if conn != nil && res[1] == 1 {
+		if err := waitReplicas(ctx, conn, l.req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// Durability reads INFO from the Redis behind c (every master of a Cluster) in one round
+// trip per server and returns the ways it could lose locks or ledger entries, as human
+// readable warnings (empty when none): no AOF (a restart or crash loses everything since
+// the last snapshot, if any) and any maxmemory-policy other than noeviction (the lock and
+// ledger keys have TTLs, so even volatile-* policies may evict them). In a Cluster each
+// warning names the node.
+func Durability(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		info, err := c.Info(ctx).Result()
+		if err != nil {
+			return nil, fmt.Errorf("lock: durability: %w", err)
+		}
+		return durabilityWarnings("", infoField(info, "aof_enabled"), infoField(info, "maxmemory_policy"), ""), nil
+	}
+	var mu sync.Mutex
+	var warnings []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		info, err := n.Info(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("lock: durability of %s: %w", n.Options().Addr, err)
+		}
+		w := durabilityWarnings(n.Options().Addr, infoField(info, "aof_enabled"), infoField(info, "maxmemory_policy"), "")
+		mu.Lock()
+		warnings = append(warnings, w...)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(warnings)
+	return warnings, nil
+}
+
+// infoField returns the value of "name:value" in an INFO reply ("" if absent).
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// durabilityWarnings turns INFO facts into warnings. node, when set, names the server;
+// problems is acquire.lua's list of what the script could not run ("info", "time").
+func durabilityWarnings(node, aof, policy, problems string) []string {
+	redisName := "Redis"
+	if node != "" {
+		redisName = "Redis " + node
+	}
+	var w []string
+	for _, p := range strings.Split(problems, ",") {
+		switch p {
+		case "info":
+			w = append(w, redisName+" refused INFO to this user: durability unknown (allow +info)")
+		case "time":
+			w = append(w, redisName+" refused TIME to this user: fencing tokens fall back to the counter and "+
+				"go back if Redis loses data (allow +time)")
+		}
+	}
+	if aof == "0" {
+		w = append(w, redisName+" has appendonly no: a restart loses the lock and the ledger (set appendonly yes)")
+	}
+	if policy != "" && policy != "noeviction" {
+		w = append(w, redisName+" maxmemory-policy "+policy+" can evict the lock or the ledger (set noeviction)")
+	}
+	return w
 }
 
 // holderOf extracts the holder from a lock value "<token> <holder>".

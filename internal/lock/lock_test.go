@@ -182,12 +182,23 @@ func TestTLS(t *testing.T) {
 func TestACLUser(t *testing.T) {
 	s := redistest.Start(t)
 	// Exactly the commands docs/lockwrap.md lists: the scripts (EVALSHA, EVAL on
-	// NOSCRIPT) and what they call, WAIT for minReplicas, HGET for Succeeded, PING.
+	// NOSCRIPT) and what they call (TIME for fencing tokens, INFO for durability
+	// warnings), WAIT for minReplicas, HGET for Succeeded, PING.
 	s.Do("ACL", "SETUSER", "lockwrap", "on", ">s3cret", "resetkeys", "~lockedcron:*", "-@all",
 		"+evalsha", "+eval", "+wait", "+hget", "+ping",
-		"+get", "+set", "+incr", "+del", "+hset", "+pexpire")
+		"+get", "+set", "+incr", "+del", "+hset", "+pexpire", "+time", "+info")
 	s.Do("ACL", "SETUSER", "default", "off")
-	exercise(t, client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "s3cret"}), "acl")
+	acl := client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "s3cret"})
+	exercise(t, acl, "acl")
+	a, err := lock.New(acl).Acquire(ctxT(t), lock.Request{Key: "acl2", Occurrence: occ, TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range a.Warnings {
+		if strings.Contains(w, "refused") {
+			t.Errorf("warning %q", w)
+		}
+	}
 	// Credentials inside the URL work too.
 	c := client(t, lock.ClientConfig{URL: "redis://lockwrap:s3cret@" + s.Addr()})
 	if err := c.Ping(ctxT(t)).Err(); err != nil {
@@ -212,6 +223,26 @@ func TestCluster(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "ns/job"} {
 		exercise(t, c, k)
 	}
+	// Keys with braces (one starting with "}" made CROSSSLOT errors) too.
+	ctx := ctxT(t)
+	for _, k := range nastyKeys {
+		slotsOf(t, ctx, cl.Nodes[0], k)
+	}
+	exercise(t, c, "}x{y}")
+	exercise(t, c, "{}")
+	// Every master is checked; this cluster runs without AOF.
+	w, err := lock.Durability(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w) != len(cl.Nodes) {
+		t.Fatalf("cluster warnings %q", w)
+	}
+	for i, n := range cl.Nodes {
+		if want := "Redis " + n.Addr() + " has appendonly no"; !strings.Contains(strings.Join(w, "\n"), want) {
+			t.Errorf("warning %d: no %q in %q", i, want, w)
+		}
+	}
 	req := lock.Request{Key: "wait", Occurrence: occ, Holder: "a", TTL: time.Second, MinReplicas: 1, ReplicaTimeout: 50 * time.Millisecond}
 	if _, err := lock.New(c).Acquire(ctxT(t), req); !errors.Is(err, lock.ErrNotEnoughReplicas) {
 		t.Fatalf("cluster without replicas, minReplicas 1: %v", err)
@@ -222,13 +253,29 @@ func TestSentinel(t *testing.T) {
 	g := redistest.StartSentinel(t, 1, 3)
 	c := client(t, lock.ClientConfig{URL: g.URL()})
 	exercise(t, c, "sentinel")
-	ctx := ctxT(t)
-	req := lock.Request{Key: "failover", Occurrence: occ, Holder: "a", TTL: 10 * time.Second, MinReplicas: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The ttl outlasts the old master's reconfiguration (sentinel: ~10s, then a sync).
+	req := lock.Request{Key: "failover", Occurrence: occ, Holder: "a", TTL: time.Minute, MinReplicas: 1}
 	a, err := lock.New(c).Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Failover()
+	now := g.Failover()
+	// The old master is reconfigured as the new one's replica and in sync with it (so
+	// that the client no longer talks to it and Finish's WAIT has a replica to count).
+	for _, s := range append([]*redistest.Server{g.Master}, g.Replicas...) {
+		if s.Addr() == now {
+			continue
+		}
+		sc := s.Client()
+		defer sc.Close()
+		waitUntilWithin(t, time.Minute, func() bool {
+			info := sc.Info(ctx, "replication").Val()
+			return strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+now[strings.LastIndex(now, ":")+1:]) &&
+				strings.Contains(info, "master_link_status:up")
+		})
+	}
 	// The client follows the new master, and the lock (acknowledged by the replica) is there.
 	waitUntil(t, func() bool { return a.Renew(ctx) == nil })
 	if err := a.Finish(ctx, lock.StateSucceeded); err != nil {
@@ -283,7 +330,12 @@ func TestOneRoundTripEach(t *testing.T) {
 
 func waitUntil(t testing.TB, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true,
+	waitUntilWithin(t, 20*time.Second, cond)
+}
+
+func waitUntilWithin(t testing.TB, limit time.Duration, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, limit, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		t.Fatalf("condition not met: %v", err)

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,15 +29,49 @@ func TestAcquireScriptIsIdempotentPerToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"acquired", int64(1), int64(0)}
-	if d := cmp.Diff(want, first); d != "" {
-		t.Fatal(d)
+	if len(first) != 7 || first[0] != "acquired" || first[2] != int64(0) || first[3] != int64(0) {
+		t.Fatalf("first grant %v", first)
 	}
-	if d := cmp.Diff(want, again); d != "" {
-		t.Fatalf("resent acquire (-want +got):\n%s", d)
+	if d := cmp.Diff(first, again); d != "" {
+		t.Fatalf("resent acquire (-first +again):\n%s", d)
 	}
 	other, err := acquireScript.Run(ctx, c, keys, "tok2 h2", 10000, 60000, "tok2", "h2", 1).Slice()
 	if err != nil || cmp.Diff([]any{"held", "tok h"}, other) != "" {
 		t.Fatalf("another token: %v %v", other, err)
+	}
+}
+
+// The fencing token is max(counter+1, server time in µs): about now in µs on a fresh key,
+// counter+1 when the stored token is ahead of the clock.
+func TestFenceIsServerTimeOrCounter(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client()
+	defer c.Close()
+	ctx := context.Background()
+	before := time.Now().UnixMicro()
+	l := New(c)
+	a, err := l.Acquire(ctx, Request{Key: "f", Occurrence: time.Unix(60, 0), TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UnixMicro()
+	// Same machine, same clock: the server's TIME lies between our two readings.
+	if a.Fence < before || a.Fence > after {
+		t.Fatalf("fence %d not within [%d, %d]", a.Fence, before, after)
+	}
+	if got := c.Get(ctx, FenceKey("f")).Val(); got != strconv.FormatInt(a.Fence, 10) {
+		t.Fatalf("fence key %q, want %d", got, a.Fence)
+	}
+	if err := a.Finish(ctx, StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	ahead := after + 3600*1e6
+	c.Set(ctx, FenceKey("f"), ahead, 0)
+	b, err := l.Acquire(ctx, Request{Key: "f", Occurrence: time.Unix(120, 0), TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Fence != ahead+1 {
+		t.Fatalf("fence %d after a stored %d", b.Fence, ahead)
 	}
 }
