@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,7 +27,18 @@ const (
 	ReasonSecretInvalid    = "SecretInvalid"
 	ReasonRedisUnreachable = "RedisUnreachable"
 	ReasonRedisReachable   = "RedisReachable"
+	// ReasonNotDurable: Redis answers, but can lose the lock or the ledger (no AOF, an
+	// evicting maxmemory-policy). The condition stays True: pods are still created.
+	ReasonNotDurable = "NotDurable"
 )
+
+// durabilityTTL is how long a durability answer is reused for a client: INFO costs a
+// round trip, and a Redis's configuration rarely changes.
+const durabilityTTL = 3 * time.Minute
+
+// maxWarningLen bounds each durability warning in a condition message or Event (a
+// warning may quote a setting read from the server).
+const maxWarningLen = 256
 
 // backendError says why the lock backend is not usable, with the condition reason.
 type backendError struct {
@@ -44,6 +59,7 @@ func (e *backendError) blocking() bool { return e.reason != ReasonRedisUnreachab
 type backends struct {
 	reader  client.Reader
 	timeout time.Duration
+	now     func() time.Time
 
 	mu      sync.Mutex
 	clients map[types.NamespacedName]cachedClient
@@ -52,10 +68,13 @@ type backends struct {
 type cachedClient struct {
 	sum    [32]byte
 	client redis.UniversalClient
+	// durability: the warnings of the last check, and when it ran (zero: never).
+	durableAt time.Time
+	warnings  []string
 }
 
 func newBackends(reader client.Reader) *backends {
-	return &backends{reader: reader, timeout: 2 * time.Second, clients: map[types.NamespacedName]cachedClient{}}
+	return &backends{reader: reader, timeout: 2 * time.Second, now: time.Now, clients: map[types.NamespacedName]cachedClient{}}
 }
 
 // client returns a Redis client for the Secret, or a backendError.
@@ -103,18 +122,95 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 	return c, nil
 }
 
-// check reads the Secret and pings Redis.
-func (b *backends) check(ctx context.Context, namespace, secretName string) (redis.UniversalClient, *backendError) {
+// check reads the Secret, pings Redis and, once Redis answered, asks how durable it is:
+// the warnings (empty when none) say how it could lose the lock or the ledger.
+func (b *backends) check(ctx context.Context, namespace, secretName string) (redis.UniversalClient, []string, *backendError) {
 	c, berr := b.client(ctx, namespace, secretName)
 	if berr != nil {
-		return nil, berr
+		return nil, nil, berr
 	}
+	pctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		return c, nil, &backendError{ReasonRedisUnreachable, fmt.Errorf("redis from Secret %s/%s: %w", namespace, secretName, err)}
+	}
+	return c, b.durability(ctx, types.NamespacedName{Namespace: namespace, Name: secretName}, c), nil
+}
+
+// durability returns lock.Durability's warnings for the client of the Secret key, from
+// a cache of durabilityTTL per client (a changed Secret is a new client, checked anew).
+// It never fails: a Redis that does not answer INFO yields a fixed warning. Warnings
+// carry no Secret contents and no server text beyond lock.Durability's fixed sentences.
+func (b *backends) durability(ctx context.Context, key types.NamespacedName, c redis.UniversalClient) []string {
+	now := b.now()
+	b.mu.Lock()
+	if e, ok := b.clients[key]; ok && e.client == c && !e.durableAt.IsZero() && now.Sub(e.durableAt) < durabilityTTL && now.Sub(e.durableAt) >= 0 {
+		w := e.warnings
+		b.mu.Unlock()
+		return w
+	}
+	b.mu.Unlock()
+
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		return c, &backendError{ReasonRedisUnreachable, fmt.Errorf("redis from Secret %s/%s: %w", namespace, secretName, err)}
+	raw, err := lock.Durability(ctx, c)
+	var warnings []string
+	if err != nil {
+		// Not the error itself: it may quote the server (or, for a Cluster, addresses).
+		warnings = []string{"Redis did not answer INFO, so whether it can lose the lock is unknown (the Secret's user needs +info)"}
+	} else {
+		for _, w := range raw {
+			if w = cleanWarning(w); w != "" {
+				warnings = append(warnings, w)
+			}
+		}
 	}
-	return c, nil
+
+	b.mu.Lock()
+	if e, ok := b.clients[key]; ok && e.client == c {
+		e.durableAt, e.warnings = now, warnings
+		b.clients[key] = e
+	}
+	b.mu.Unlock()
+	return warnings
+}
+
+// cleanWarning keeps a warning printable, on one line and short.
+func cleanWarning(w string) string {
+	w = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, w)
+	w = strings.TrimSpace(w)
+	if len(w) > maxWarningLen {
+		cut := maxWarningLen
+		for cut > 0 && !utf8.RuneStart(w[cut]) {
+			cut--
+		}
+		w = w[:cut] + "…"
+	}
+	return w
+}
+
+// durabilityMessage is the LockBackendReady message (and the Event's) for a Redis that
+// can lose locks: its warnings, each a sentence that says what to set.
+func durabilityMessage(warnings []string) string {
+	return strings.Join(warnings, "; ")
+}
+
+// notDurableEvent reports whether a pass that finds these warnings emits a NotDurable
+// Event: when the condition enters NotDurable, or its warnings change. prev is the
+// LockBackendReady condition before the pass (nil when none).
+func notDurableEvent(prev *metav1.Condition, warnings []string) bool {
+	if len(warnings) == 0 {
+		return false
+	}
+	return prev == nil || prev.Reason != ReasonNotDurable || prev.Message != durabilityMessage(warnings)
 }
 
 // succeeded asks the ledger whether the occurrence already succeeded (anywhere).

@@ -152,11 +152,18 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	active, finished := foldFinished(p, pods.Items)
 
 	// 4: is the lock backend usable?
-	backend, berr := r.backends.check(ctx, job.Namespace, job.Spec.Lock.Redis.SecretRef.Name)
-	if berr != nil {
+	backend, warnings, berr := r.backends.check(ctx, job.Namespace, job.Spec.Lock.Redis.SecretRef.Name)
+	switch {
+	case berr != nil:
 		p.setCondition(ConditionLockBackendReady, false, berr.reason, berr.Error())
 		p.requeueAt(backendRetry)
-	} else {
+	case len(warnings) > 0:
+		// Usable, and lockwrap is the authority: pods are still created; users are told.
+		if notDurableEvent(meta.FindStatusCondition(p.status.Conditions, ConditionLockBackendReady), warnings) {
+			p.eventf(corev1.EventTypeWarning, ReasonNotDurable, "%s", durabilityMessage(warnings))
+		}
+		p.setCondition(ConditionLockBackendReady, true, ReasonNotDurable, durabilityMessage(warnings))
+	default:
 		p.setCondition(ConditionLockBackendReady, true, ReasonRedisReachable, "Secret read and Redis answered")
 	}
 

@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/lockedcron/lockedcron/internal/redistest"
+)
+
+// Plain tests (no apiserver): they run without KUBEBUILDER_ASSETS, e.g.
+// go test ./internal/controller/ -run 'TestNotDurable|TestDurability|TestCleanWarning'.
+
+func TestNotDurableEventOncePerTransition(t *testing.T) {
+	w := []string{"Redis has appendonly no: a restart loses the lock and the ledger (set appendonly yes)"}
+	w2 := append([]string{"Redis maxmemory-policy allkeys-lru can evict the lock or the ledger (set noeviction)"}, w...)
+	cond := func(reason, msg string) *metav1.Condition {
+		return &metav1.Condition{Type: ConditionLockBackendReady, Status: metav1.ConditionTrue, Reason: reason, Message: msg}
+	}
+	for name, tc := range map[string]struct {
+		prev     *metav1.Condition
+		warnings []string
+		want     bool
+	}{
+		"first pass, not durable":   {nil, w, true},
+		"first pass, durable":       {nil, nil, false},
+		"from reachable":            {cond(ReasonRedisReachable, "Secret read and Redis answered"), w, true},
+		"from unreachable":          {&metav1.Condition{Reason: ReasonRedisUnreachable, Status: metav1.ConditionFalse}, w, true},
+		"still not durable":         {cond(ReasonNotDurable, durabilityMessage(w)), w, false},
+		"warnings changed":          {cond(ReasonNotDurable, durabilityMessage(w)), w2, true},
+		"back to durable":           {cond(ReasonNotDurable, durabilityMessage(w)), nil, false},
+		"durable, stays durable":    {cond(ReasonRedisReachable, "Secret read and Redis answered"), nil, false},
+		"secret broken to not dur.": {&metav1.Condition{Reason: ReasonSecretInvalid, Status: metav1.ConditionFalse}, w, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := notDurableEvent(tc.prev, tc.warnings); got != tc.want {
+				t.Errorf("notDurableEvent = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCleanWarning(t *testing.T) {
+	for in, want := range map[string]string{
+		"Redis has appendonly no":         "Redis has appendonly no",
+		"  two\nlines\r\tand\x00nul  ":    "two lines  andnul",
+		"\x1b[31mred\x1b[0m":              "[31mred[0m",
+		strings.Repeat("é", 200):          strings.Repeat("é", 128) + "…",
+		strings.Repeat("a", 300):          strings.Repeat("a", 256) + "…",
+		"":                                "",
+		"policy \u202eevil":               "policy evil",
+		"maxmemory-policy allkeys-lru ok": "maxmemory-policy allkeys-lru ok",
+	} {
+		if got := cleanWarning(in); got != want {
+			t.Errorf("cleanWarning(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func infoCalls(t *testing.T, s *redistest.Server) int {
+	t.Helper()
+	c := s.Client()
+	defer c.Close()
+	stats, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_info:calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
+}
+
+// One INFO per client per durabilityTTL, whatever the number of passes; a changed
+// Secret (a new client) is checked anew.
+func TestDurabilityIsCachedPerClient(t *testing.T) {
+	volatile := redistest.Start(t)
+	durable := redistest.Start(t, redistest.WithPersistence())
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"},
+		Data:       map[string][]byte{"url": []byte(volatile.URL())},
+	}
+	reader := fake.NewClientBuilder().WithObjects(secret).Build()
+	b := newBackends(reader)
+	defer b.close()
+	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	b.now = func() time.Time { return clock }
+	ctx := context.Background()
+
+	before := infoCalls(t, volatile) // the INFO of this call itself counts after
+	for i := 0; i < 5; i++ {
+		_, warnings, berr := b.check(ctx, "ns", "redis")
+		if berr != nil {
+			t.Fatal(berr)
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], "appendonly no") {
+			t.Fatalf("warnings = %q, want one about appendonly", warnings)
+		}
+		clock = clock.Add(30 * time.Second)
+	}
+	if got := infoCalls(t, volatile) - before - 1; got != 1 {
+		t.Errorf("INFO sent %d times over five passes within %s, want 1", got, durabilityTTL)
+	}
+	clock = clock.Add(durabilityTTL)
+	if _, _, berr := b.check(ctx, "ns", "redis"); berr != nil {
+		t.Fatal(berr)
+	}
+	if got := infoCalls(t, volatile) - before - 2; got != 2 {
+		t.Errorf("after the cache expired: INFO sent %d times in all, want 2", got)
+	}
+
+	// The Secret now points at a Redis with an AOF: a new client, checked at once.
+	secret.Data["url"] = []byte(durable.URL())
+	if err := reader.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, berr := b.check(ctx, "ns", "redis")
+	if berr != nil {
+		t.Fatal(berr)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("durable Redis: warnings %q", warnings)
+	}
+
+	// A Redis that stops answering is unreachable, not "not durable".
+	durable.Stop()
+	if _, _, berr := b.check(ctx, "ns", "redis"); berr == nil || berr.reason != ReasonRedisUnreachable {
+		t.Errorf("stopped Redis: %v, want %s", berr, ReasonRedisUnreachable)
+	}
+}
+
+// A user without +info gets a fixed warning, not the server's error text.
+func TestDurabilityWithoutInfoPermission(t *testing.T) {
+	s := redistest.Start(t)
+	s.Do("ACL", "SETUSER", "locker", "on", ">pw", "~*", "+@all", "-info")
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"},
+		Data:       map[string][]byte{"url": []byte(s.URL()), "username": []byte("locker"), "password": []byte("pw")},
+	}
+	b := newBackends(fake.NewClientBuilder().WithObjects(secret).Build())
+	defer b.close()
+	_, warnings, berr := b.check(context.Background(), "ns", "redis")
+	if berr != nil {
+		t.Fatal(berr)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "+info") || strings.Contains(warnings[0], "NOPERM") || strings.Contains(warnings[0], "pw") {
+		t.Errorf("warnings = %q, want the fixed +info warning", warnings)
+	}
+}
