@@ -61,8 +61,9 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME).
 	@hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: bench
-bench: ## Benchmarks (schedule maths, lock round trips against a loopback Redis).
+bench: ## Benchmarks (schedule maths, lock round trips against a loopback Redis; lockwrap's start-up cost and round trips per run).
 	$(GO) test ./... -run '^$$' -bench . -benchmem
+	hack/bench-lockwrap.sh
 
 ##@ Demo and local cluster
 
