@@ -105,9 +105,17 @@ func TestRedisSettings(t *testing.T) {
 		s := redistest.Start(t, redistest.WithArgs("--min-replicas-to-write", "1", "--min-replicas-max-lag", "10"))
 		c := client(t, lock.ClientConfig{URL: s.URL()})
 		_, err := lock.New(c).Acquire(ctxT(t), lock.Request{Key: "m", Occurrence: occ, TTL: time.Minute})
-		t.Logf("acquire without a replica: %v", errText(err))
-		if err == nil || !strings.Contains(err.Error(), "NOREPLICAS") {
-			t.Errorf("acquire: %v", err)
+		// A lock taken before the replica went away cannot be renewed either.
+		s.Do("CONFIG", "SET", "min-replicas-to-write", "0")
+		a, aerr := lock.New(c).Acquire(ctxT(t), lock.Request{Key: "m2", Occurrence: occ, TTL: time.Minute})
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		s.Do("CONFIG", "SET", "min-replicas-to-write", "1")
+		rerr := a.Renew(ctxT(t))
+		t.Logf("acquire without a replica: %v; renew: %v", errText(err), errText(rerr))
+		if err == nil || !strings.Contains(err.Error(), "NOREPLICAS") || rerr == nil || !strings.Contains(rerr.Error(), "NOREPLICAS") {
+			t.Errorf("acquire: %v, renew: %v", err, rerr)
 		}
 	})
 
