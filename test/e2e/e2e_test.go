@@ -28,11 +28,18 @@ import (
 // job is one LockedCronJob of a scenario, with its namespace and Secret.
 type job struct {
 	ns, name, key, schedule, ttl, sleep, label string
+	// kill is lock.killGracePeriod ("" leaves the default, 10s): admission requires
+	// ttl >= renewInterval (ttl/3) + killGracePeriod + max(100ms, 1% of ttl).
+	kill string
 }
 
 func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
 
 func (j job) manifest() string {
+	kill := ""
+	if j.kill != "" {
+		kill = "\n    killGracePeriod: " + j.kill
+	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -55,7 +62,7 @@ spec:
   schedule: %[4]q
   lock:
     key: %[3]s
-    ttl: %[5]s
+    ttl: %[5]s%[9]s
     redis:
       secretRef:
         name: redis
@@ -80,7 +87,7 @@ spec:
         - name: POD_NAMESPACE
           valueFrom:
             fieldRef: {fieldPath: metadata.namespace}
-`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis)
+`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill)
 }
 
 func apply(j job) {
@@ -247,7 +254,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		var jobs []job
 		for _, t := range []string{"a", "b", "c"} {
 			j := job{ns: scenario("shared-" + t), name: "report", key: "e2e/shared-" + suffix,
-				schedule: "*/5 * * * * *", ttl: "10s", sleep: "2s", label: "shared-" + suffix}
+				schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "2s", label: "shared-" + suffix}
 			apply(j)
 			jobs = append(jobs, j)
 		}
@@ -317,7 +324,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {
 		j := job{ns: scenario("long"), name: "long", key: "e2e/long-" + suffix,
-			schedule: "*/6 * * * * *", ttl: "3s", sleep: "9s", label: "long-" + suffix}
+			schedule: "*/6 * * * * *", ttl: "3s", kill: "1s", sleep: "9s", label: "long-" + suffix}
 		apply(j)
 		Eventually(func() []audit.Run {
 			var done []audit.Run
@@ -347,7 +354,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 
 	It("runs a later occurrence after the holder pod is deleted mid-run, without overlap", func() {
 		j := job{ns: scenario("kill"), name: "kill", key: "e2e/kill-" + suffix,
-			schedule: "*/5 * * * * *", ttl: "4s", sleep: "12s", label: "kill-" + suffix}
+			schedule: "*/5 * * * * *", ttl: "4s", kill: "1s", sleep: "12s", label: "kill-" + suffix}
 		apply(j)
 		var victim audit.Run
 		Eventually(func() bool {
@@ -382,7 +389,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 
 	It("hands over to a new operator pod without a duplicate pod, counters exact", func() {
 		j := job{ns: scenario("operator"), name: "op", key: "e2e/op-" + suffix,
-			schedule: "*/5 * * * * *", ttl: "10s", sleep: "1s", label: "op-" + suffix}
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "op-" + suffix}
 		apply(j)
 		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 2))
 		out, err := kubectl("-n", "lockedcron-system", "delete", "pod", "-l", "app.kubernetes.io/component=manager", "--wait=false")
@@ -409,7 +416,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 
 	It("reports LockBackendReady False while Redis is down and True again, with no duplicate run", func() {
 		j := job{ns: scenario("redis"), name: "redis", key: "e2e/redis-" + suffix,
-			schedule: "*/5 * * * * *", ttl: "10s", sleep: "1s", label: "redis-" + suffix}
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "redis-" + suffix}
 		apply(j)
 		backend := func() *metav1.Condition {
 			return meta.FindStatusCondition(get(j).Status.Conditions, "LockBackendReady")
@@ -448,7 +455,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 	It("skips the occurrences inside a real Deployment rollout, and runs again after it", func() {
 		ns := scenario("rollout")
 		j := job{ns: ns, name: "guarded", key: "e2e/rollout-" + suffix,
-			schedule: "*/5 * * * * *", ttl: "10s", sleep: "1s", label: "rollout-" + suffix}
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "rollout-" + suffix}
 		// The workload: one replica that becomes available only 25 s after it runs, so a
 		// rollout restart spans several occurrences.
 		deployment := fmt.Sprintf(`apiVersion: v1
