@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -73,5 +74,35 @@ func TestFenceIsServerTimeOrCounter(t *testing.T) {
 	}
 	if b.Fence != ahead+1 {
 		t.Fatalf("fence %d after a stored %d", b.Fence, ahead)
+	}
+}
+
+// The lock is ours (an attempt whose reply was lost) but the entry is not: evicted, it is
+// written again with a new fence; another run's success stands and our lock is let go.
+func TestAcquireRetryWithoutOurEntry(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client()
+	defer c.Close()
+	ctx := context.Background()
+	l := New(c)
+	req := Request{Key: "e", Occurrence: time.Unix(60, 0), Holder: "h", TTL: time.Minute, Token: "t1"}
+	a, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, RunKey("e", req.Occurrence))
+	b, err := l.Acquire(ctx, req)
+	if err != nil || b.Fence <= a.Fence || b.Recovered {
+		t.Fatalf("evicted entry: %v %+v after %d", err, b, a.Fence)
+	}
+	if got := c.HGet(ctx, RunKey("e", req.Occurrence), "token").Val(); got != "t1" {
+		t.Fatalf("entry token %q", got)
+	}
+	c.HSet(ctx, RunKey("e", req.Occurrence), "state", StateSucceeded, "token", "t0", "holder", "h0")
+	if _, err := l.Acquire(ctx, req); !errors.Is(err, ErrSuppressed) {
+		t.Fatalf("another run's success: %v", err)
+	}
+	if n := c.Exists(ctx, LockKey("e")).Val(); n != 0 {
+		t.Fatal("lock kept after suppression")
 	}
 }

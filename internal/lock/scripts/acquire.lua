@@ -85,10 +85,21 @@ if cur == ARGV[1] then
       tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0,
       tonumber(redis.call('HGET', KEYS[3], 'tookOver')) or 0)
   end
-  -- The entry vanished (evicted): nobody saw the first fence, issue a new one.
+  -- The entry vanished (evicted) or a stale run wrote its outcome there since: nobody saw
+  -- our first fence. Another run's success stands (we let the lock go); otherwise the
+  -- entry is ours again, with a new fence.
+  local st = redis.call('HGET', KEYS[3], 'state')
+  if st == 'succeeded' then
+    redis.call('DEL', KEYS[1])
+    return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or ''}
+  end
   local fence = nextFence()
-  writeLedger(fence, 0)
-  return grant(fence, 0, 0)
+  local recovered = 0
+  if st == 'running' then
+    recovered = 1
+  end
+  writeLedger(fence, recovered)
+  return grant(fence, recovered, 0)
 end
 
 local state = redis.call('HGET', KEYS[3], 'state')
