@@ -271,7 +271,7 @@ func TestFinishWaitsForReplicas(t *testing.T) {
 	c := client(t, lock.ClientConfig{URL: m.URL()})
 	l := lock.New(c)
 	req := lock.Request{Key: "rep", Occurrence: occ, Holder: "a", TTL: 5 * time.Second,
-		MinReplicas: 1, ReplicaTimeout: 300 * time.Millisecond}
+		MinReplicas: 1, ReplicaTimeout: 10 * time.Second} // WAIT returns on the first ack
 	a, err := l.Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +285,7 @@ func TestFinishWaitsForReplicas(t *testing.T) {
 	}
 
 	req.Occurrence = occ.Add(time.Minute)
+	req.ReplicaTimeout = time.Second // what the frozen replica's Finish waits
 	b, err := l.Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
