@@ -59,7 +59,7 @@ var _ wrapper.Locker = fakeLocker{}
 
 func fakeCfg(t *testing.T, more ...string) config.Config {
 	cfg, _, err := config.Parse(append(append([]string{"--redis-url", "redis://unused", "--key", "k",
-		"--ttl", "300ms", "--renew-interval", "100ms", "--kill-grace", "2s"}, more...), "--", "x"), nil) // later flags win
+		"--ttl", "1s", "--renew-interval", "200ms", "--kill-grace", "500ms"}, more...), "--", "x"), nil) // later flags win
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,20 +68,21 @@ func fakeCfg(t *testing.T, more ...string) config.Config {
 
 func TestFlakyRedisShorterThanTTL(t *testing.T) {
 	start := time.Now()
-	// Down from 50ms to 300ms: the renewal at 200ms fails and is retried until it works,
-	// well before the lock (acquired at 0, ttl 600ms) would expire.
-	l := &flakyLease{down: func() bool { d := time.Since(start); return d > 50*time.Millisecond && d < 300*time.Millisecond }}
+	// Down from 50ms to 250ms: the renewal at 200ms fails and is retried until it works,
+	// before the point where the command would be stopped (acquired at 0, ttl 1s, kill
+	// grace 300ms, margin 100ms: SIGTERM at 600ms).
+	l := &flakyLease{down: func() bool { d := time.Since(start); return d > 50*time.Millisecond && d < 250*time.Millisecond }}
 	g := newGate(t)
 	done := make(chan result, 1)
 	go func() {
-		cfg := fakeCfg(t, "--ttl", "600ms", "--renew-interval", "200ms")
+		cfg := fakeCfg(t, "--kill-grace", "300ms")
 		rep, code := wrapper.Run(context.Background(), cfg, g.cmd(0), wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
 		done <- result{rep, code}
 	}()
 	eventually(t, "renewals after the outage", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return time.Since(start) > 700*time.Millisecond && l.renewals >= 2
+		return time.Since(start) > 1200*time.Millisecond && l.renewals >= 2
 	})
 	g.release(t)
 	r := await(t, done)
@@ -113,7 +114,7 @@ func TestFlakyRedisPastTTL(t *testing.T) {
 					t.Fatalf("%+v", r)
 				}
 			case "continue":
-				if r.code != 4 || r.rep.Outcome != report.Failed || !r.rep.LockLost {
+				if r.code != 4 || r.rep.Outcome != report.LockLost || !r.rep.LockLost || l.finished != lock.StateFailed {
 					t.Fatalf("%+v", r)
 				}
 			}
@@ -140,7 +141,7 @@ func TestSignalBeforeStartAborts(t *testing.T) {
 	sigs <- syscall.SIGTERM
 	blocked := fakeLocker{acquire: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}
 	rep, code := wrapper.Run(context.Background(), fakeCfg(t), []string{"true"}, wrapper.Deps{Locker: blocked, Signals: sigs, Stderr: &syncBuf{}})
-	if code != wrapper.ExitInternal || rep.Outcome != report.Error || !strings.Contains(rep.Message, "interrupted by terminated") {
+	if code != wrapper.ExitInternal || rep.Outcome != report.Interrupted || !strings.Contains(rep.Message, "interrupted by terminated") {
 		t.Fatalf("%d %+v", code, rep)
 	}
 }

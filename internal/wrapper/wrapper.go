@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
@@ -46,6 +47,8 @@ type Grant struct {
 	Lease     Lease
 	Fence     int64
 	Recovered bool
+	// Warnings say how the Redis serving the lock could lose it (no persistence, eviction).
+	Warnings []string
 }
 
 // RedisLocker is the Locker over internal/lock.
@@ -57,7 +60,7 @@ func (r RedisLocker) Acquire(ctx context.Context, req lock.Request) (*Grant, err
 	if err != nil {
 		return nil, err
 	}
-	return &Grant{Lease: l, Fence: l.Fence, Recovered: l.Recovered}, nil
+	return &Grant{Lease: l, Fence: l.Fence, Recovered: l.Recovered, Warnings: l.Warnings}, nil
 }
 
 var (
@@ -76,6 +79,12 @@ type Deps struct {
 
 // Run runs one occurrence of cmd under cfg's lock and returns the report and the exit
 // code. It never writes the report itself (Main does).
+//
+// The rule that keeps two holders from overlapping: the command is dead before the lock
+// can expire. Every successful renewal (or the acquisition) was sent at some instant S;
+// Redis cannot expire the lock before S + ttl. If no later renewal succeeds, the command
+// gets SIGTERM at S + ttl − killGrace − margin and SIGKILL at S + ttl − margin, margin
+// covering the drift between our clock and Redis's (defaults.Margin).
 func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep report.Report, code int) {
 	if d.Runner == nil {
 		d.Runner = ProcessRunner{}
@@ -98,6 +107,25 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		fmt.Fprintf(d.Stderr, "lockwrap: %v\n", err)
 		return rep, ExitInternal
 	}
+	interrupted := func(cause error) (report.Report, int) {
+		rep.Outcome = report.Interrupted
+		rep.Message = cause.Error() + "; the command did not run"
+		fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
+		return rep, ExitInternal
+	}
+	missed := func(at time.Time) (report.Report, int) {
+		rep.Outcome = report.Missed
+		rep.Message = fmt.Sprintf("too late to start at %s: the occurrence's deadline (--not-after) was %s; the command did not run",
+			stamp(at), cfg.NotAfter.UTC().Format(time.RFC3339))
+		fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
+		return rep, 0
+	}
+
+	// 0: a run that starts after its deadline (a pod stuck Pending for hours, a blackout
+	// that began) does not run the command, whatever the contention policy.
+	if now := time.Now(); !cfg.NotAfter.IsZero() && now.After(cfg.NotAfter) {
+		return missed(now)
+	}
 
 	// Signals before the command starts cancel the acquisition.
 	actx, stop := context.WithCancelCause(ctx)
@@ -108,10 +136,10 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		for {
 			select {
 			case sig := <-d.Signals:
-				if s, ok := sig.(syscall.Signal); ok && (s == syscall.SIGCHLD || s == syscall.SIGURG || s == syscall.SIGWINCH) {
+				if !forwardable(sig) {
 					continue
 				}
-				stop(fmt.Errorf("interrupted by %v before the command started", sig))
+				stop(&interruptError{sig})
 				return
 			case <-preDone:
 				return
@@ -130,12 +158,20 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		d.Locker = RedisLocker{lock.New(c)}
 	}
 
-	// 1–2: acquire, with the contention policy.
-	g, sentAt, err := acquire(actx, cfg, d.Locker, &rep)
+	// 1–2: acquire, with the contention policy. One token for every attempt of this run,
+	// so an attempt whose reply was lost is recognised by the next one.
+	token, err := lock.NewToken()
+	if err != nil {
+		return fail(err)
+	}
+	g, sentAt, err := acquire(actx, cfg, token, d.Locker, &rep)
 	if err != nil {
 		var held *lock.HeldError
 		var sup *lock.SuppressedError
+		var intr *interruptError
 		switch {
+		case errors.As(context.Cause(actx), &intr):
+			return interrupted(intr)
 		case errors.As(err, &sup):
 			rep.Outcome = report.SuppressedDuplicate
 			rep.HeldBy = sup.Holder // who ran it
@@ -150,8 +186,6 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 				rep.Message = err.Error()
 			}
 			return rep, 0
-		case context.Cause(actx) != nil:
-			return fail(context.Cause(actx))
 		default:
 			return fail(err)
 		}
@@ -159,97 +193,246 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	rep.FencingToken = g.Fence
 	rep.Recovered = g.Recovered
 	rep.AcquiredAt = stamp(time.Now())
-
-	finish := func(state string) {
-		err := finishWithRetry(ctx, cfg, g.Lease, state)
-		rep.ReleasedAt = stamp(time.Now())
-		if err != nil && !errors.Is(err, lock.ErrLost) {
-			msg := fmt.Sprintf("could not record %s in Redis: %v", state, err)
-			fmt.Fprintf(d.Stderr, "lockwrap: %s\n", msg)
-			rep.Message = joinMsg(rep.Message, msg)
-		}
+	rep.Warnings = append(rep.Warnings, g.Warnings...)
+	for _, w := range g.Warnings {
+		fmt.Fprintf(d.Stderr, "lockwrap: warning: %s\n", w)
 	}
-	endPre()
-	if cause := context.Cause(actx); cause != nil {
+	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = g.Lease.Release(rctx)
 		cancel()
-		return fail(cause)
+		rep.ReleasedAt = stamp(time.Now())
+	}
+
+	endPre()
+	var intr *interruptError
+	if errors.As(context.Cause(actx), &intr) {
+		release()
+		return interrupted(intr)
 	}
 	stop(nil) // from here on signals are forwarded, not acted on
+	if !cfg.NotAfter.IsZero() && sentAt.After(cfg.NotAfter) {
+		release()
+		return missed(sentAt)
+	}
 
 	// 3: start the child.
 	env := childEnv(d.Environ, cfg, g.Fence)
 	proc, err := d.Runner.Start(cmd, env)
 	if err != nil {
-		finish(lock.StateFailed)
+		finishRun(ctx, cfg, g.Lease, lock.StateFailed, &rep, d.Stderr)
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
 	}
+	code, stopped := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
+
+	// 4: record the end and release.
+	rep.ExitCode = code
+	state := lock.StateFailed
+	if code == 0 && !stopped {
+		// The command completed: record it, lock lost or not, so that nobody runs the
+		// occurrence again (unless another run owns the entry by now).
+		state = lock.StateSucceeded
+	}
+	finishRun(ctx, cfg, g.Lease, state, &rep, d.Stderr)
+	switch {
+	case rep.LockLost:
+		rep.Outcome = report.LockLost
+	case code == 0:
+		rep.Outcome = report.Succeeded
+	default:
+		rep.Outcome = report.Failed
+	}
+	return rep, code
+}
+
+// interruptError is a signal that arrived before the command started.
+type interruptError struct{ sig os.Signal }
+
+func (e *interruptError) Error() string {
+	return fmt.Sprintf("interrupted by %v before the command started", e.sig)
+}
+
+// forwardable reports whether a signal means something to the command (or, before it
+// starts, to us): not SIGCHLD, SIGURG (Go's preemption) or SIGWINCH.
+func forwardable(sig os.Signal) bool {
+	s, ok := sig.(syscall.Signal)
+	return !ok || (s != syscall.SIGCHLD && s != syscall.SIGURG && s != syscall.SIGWINCH)
+}
+
+// supervise waits for the command, forwarding signals and renewing the lock, and stops
+// the command before the lock can expire when renewals do not get through. It returns
+// the exit code and whether lockwrap stopped the command for the lock's sake.
+func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, sentAt time.Time,
+	signals <-chan os.Signal, rep *report.Report, stderr io.Writer) (code int, stopped bool) {
 	exited := make(chan int, 1)
 	go func() { exited <- proc.Wait() }()
 
-	// Renew until the child exits.
 	rctx, stopRenew := context.WithCancel(ctx)
-	defer stopRenew()
-	lost := make(chan error, 1)
-	go func() { lost <- renew(rctx, cfg, g.Lease, sentAt, d.Stderr) }()
+	renewals := make(chan renewal)
+	renewerDone := make(chan struct{})
+	go func() { defer close(renewerDone); renewLoop(rctx, cfg, l, renewals, stderr) }()
+	defer func() { stopRenew(); <-renewerDone }()
 
-	var killTimer <-chan time.Time
-	terminated := false
+	margin := defaults.Margin(cfg.TTL)
+	terminate := cfg.OnLost == config.OnLostTerminate
+	lastSent := sentAt
+	// Terminate: SIGTERM at termAt, SIGKILL at killAt. Continue: the loss is noted at expiry.
+	termAt := func() time.Time { return lastSent.Add(cfg.TTL - cfg.KillGrace - margin) }
+	killAt := func() time.Time { return lastSent.Add(cfg.TTL - margin) }
+	expiry := func() time.Time { return lastSent.Add(cfg.TTL) }
+	first := expiry
+	if terminate {
+		first = termAt
+	}
+	deadline := time.NewTimer(time.Until(first()))
+	defer deadline.Stop()
+	var killC <-chan time.Time
+	var lastFail error // why the current streak of renewals fails
+	unreachable := func() string {
+		if lastFail == nil {
+			return "Redis unreachable: no renewal got through"
+		}
+		return fmt.Sprintf("Redis unreachable (%v)", lastFail)
+	}
+	lost := func(why string) {
+		if rep.LockLost {
+			return
+		}
+		rep.LockLost = true
+		rep.Message = joinMsg(rep.Message, why)
+		fmt.Fprintf(stderr, "lockwrap: %s\n", why)
+	}
+	stop := func(killBy time.Time) {
+		if stopped {
+			return
+		}
+		stopped = true
+		fmt.Fprintf(stderr, "lockwrap: terminating the command (SIGTERM now, SIGKILL at %s)\n", stamp(killBy))
+		_ = proc.Signal(syscall.SIGTERM)
+		killC = time.After(time.Until(killBy))
+	}
 	for {
 		select {
 		case code = <-exited:
-			stopRenew()
-			rep.ExitCode = code
-			switch {
-			case terminated:
-				rep.Outcome = report.LockLost
-				finish(lock.StateFailed)
-			case code == 0:
-				rep.Outcome = report.Succeeded
-				finish(lock.StateSucceeded)
-			default:
-				rep.Outcome = report.Failed
-				finish(lock.StateFailed)
-			}
-			return rep, code
-		case sig := <-d.Signals:
-			if s, ok := sig.(syscall.Signal); ok && s != syscall.SIGCHLD && s != syscall.SIGURG {
+			return code, stopped
+		case sig := <-signals:
+			if s, ok := sig.(syscall.Signal); ok && forwardable(sig) {
 				_ = proc.Signal(s)
 			}
-		case err := <-lost:
-			if err == nil { // renewal stopped without loss (context done)
-				lost = nil
+		case r := <-renewals:
+			if r.failed != nil {
+				lastFail = r.failed
 				continue
 			}
-			lost = nil
-			rep.LockLost = true
-			rep.Message = joinMsg(rep.Message, err.Error())
-			fmt.Fprintf(d.Stderr, "lockwrap: %v\n", err)
-			if cfg.OnLost == config.OnLostTerminate {
-				terminated = true
-				fmt.Fprintf(d.Stderr, "lockwrap: terminating the command (SIGTERM, SIGKILL after %v)\n", cfg.KillGrace)
-				_ = proc.Signal(syscall.SIGTERM)
-				killTimer = time.After(cfg.KillGrace)
+			if r.err == nil {
+				lastFail = nil
+				if !stopped && !rep.LockLost {
+					lastSent = r.sentAt
+					deadline.Reset(time.Until(first()))
+				}
+				continue
 			}
-		case <-killTimer:
-			killTimer = nil
+			lost(r.err.Error())
+			if terminate {
+				// Someone else may hold it already: stop at once, kill within the grace
+				// and never later than the kill point of our last renewal.
+				stop(earliest(killAt(), time.Now().Add(cfg.KillGrace)))
+			}
+		case <-deadline.C:
+			if terminate {
+				lost(fmt.Sprintf("lock lost: %s since %s; stopping the command before the lock can expire (at %s)",
+					unreachable(), stamp(lastSent), stamp(expiry())))
+				stop(killAt())
+			} else {
+				lost(fmt.Sprintf("lock lost: %s since %s; the lock may have expired at %s (on-lost continue: the command goes on)",
+					unreachable(), stamp(lastSent), stamp(expiry())))
+			}
+		case <-killC:
+			killC = nil
+			fmt.Fprintf(stderr, "lockwrap: killing the command (SIGKILL)\n")
 			_ = proc.Signal(syscall.SIGKILL)
 		}
 	}
 }
 
-// acquire runs the acquire script once (Skip) or with full-jitter backoff (Retry). It
-// returns when the ttl clock started: the time the successful attempt was sent.
-func acquire(ctx context.Context, cfg config.Config, l Locker, rep *report.Report) (*Grant, time.Time, error) {
+// renewal is one renewal's result: when the successful one was sent, why the lock is
+// lost (err), or the first error of a streak of failed attempts (failed).
+type renewal struct {
+	sentAt time.Time
+	err    error
+	failed error
+}
+
+// renewLoop renews every RenewInterval, retrying a failed renewal quickly until it gets
+// through, and reports each success and the loss (then stops) on out.
+func renewLoop(ctx context.Context, cfg config.Config, l Lease, out chan<- renewal, stderr io.Writer) {
+	send := func(r renewal) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	tick := time.NewTicker(cfg.RenewInterval)
+	defer tick.Stop()
+	retry := min(cfg.RenewInterval/4, 250*time.Millisecond)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var lastErr, lostErr error
+		var at time.Time
+		err := wait.PollUntilContextCancel(ctx, retry, true, func(context.Context) (bool, error) {
+			at = time.Now()
+			// One attempt at a time, none longer than an interval.
+			actx, cancel := context.WithTimeout(ctx, cfg.RenewInterval)
+			err := l.Renew(actx)
+			cancel()
+			switch {
+			case err == nil:
+				return true, nil
+			case errors.Is(err, lock.ErrLost):
+				lostErr = err
+				return false, err
+			default:
+				if lastErr == nil {
+					fmt.Fprintf(stderr, "lockwrap: renewal failed, retrying: %v\n", err)
+					send(renewal{failed: err})
+				}
+				lastErr = err
+				return false, nil
+			}
+		})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if !send(renewal{sentAt: at}) {
+				return
+			}
+		case lostErr != nil:
+			send(renewal{err: errors.New("lock lost: renewal found it expired or taken by another holder")})
+			return
+		}
+	}
+}
+
+// acquire runs the acquire script once (Skip) or with full-jitter backoff (Retry), until
+// the earlier of the retry deadline and --not-after. It returns when the ttl clock
+// started: the time the successful attempt was sent.
+func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep *report.Report) (*Grant, time.Time, error) {
 	req := lock.Request{
-		Key: cfg.Key, Occurrence: cfg.Occurrence, Holder: cfg.Holder, TTL: cfg.TTL,
+		Key: cfg.Key, Occurrence: cfg.Occurrence, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
 		Retention: cfg.DedupeRetention, MinReplicas: cfg.MinReplicas,
 	}
+	deadline := earliest(cfg.RetryDeadline, cfg.NotAfter)
 	start := time.Now()
 	defer func() { rep.WaitedMs = time.Since(start).Milliseconds() }()
 	// wait.Backoff grows the cap (backoff, 2×, … up to max); the sleep is uniform in
-	// [0, cap) — full jitter.
+	// [0, cap) — full jitter. Backoff and max are at most 24h, so nothing overflows.
 	caps := wait.Backoff{Duration: cfg.RetryBackoff, Factor: 2, Cap: cfg.RetryMaxBackoff, Steps: 64}
 	for attempt := 1; ; attempt++ {
 		rep.Attempts = attempt
@@ -270,8 +453,8 @@ func acquire(ctx context.Context, cfg config.Config, l Locker, rep *report.Repor
 			return nil, time.Time{}, err
 		}
 		sleep := time.Duration(rand.Int64N(int64(caps.Step()) + 1))
-		if !cfg.RetryDeadline.IsZero() && time.Now().Add(sleep).After(cfg.RetryDeadline) {
-			return nil, time.Time{}, fmt.Errorf("%w (retry deadline %s)", err, cfg.RetryDeadline.Format(time.RFC3339))
+		if !deadline.IsZero() && time.Now().Add(sleep).After(deadline) {
+			return nil, time.Time{}, fmt.Errorf("%w (deadline %s)", err, deadline.UTC().Format(time.RFC3339))
 		}
 		t := time.NewTimer(sleep)
 		select {
@@ -283,60 +466,32 @@ func acquire(ctx context.Context, cfg config.Config, l Locker, rep *report.Repor
 	}
 }
 
-// renew renews every RenewInterval. A failed renewal is retried until the lock would
-// have expired (its last successful renewal's send time + ttl). It returns nil when ctx
-// ends, else why the lock is lost.
-func renew(ctx context.Context, cfg config.Config, l Lease, sentAt time.Time, stderr io.Writer) error {
-	expiry := sentAt.Add(cfg.TTL)
-	tick := time.NewTicker(cfg.RenewInterval)
-	defer tick.Stop()
-	retry := min(cfg.RenewInterval/4, 250*time.Millisecond)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		deadline := expiry
-		if now := time.Now(); !now.Before(deadline) {
-			// Past the expiry already (we were not scheduled, or frozen): one more
-			// renewal tells whether the lock is still ours.
-			deadline = now.Add(min(cfg.RenewInterval, time.Second))
-		}
-		ectx, cancel := context.WithDeadline(ctx, deadline)
-		var lastErr, lostErr error
-		var at time.Time
-		err := wait.PollUntilContextCancel(ectx, retry, true, func(pctx context.Context) (bool, error) {
-			at = time.Now()
-			err := l.Renew(pctx)
-			switch {
-			case err == nil:
-				return true, nil
-			case errors.Is(err, lock.ErrLost):
-				lostErr = err
-				return false, err
-			default:
-				if lastErr == nil {
-					fmt.Fprintf(stderr, "lockwrap: renewal failed, retrying until the lock expires: %v\n", err)
-				}
-				lastErr = err
-				return false, nil
-			}
-		})
-		cancel()
-		switch {
-		case err == nil:
-			expiry = at.Add(cfg.TTL)
-		case ctx.Err() != nil:
-			return nil
-		case lostErr != nil:
-			return errors.New("lock lost: renewal found it expired or taken by another holder")
-		default:
-			if lastErr == nil {
-				lastErr = err
-			}
-			return fmt.Errorf("lock lost: Redis unreachable until the lock expired: %v", lastErr)
-		}
+// finishRun records the result and releases the lock, and says in the report what could
+// not be done: a lock no longer ours makes the run LockLost (rep.LockLost), a ledger
+// entry of another run or a Redis that did not answer is a warning.
+func finishRun(ctx context.Context, cfg config.Config, l Lease, state string, rep *report.Report, stderr io.Writer) {
+	err := finishWithRetry(ctx, cfg, l, state)
+	rep.ReleasedAt = stamp(time.Now())
+	if err == nil {
+		return
+	}
+	warn := func(msg string) {
+		rep.Warnings = append(rep.Warnings, msg)
+		fmt.Fprintf(stderr, "lockwrap: warning: %s\n", msg)
+	}
+	if errors.Is(err, lock.ErrLost) && !rep.LockLost {
+		rep.LockLost = true
+		msg := "lock lost: when the command ended the lock was no longer ours, so it may have run without it at the end"
+		rep.Message = joinMsg(rep.Message, msg)
+		fmt.Fprintf(stderr, "lockwrap: %s\n", msg)
+	}
+	switch {
+	case errors.Is(err, lock.ErrNotRecorded):
+		warn(fmt.Sprintf("%s not recorded: the occurrence's ledger entry belongs to another run", state))
+	case errors.Is(err, lock.ErrNotEnoughReplicas):
+		warn(fmt.Sprintf("%s recorded, but not acknowledged by %d replicas: %v", state, cfg.MinReplicas, err))
+	case !errors.Is(err, lock.ErrLost):
+		warn(fmt.Sprintf("could not record %s in Redis: %v", state, err))
 	}
 }
 
@@ -348,22 +503,31 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 	var last error
 	_ = wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
 		last = l.Finish(pctx, state)
-		return last == nil || errors.Is(last, lock.ErrLost), nil
+		return last == nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
+			errors.Is(last, lock.ErrNotEnoughReplicas), nil
 	})
-	return last // the last attempt's error: nil, lock.ErrLost, or why Redis did not answer
+	return last // the last attempt's error: nil, a lock sentinel, or why Redis did not answer
 }
 
-// childEnv is base plus the occurrence's variables; lockwrap's Redis password is not
-// passed on.
+// earliest is the earlier of two instants, a zero one meaning none.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// childEnv is base plus the occurrence's variables. Nothing of lockwrap's Redis
+// connection (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
 func childEnv(base []string, cfg config.Config, fence int64) []string {
 	env := make([]string, 0, len(base)+3)
-	drop := map[string]bool{
-		config.EnvRedisPassword: true, config.EnvFencingToken: true,
-		config.EnvOccurrence: true, config.EnvHolder: true,
-	}
+	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true}
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
-		if !drop[k] {
+		if !drop[k] && !strings.HasPrefix(k, "LOCKEDCRON_REDIS_") {
 			env = append(env, kv)
 		}
 	}

@@ -168,7 +168,7 @@ func TestTwoContendersOneRuns(t *testing.T) {
 	}
 	g.release(t)
 	ra := await(t, a)
-	if ra.code != 0 || ra.rep.Outcome != report.Succeeded || ra.rep.FencingToken != 1 || ra.rep.AcquiredAt == "" || ra.rep.ReleasedAt == "" {
+	if ra.code != 0 || ra.rep.Outcome != report.Succeeded || ra.rep.FencingToken <= 0 || ra.rep.AcquiredAt == "" || ra.rep.ReleasedAt == "" {
 		t.Fatalf("a: %+v", ra)
 	}
 }
@@ -200,11 +200,12 @@ func TestRetry(t *testing.T) {
 	base := evalCalls(t, s)
 	eventually(t, "c to retry", func() bool { return evalCalls(t, s) >= base+2 })
 	g.release(t)
-	if r := await(t, a); r.rep.Outcome != report.Succeeded {
-		t.Fatalf("a: %+v", r)
+	ra := await(t, a)
+	if ra.rep.Outcome != report.Succeeded {
+		t.Fatalf("a: %+v", ra)
 	}
 	rc := await(t, c)
-	if rc.code != 0 || rc.rep.Outcome != report.Succeeded || rc.rep.Attempts < 2 || rc.rep.FencingToken != 2 || rc.rep.WaitedMs <= 0 {
+	if rc.code != 0 || rc.rep.Outcome != report.Succeeded || rc.rep.Attempts < 2 || rc.rep.FencingToken <= ra.rep.FencingToken || rc.rep.WaitedMs <= 0 {
 		t.Fatalf("c: %+v", rc)
 	}
 }
@@ -333,7 +334,7 @@ func TestFrozenHolderLosesToNewHolder(t *testing.T) {
 	ctx := context.Background()
 	gA := newGate(t)
 	a := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "frozen", "a", "--ttl", "1s", "--renew-interval", "200ms",
-		"--kill-grace", "5s"), gA.cmd(0)...)...)
+		"--kill-grace", "500ms"), gA.cmd(0)...)...)
 	gA.waitStarted(t)
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -341,7 +342,7 @@ func TestFrozenHolderLosesToNewHolder(t *testing.T) {
 	// a's lock expires; b takes it (a's crashed-looking run is recovered).
 	eventually(t, "a's lock to expire", func() bool { return rdb.Exists(ctx, lock.LockKey("frozen")).Val() == 0 })
 	gB := newGate(t)
-	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "frozen", "b", "--ttl", "5s"), gB.cmd(0)...)...)
+	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "frozen", "b", "--ttl", "5s", "--kill-grace", "1s"), gB.cmd(0)...)...)
 	gB.waitStarted(t)
 	bValue := rdb.Get(ctx, lock.LockKey("frozen")).Val()
 	if !strings.HasSuffix(bValue, " b") {
@@ -352,7 +353,8 @@ func TestFrozenHolderLosesToNewHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	ra, code := a.wait(t)
-	if ra.Outcome != report.LockLost || !ra.LockLost || code != 128+int(syscall.SIGTERM) || ra.ExitCode != code {
+	// Both stop points passed while it was frozen: SIGTERM and SIGKILL go out at once.
+	if ra.Outcome != report.LockLost || !ra.LockLost || (code != 128+int(syscall.SIGTERM) && code != 128+int(syscall.SIGKILL)) || ra.ExitCode != code {
 		t.Fatalf("a: %d %+v", code, ra)
 	}
 	if v := rdb.Get(ctx, lock.LockKey("frozen")).Val(); v != bValue {
@@ -374,7 +376,7 @@ func TestRedisDownPastTTLLosesLock(t *testing.T) {
 			s := redistest.Start(t, redistest.WithPersistence())
 			g := newGate(t)
 			r, stderr := runAsyncLog(t, nil, cmdArgs(flags(s.URL(), "down", "a", "--ttl", "1s", "--renew-interval", "250ms",
-				"--on-lost", onLost), g.cmd(0)...)...)
+				"--kill-grace", "500ms", "--on-lost", onLost), g.cmd(0)...)...)
 			g.waitStarted(t)
 			s.Stop()
 			if onLost == "continue" {
@@ -391,7 +393,8 @@ func TestRedisDownPastTTLLosesLock(t *testing.T) {
 					t.Fatalf("%+v", res)
 				}
 			case "continue":
-				if res.rep.Outcome != report.Succeeded || !res.rep.LockLost || res.code != 0 {
+				// A run that cannot prove it held the lock to the end is never a clean success.
+				if res.rep.Outcome != report.LockLost || !res.rep.LockLost || res.code != 0 {
 					t.Fatalf("%+v", res)
 				}
 			}
@@ -402,7 +405,7 @@ func TestRedisDownPastTTLLosesLock(t *testing.T) {
 func TestRedisBackBeforeTTL(t *testing.T) {
 	s := redistest.Start(t, redistest.WithPersistence())
 	g := newGate(t)
-	r := runAsync(t, nil, cmdArgs(flags(s.URL(), "blip", "a", "--ttl", "3s", "--renew-interval", "500ms"), g.cmd(0)...)...)
+	r := runAsync(t, nil, cmdArgs(flags(s.URL(), "blip", "a", "--ttl", "3s", "--renew-interval", "500ms", "--kill-grace", "1s"), g.cmd(0)...)...)
 	g.waitStarted(t)
 	s.Restart() // killed and back well within the ttl; the AOF keeps the lock
 	rdb := admin(t, s)
@@ -457,7 +460,7 @@ func TestBadInputExits70AndWritesNothing(t *testing.T) {
 		{"missing key", []string{"--redis-url", s.URL()}, "--key: required"},
 		{"bad url", []string{"--redis-url", "http://x", "--key", "k"}, "--redis-url:"},
 		{"url port", []string{"--redis-url", "redis://h:99999", "--key", "k"}, "bad port"},
-		{"ttl zero", append([]string{"--ttl", "0s"}, ok...), "--ttl: 0s must be positive"},
+		{"ttl zero", append([]string{"--ttl", "0s"}, ok...), "--ttl: 0s must be between 1s and 24h"},
 		{"ttl junk", append([]string{"--ttl", "soon"}, ok...), "--ttl:"},
 		{"renew too long", append([]string{"--ttl", "10s", "--renew-interval", "6s"}, ok...), "--renew-interval: 6s is more than half the ttl"},
 		{"bad occurrence", []string{"--redis-url", s.URL(), "--key", "k", "--occurrence", "yesterday"}, "--occurrence:"},
@@ -499,7 +502,7 @@ func TestEnvAndUnreachableRedis(t *testing.T) {
 
 func TestMinReplicasNotMet(t *testing.T) {
 	s := redistest.Start(t)
-	rep, code := run(t, nil, cmdArgs(flags(s.URL(), "mr", "a", "--min-replicas", "1", "--ttl", "400ms", "--renew-interval", "100ms"), "true")...)
+	rep, code := run(t, nil, cmdArgs(flags(s.URL(), "mr", "a", "--min-replicas", "1", "--ttl", "1s", "--renew-interval", "200ms", "--kill-grace", "0s"), "true")...)
 	if code != 70 || rep.Outcome != report.Error || !strings.Contains(rep.Message, "not enough replicas") {
 		t.Fatalf("%d %+v", code, rep)
 	}
@@ -545,8 +548,8 @@ func TestCluster(t *testing.T) {
 func TestSentinelFailoverDuringRun(t *testing.T) {
 	sg := redistest.StartSentinel(t, 1, 3)
 	g := newGate(t)
-	r := runAsync(t, nil, cmdArgs(flags(sg.URL(), "failover", "a", "--ttl", "8s", "--renew-interval", "1s",
-		"--min-replicas", "1"), g.cmd(0)...)...)
+	r := runAsync(t, nil, cmdArgs(flags(sg.URL(), "failover", "a", "--ttl", "15s", "--renew-interval", "1s",
+		"--kill-grace", "2s", "--min-replicas", "1"), g.cmd(0)...)...)
 	g.waitStarted(t)
 	newMaster := sg.Failover()
 	nm := redis.NewClient(&redis.Options{Addr: newMaster, Protocol: 2, DisableIdentity: true})
@@ -555,7 +558,7 @@ func TestSentinelFailoverDuringRun(t *testing.T) {
 	// The lock survived (the replica had acknowledged it) and renewals reach the new master.
 	eventually(t, "a renewal on the new master", func() bool {
 		v, err := nm.Get(ctx, lock.LockKey("failover")).Result()
-		return err == nil && strings.HasSuffix(v, " a") && nm.PTTL(ctx, lock.LockKey("failover")).Val() > 7500*time.Millisecond
+		return err == nil && strings.HasSuffix(v, " a") && nm.PTTL(ctx, lock.LockKey("failover")).Val() > 14500*time.Millisecond
 	})
 	g.release(t)
 	res := await(t, r)
