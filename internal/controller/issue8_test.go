@@ -37,6 +37,14 @@ func eventSeries(j *v1alpha1.LockedCronJob, reason string) []*eventsv1.EventSeri
 	return out
 }
 
+// backendReason is the LockBackendReady reason ("" before the first pass).
+func backendReason(j *v1alpha1.LockedCronJob) string {
+	if c := condition(j, ConditionLockBackendReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
 var _ = Describe("Lock backend durability", func() {
 	// The suite's Redis is redistest's default: no AOF, no snapshots (--save "").
 	It("says NotDurable (still True, pods still created) with one Event, and RedisReachable for a Redis with an AOF", func() {
@@ -48,7 +56,7 @@ var _ = Describe("Lock backend durability", func() {
 		job := newJob(ns, "volatile", dailyAt(at))
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 
-		Eventually(func() string { return condition(job, ConditionLockBackendReady).Reason }).Should(Equal(ReasonNotDurable))
+		Eventually(func() string { return backendReason(job) }).Should(Equal(ReasonNotDurable))
 		c := condition(job, ConditionLockBackendReady)
 		Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		Expect(c.Message).To(ContainSubstring("appendonly no"))
@@ -73,7 +81,7 @@ var _ = Describe("Lock backend durability", func() {
 		s.Data = map[string][]byte{"url": []byte(durable.URL())}
 		Expect(k8sClient.Update(ctx, &s)).To(Succeed())
 		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.FailedRunsHistoryLimit = ptr.To[int32](6) })
-		Eventually(func() string { return condition(job, ConditionLockBackendReady).Reason }).Should(Equal(ReasonRedisReachable))
+		Eventually(func() string { return backendReason(job) }).Should(Equal(ReasonRedisReachable))
 		Expect(eventNotes(job, ReasonNotDurable)).To(HaveLen(1))
 
 		// A job whose Secret names the durable Redis from the start never hears of it.
