@@ -92,24 +92,51 @@ for i in 1 2 3; do
 done
 redis-cli -p "$port" config resetstat >/dev/null
 
-declare -a t_true t_empty t_help t_run
-elapsed_us() { # runs "$@", sets us to its wall time in µs
-	local start end
+declare -a t_true t_empty t_help t_run c_true c_empty c_help c_run
+# children_cpu sets cpu to the CPU time (user+sys, µs) of this shell's reaped children, from
+# the times builtin; no subshells (they would count themselves).
+children_cpu() {
+	local u s
+	times >"$work/times"
+	{
+		read -r _
+		read -r u s
+	} <"$work/times"
+	dur_us "$u"
+	cpu=$d_us
+	dur_us "$s"
+	cpu=$((cpu + d_us))
+}
+dur_us() { # sets d_us from 1m2.345s
+	local d=$1 m sec frac
+	m=${d%%m*}
+	d=${d#*m}
+	d=${d%s}
+	sec=${d%.*}
+	frac=${d#*.}
+	d_us=$(((m * 60 + 10#$sec) * 1000000 + 10#$frac * 1000))
+}
+elapsed_us() { # runs "$@": us is its wall time, cus its CPU time (user+sys, with its children), in µs
+	local start end c0
+	children_cpu
+	c0=$cpu
 	start=${EPOCHREALTIME/./}
 	"$@" >/dev/null 2>&1 || true
 	end=${EPOCHREALTIME/./}
 	us=$((end - start))
+	children_cpu
+	cus=$((cpu - c0))
 }
 echo "== timing: $n runs each, interleaved"
 for i in $(seq 1 "$n"); do
 	elapsed_us /bin/true
-	t_true+=("$us")
+	t_true+=("$us") c_true+=("$cus")
 	elapsed_us "$work/emptybin"
-	t_empty+=("$us")
+	t_empty+=("$us") c_empty+=("$cus")
 	elapsed_us "$work/lockwrap" -h --termination-log ""
-	t_help+=("$us")
+	t_help+=("$us") c_help+=("$cus")
 	elapsed_us lockwrap_run "$i"
-	t_run+=("$us")
+	t_run+=("$us") c_run+=("$cus")
 done
 stats=$(redis-cli -p "$port" info commandstats)
 conns=$(redis-cli -p "$port" info stats | sed -n 's/^total_connections_received:\([0-9]*\).*/\1/p')
@@ -163,21 +190,28 @@ m_true=$(median "${t_true[@]}")
 m_empty=$(median "${t_empty[@]}")
 m_help=$(median "${t_help[@]}")
 m_run=$(median "${t_run[@]}")
+cm_true=$(median "${c_true[@]}")
+cm_empty=$(median "${c_empty[@]}")
+cm_help=$(median "${c_help[@]}")
+cm_run=$(median "${c_run[@]}")
 redis_per_run=$((redis_us / n))
 added=$((m_run - m_empty))
 added_no_redis=$((added - redis_per_run))
-echo "== wall time, median of $n"
-printf '  %-44s %s\n' "/bin/true" "$(ms "$m_true")"
-printf '  %-44s %s\n' "emptybin (empty static Go binary)" "$(ms "$m_empty")"
-printf '  %-44s %s\n' "lockwrap -h (start-up + init only)" "$(ms "$m_help")"
-printf '  %-44s %s\n' "lockwrap … -- /bin/true (whole run)" "$(ms "$m_run")"
-echo "== lockwrap's cost"
-printf '  %-44s %s\n' "emptybin over /bin/true" "$(ms $((m_empty - m_true)))"
-printf '  %-44s %s\n' "lockwrap -h over emptybin (init)" "$(ms $((m_help - m_empty)))"
-printf '  %-44s %s\n' "lockwrap run over emptybin (added median)" "$(ms "$added")"
-printf '  %-44s %s\n' "  of which Redis server time (commandstats)" "$(ms "$redis_per_run")"
-printf '  %-44s %s  (target ≤ %s)\n' "  added, Redis server time excluded" "$(ms "$added_no_redis")" "$(ms "$target_added_us")"
-printf '  %-44s %s\n' "lockwrap run / emptybin (ratio)" "$(awk -v a="$m_run" -v b="$m_empty" 'BEGIN { printf "%.2f", a / b }')"
+echo "== median of $n: wall time, CPU time (user+sys, the command's children included; ms resolution, less skewed by load)"
+row() { printf '  %-44s %12s %12s\n' "$1" "$2" "$3"; }
+row "" wall cpu
+row "/bin/true" "$(ms "$m_true")" "$(ms "$cm_true")"
+row "emptybin (empty static Go binary)" "$(ms "$m_empty")" "$(ms "$cm_empty")"
+row "lockwrap -h (start-up + init only)" "$(ms "$m_help")" "$(ms "$cm_help")"
+row "lockwrap … -- /bin/true (whole run)" "$(ms "$m_run")" "$(ms "$cm_run")"
+echo "== lockwrap's cost (differences of the medians)"
+row "emptybin over /bin/true" "$(ms $((m_empty - m_true)))" "$(ms $((cm_empty - cm_true)))"
+row "lockwrap -h over emptybin (init)" "$(ms $((m_help - m_empty)))" "$(ms $((cm_help - cm_empty)))"
+row "lockwrap run over emptybin (added median)" "$(ms "$added")" "$(ms $((cm_run - cm_empty)))"
+row "  of which Redis server time (commandstats)" "$(ms "$redis_per_run")" ""
+row "  added, Redis server time excluded" "$(ms "$added_no_redis")" "(target ≤ $(ms "$target_added_us"), wall)"
+row "lockwrap run / emptybin (ratio)" "$(awk -v a="$m_run" -v b="$m_empty" 'BEGIN { printf "%.2f", a / b }')" \
+	"$(awk -v a="$cm_run" -v b="$cm_empty" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')"
 echo "  (loopback network and Go's connect path are not excluded: only the server's time is known exactly)"
 
 ok=yes
