@@ -1,0 +1,255 @@
+package wrapper_test
+
+// Each test here reproduces a way the promise "one run per occurrence, never two at once"
+// was broken (issue 8), on real Redis with real processes, and must keep failing if the
+// fix is undone.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/wrapper"
+)
+
+// readNanos reads a file holding `date +%s%N`.
+func readNanos(t *testing.T, path string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %q: %v", path, b, err)
+	}
+	return time.Unix(0, n)
+}
+
+// TestStalledRedisNeverOverlaps: holder A reaches Redis through a proxy that freezes (a
+// stalled network; A's renewals get no reply). Contender B (Retry) reaches Redis directly
+// and takes the occurrence over once A's lock expires. A's command — which ignores
+// SIGTERM — must be dead before B's starts. It used to run ~5.6 s alongside B's.
+func TestStalledRedisNeverOverlaps(t *testing.T) {
+	s := redistest.Start(t)
+	for i := range 3 {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			proxy := redistest.StartProxy(t, s.Addr())
+			dir := t.TempDir()
+			aBeat, bStart := filepath.Join(dir, "a-beat"), filepath.Join(dir, "b-start")
+			occ := time.Date(2026, 11, 30, 8, i, 0, 0, time.UTC).Format(time.RFC3339)
+			// A's command ignores SIGTERM and writes a heartbeat every 20ms until killed.
+			a, aLog := runAsyncLog(t, nil, cmdArgs(flags(proxy.URL(), "stall", "a", "--occurrence", occ,
+				"--ttl", "4s", "--renew-interval", "1s", "--kill-grace", "2s"),
+				"sh", "-c", `trap '' TERM; while :; do date +%s%N > "$1.tmp"; mv "$1.tmp" "$1"; sleep 0.02; done`, "sh", aBeat)...)
+			eventually(t, "a's command running", func() bool { _, err := os.Stat(aBeat); return err == nil })
+			proxy.Freeze()
+			frozenAt := time.Now()
+			b := runAsync(t, nil, cmdArgs(flags(s.URL(), "stall", "b", "--occurrence", occ,
+				"--ttl", "4s", "--renew-interval", "1s", "--kill-grace", "2s",
+				"--contention", "retry", "--retry-attempts", "1000", "--retry-backoff", "20ms", "--retry-max-backoff", "50ms"),
+				"sh", "-c", `date +%s%N > "$1"`, "sh", bStart)...)
+			rb := await(t, b)
+			if rb.rep.Outcome != report.Succeeded || !rb.rep.Recovered {
+				t.Fatalf("b: %+v", rb)
+			}
+			proxy.Thaw()
+			ra := await(t, a)
+			aEnd, bBegan := readNanos(t, aBeat), readNanos(t, bStart)
+			t.Logf("froze at %s; a's last heartbeat %s, b started %s (gap %v)", frozenAt.Format("15:04:05.000"),
+				aEnd.Format("15:04:05.000"), bBegan.Format("15:04:05.000"), bBegan.Sub(aEnd))
+			if !aEnd.Before(bBegan) {
+				t.Fatalf("overlap: a's command still ran at %s, b's started at %s", aEnd.Format(time.RFC3339Nano), bBegan.Format(time.RFC3339Nano))
+			}
+			if ra.rep.Outcome != report.LockLost || !ra.rep.LockLost || ra.code != 128+int(syscall.SIGKILL) ||
+				!strings.Contains(ra.rep.Message, "before the lock can expire") {
+				t.Fatalf("a: %+v; stderr %s", ra, aLog)
+			}
+			if rb.rep.FencingToken <= ra.rep.FencingToken {
+				t.Fatalf("fences a %d, b %d", ra.rep.FencingToken, rb.rep.FencingToken)
+			}
+		})
+	}
+}
+
+// TestFrozenHolderIsNotASuccess: lockwrap is SIGSTOPped past its ttl while its command
+// exits 0; another holder takes the occurrence over meanwhile. On resume the run cannot
+// prove it held the lock to the end: LockLost, never a clean Succeeded.
+func TestFrozenHolderIsNotASuccess(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	ctx := context.Background()
+	g := newGate(t)
+	a := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "frozen-ok", "a", "--ttl", "1s", "--renew-interval", "200ms",
+		"--kill-grace", "300ms"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	g.release(t) // the command exits 0 while lockwrap is frozen
+	eventually(t, "a's lock to expire", func() bool { return rdb.Exists(ctx, lock.LockKey("frozen-ok")).Val() == 0 })
+	rb, _ := run(t, nil, cmdArgs(flags(s.URL(), "frozen-ok", "b", "--ttl", "5s", "--kill-grace", "1s"), "true")...)
+	if rb.Outcome != report.Succeeded || !rb.Recovered {
+		t.Fatalf("b: %+v", rb)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	ra, code := a.wait(t)
+	if ra.Outcome != report.LockLost || !ra.LockLost || code != 0 || ra.ExitCode != 0 {
+		t.Fatalf("a: %d %+v", code, ra)
+	}
+	// b's success stays in the ledger.
+	if h := rdb.HGet(ctx, lock.RunKey("frozen-ok", mustTime(occurrence)), "holder").Val(); h != "b" {
+		t.Fatalf("ledger holder %q", h)
+	}
+}
+
+// TestRestartedContainerTakesOver: lockwrap is SIGKILLed mid-run (an OOM kill) and its
+// container restarted (restartPolicy OnFailure): the new lockwrap, same holder and
+// occurrence, finds the lock held under its own name. That is its crashed predecessor:
+// it takes over with a higher fence instead of skipping and leaving the occurrence
+// `running` for ever.
+func TestRestartedContainerTakesOver(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	holder := "cluster/ns/job-1796000000"
+	first := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "oom", holder, "--ttl", "30s"),
+		"sh", "-c", `touch "$1/started"; while [ -d "$1" ]; do sleep 0.02; done`, "sh", dir)...)
+	eventually(t, "first command started", func() bool { _, err := os.Stat(filepath.Join(dir, "started")); return err == nil })
+	// The kernel's OOM kill takes the whole container: lockwrap, and its command (which
+	// ends its loop once its directory is gone).
+	_ = first.cmd.Process.Kill()
+	_ = os.RemoveAll(dir)
+	<-first.done // killed: no report
+	ctx := context.Background()
+	rdb := admin(t, s)
+	firstFence, _ := rdb.HGet(ctx, lock.RunKey("oom", mustTime(occurrence)), "fence").Int64()
+	if pttl := rdb.PTTL(ctx, lock.LockKey("oom")).Val(); pttl < 20*time.Second {
+		t.Fatalf("the first run's lock should still be held (pttl %v)", pttl)
+	}
+	rep, code := run(t, nil, cmdArgs(flags(s.URL(), "oom", holder, "--ttl", "30s"), "true")...)
+	if code != 0 || rep.Outcome != report.Succeeded || !rep.Recovered || rep.FencingToken <= firstFence {
+		t.Fatalf("restart: %d %+v (first fence %d)", code, rep, firstFence)
+	}
+	if ok, _ := lock.Succeeded(ctx, rdb, "oom", mustTime(occurrence)); !ok {
+		t.Fatal("occurrence not recorded as succeeded")
+	}
+	// Another holder is still turned away while a run is going on, as before.
+	g := newGate(t)
+	occ2 := "2026-11-30T06:30:00Z"
+	r := runAsync(t, nil, cmdArgs(flags(s.URL(), "oom", holder, "--occurrence", occ2), g.cmd(0)...)...)
+	g.waitStarted(t)
+	other, _ := run(t, nil, cmdArgs(flags(s.URL(), "oom", "cluster/ns/job-other", "--occurrence", occ2), "true")...)
+	if other.Outcome != report.SkippedContention {
+		t.Fatalf("other holder: %+v", other)
+	}
+	g.release(t)
+	await(t, r)
+}
+
+// TestEvictedLedgerStillRecordsSuccess: the running entry vanished mid-run (evicted, or
+// lost in a restart); finishing records `succeeded` anyway, so the occurrence never runs
+// again.
+func TestEvictedLedgerStillRecordsSuccess(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	ctx := context.Background()
+	g := newGate(t)
+	r := runAsync(t, nil, cmdArgs(flags(s.URL(), "evict", "a"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	if n := rdb.Del(ctx, lock.RunKey("evict", mustTime(occurrence))).Val(); n != 1 {
+		t.Fatalf("no running entry to evict (%d)", n)
+	}
+	g.release(t)
+	if res := await(t, r); res.rep.Outcome != report.Succeeded || len(res.rep.Warnings) > 1 {
+		t.Fatalf("%+v", res)
+	}
+	dir := t.TempDir()
+	again, _ := run(t, nil, cmdArgs(flags(s.URL(), "evict", "b"), "touch", filepath.Join(dir, "ran"))...)
+	if again.Outcome != report.SuppressedDuplicate {
+		t.Fatalf("second run: %+v", again)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Fatal("the occurrence ran twice")
+	}
+}
+
+// TestFencingSurvivesDataLoss: Redis restarted without persistence forgets the fence
+// counter; the next holder's token is still higher than every earlier one.
+func TestFencingSurvivesDataLoss(t *testing.T) {
+	s := redistest.Start(t) // no AOF, no RDB
+	var last int64
+	for i := range 3 {
+		occ := time.Date(2026, 11, 30, 9, i, 0, 0, time.UTC).Format(time.RFC3339)
+		rep, _ := run(t, nil, cmdArgs(flags(s.URL(), "loss", "a", "--occurrence", occ), "true")...)
+		if rep.Outcome != report.Succeeded || rep.FencingToken <= last {
+			t.Fatalf("run %d: %+v (previous token %d)", i, rep, last)
+		}
+		if !strings.Contains(strings.Join(rep.Warnings, "; "), "appendonly") {
+			t.Fatalf("no durability warning for a Redis without persistence: %+v", rep)
+		}
+		last = rep.FencingToken
+		s.Restart()
+		if n := admin(t, s).DBSize(context.Background()).Val(); n != 0 {
+			t.Fatalf("the restart kept %d keys; this test needs a Redis that loses data", n)
+		}
+	}
+}
+
+// TestPastDeadlineIsMissed: a pod that starts after occurrence + startingDeadlineSeconds
+// (stuck Pending for hours) does not run its command, whatever the policy, and touches
+// nothing in Redis.
+func TestPastDeadlineIsMissed(t *testing.T) {
+	s := redistest.Start(t)
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	for _, policy := range [][]string{{"--contention", "skip"}, {"--contention", "retry", "--retry-attempts", "5"}} {
+		dir := t.TempDir()
+		args := append(flags(s.URL(), "late", "a", "--not-after", past), policy...)
+		rep, code := run(t, nil, cmdArgs(args, "touch", filepath.Join(dir, "ran"))...)
+		if code != 0 || rep.Outcome != report.Missed || !strings.Contains(rep.Message, "deadline") {
+			t.Fatalf("%v: %d %+v", policy, code, rep)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+			t.Fatalf("%v: the command ran after its deadline", policy)
+		}
+	}
+	if n := admin(t, s).DBSize(context.Background()).Val(); n != 0 {
+		t.Fatalf("a missed run wrote %d keys", n)
+	}
+	// Before the deadline it runs.
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if rep, _ := run(t, nil, cmdArgs(flags(s.URL(), "late", "a", "--not-after", future), "true")...); rep.Outcome != report.Succeeded {
+		t.Fatalf("%+v", rep)
+	}
+}
+
+// TestSignalDuringRetryIsInterrupted: SIGTERM while waiting for the lock (a retry
+// backoff) ends the run as Interrupted — never as SkippedContention.
+func TestSignalDuringRetryIsInterrupted(t *testing.T) {
+	s := redistest.Start(t)
+	g := newGate(t)
+	a := runAsync(t, nil, cmdArgs(flags(s.URL(), "intr", "a"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	base := evalCalls(t, s)
+	b := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "intr", "b", "--contention", "retry", "--retry-attempts", "1000",
+		"--retry-backoff", "500ms", "--retry-max-backoff", "1s"), "true")...)
+	eventually(t, "b to be turned away", func() bool { return evalCalls(t, s) >= base+1 })
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rep, code := b.wait(t)
+	if code != wrapper.ExitInternal || rep.Outcome != report.Interrupted || !strings.Contains(rep.Message, "terminated") {
+		t.Fatalf("b: %d %+v", code, rep)
+	}
+	g.release(t)
+	await(t, a)
+}
