@@ -24,7 +24,7 @@ help: ## Show the targets.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and RBAC from markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/...;./internal/controller/...;./cmd/manager/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true paths="./api/...;./internal/controller/...;./cmd/manager/..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
