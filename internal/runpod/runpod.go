@@ -20,6 +20,8 @@ import (
 )
 
 const (
+	// ReservedPrefix is the prefix of every label and annotation the controller owns.
+	ReservedPrefix = "scheduling.lockedcron.io/"
 	// AnnotationScheduledTime holds the occurrence (RFC 3339) a pod runs.
 	AnnotationScheduledTime = "scheduling.lockedcron.io/scheduled-time"
 	// AnnotationWrappedContainer names the container lockwrap wraps (whose termination
@@ -164,14 +166,20 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath)...)
 
+	// The template's own labels and annotations are copied; the controller's keys
+	// (ReservedPrefix, also refused at admission) are never taken from the template.
 	labels := map[string]string{}
 	for k, v := range tmpl.Labels {
-		labels[k] = v
+		if !strings.HasPrefix(k, ReservedPrefix) {
+			labels[k] = v
+		}
 	}
 	labels[LabelJob] = job.Name
 	annotations := map[string]string{}
 	for k, v := range tmpl.Annotations {
-		annotations[k] = v
+		if !strings.HasPrefix(k, ReservedPrefix) {
+			annotations[k] = v
+		}
 	}
 	annotations[AnnotationScheduledTime] = occurrence.UTC().Format(time.RFC3339)
 	annotations[AnnotationWrappedContainer] = c.Name
