@@ -31,6 +31,10 @@ const (
 	LabelJob = "scheduling.lockedcron.io/job"
 	// LabelCounted marks a finished pod whose report is already in the owner's status.
 	LabelCounted = "scheduling.lockedcron.io/counted"
+	// FinalizerTracking keeps a pod until the controller has counted it (as the Job
+	// controller's batch.kubernetes.io/job-tracking does): a pod deleted before its report
+	// was folded is still counted. The controller removes it in the pass that counts the pod.
+	FinalizerTracking = "scheduling.lockedcron.io/run-tracking"
 
 	// InitContainerName is the init container that copies lockwrap into the pod.
 	InitContainerName = "lockedcron-install"
@@ -73,6 +77,10 @@ type Options struct {
 	WrapperImage string
 	// WrapperImagePullPolicy for the init container.
 	WrapperImagePullPolicy corev1.PullPolicy
+	// NotAfter, per pod: an instant before which the job must start, in addition to
+	// occurrence + startingDeadlineSeconds (the controller sets the next known blackout
+	// window start). lockwrap gets the earlier of the two; zero: only the deadline.
+	NotAfter time.Time
 }
 
 // Name is the pod's deterministic name for an occurrence: creating it twice fails with
@@ -164,7 +172,7 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 	}
 	// File, not FallbackToLogsOnError: a log tail is not a report.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
-	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath)...)
+	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter)...)
 
 	// The template's own labels and annotations are copied; the controller's keys
 	// (ReservedPrefix, also refused at admission) are never taken from the template.
@@ -190,6 +198,7 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 			Namespace:   job.Namespace,
 			Labels:      labels,
 			Annotations: annotations,
+			Finalizers:  []string{FinalizerTracking},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         v1alpha1.GroupVersion.String(),
 				Kind:               "LockedCronJob",
@@ -255,7 +264,7 @@ func deadline(occurrence time.Time, seconds int64) time.Time {
 	return occurrence.Add(d)
 }
 
-func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string) []corev1.EnvVar {
+func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string, notAfter time.Time) []corev1.EnvVar {
 	secret := job.Spec.Lock.Redis.SecretRef.Name
 	fromSecret := func(env, key string, optional bool) corev1.EnvVar {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
@@ -297,11 +306,27 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		}
 	}
 	// Every policy: a pod that has not started its job by the deadline (stuck Pending,
-	// scheduled late) does not start it; lockwrap reports Missed.
-	if d := job.Spec.StartingDeadlineSeconds; d != nil {
-		env = append(env, lit(config.EnvNotAfter, deadline(occurrence, *d).UTC().Format(time.RFC3339)))
+	// scheduled late) or by the next blackout window does not start it; lockwrap
+	// reports Missed.
+	if na := NotAfter(job, occurrence, notAfter); !na.IsZero() {
+		env = append(env, lit(config.EnvNotAfter, na.UTC().Format(time.RFC3339)))
 	}
 	return env
+}
+
+// NotAfter is the instant after which a pod of the occurrence must not start its job:
+// the earlier of occurrence + startingDeadlineSeconds and windowStart (zero: none). Zero
+// when neither is set.
+func NotAfter(job *v1alpha1.LockedCronJob, occurrence, windowStart time.Time) time.Time {
+	var na time.Time
+	if d := job.Spec.StartingDeadlineSeconds; d != nil {
+		na = deadline(occurrence, *d)
+	}
+	if !windowStart.IsZero() && (na.IsZero() || windowStart.Before(na)) {
+		// lockwrap reads whole seconds (RFC 3339): round down, never past the window.
+		na = windowStart.Truncate(time.Second)
+	}
+	return na
 }
 
 func orDefault[T ~string](v, def T) T {

@@ -74,6 +74,7 @@ func TestBuildLiteralPod(t *testing.T) {
 				APIVersion: "scheduling.lockedcron.io/v1alpha1", Kind: "LockedCronJob", Name: "nightly", UID: "uid-1",
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
+			Finalizers: []string{"scheduling.lockedcron.io/run-tracking"},
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
