@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/invalidinput"
 	"github.com/lockedcron/lockedcron/internal/redistest"
 )
@@ -134,8 +135,10 @@ var _ = Describe("Shared invalid-input table at admission (internal/invalidinput
 	})
 
 	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
+	// Admission must agree with lockwrap's parser (defaults.TTLFits), also at the boundary.
 	DescribeTable("the kill-before-expiry rule: ttl >= renewInterval + killGracePeriod + max(100ms, 1% ttl)",
 		func(ttl, renew, kill time.Duration, ok bool) {
+			Expect(defaults.TTLFits(ttl, renew, kill)).To(Equal(ok), "the entry disagrees with defaults.TTLFits")
 			job := newJob("default", "kill-fit", "@hourly")
 			job.Spec.Lock.TTL, job.Spec.Lock.KillGracePeriod = d(ttl), d(kill)
 			if renew > 0 {
@@ -157,6 +160,12 @@ var _ = Describe("Shared invalid-input table at admission (internal/invalidinput
 		Entry("ttl 4s, kill 1s (renew 1.333s)", 4*time.Second, time.Duration(0), time.Second, true),
 		Entry("ttl 10s, kill 2s (renew 3.333s)", 10*time.Second, time.Duration(0), 2*time.Second, true),
 		Entry("ttl 10s, kill 6.6s (renew 3.333s)", 10*time.Second, time.Duration(0), 6600*time.Millisecond, false),
+		// renew ttl/3 = 3.333…s: CEL must not round it to 3333ms.
+		Entry("ttl 10s, kill 6566ms (renew 3.333s)", 10*time.Second, time.Duration(0), 6566*time.Millisecond, true),
+		Entry("ttl 10s, kill 6567ms (renew 3.333s)", 10*time.Second, time.Duration(0), 6567*time.Millisecond, false),
+		// margin 1% of 10.05s = 100.5ms: CEL must not round it to 100ms.
+		Entry("ttl 10.05s, renew 1s, kill 8949.5ms", 10050*time.Millisecond, time.Second, 8949500*time.Microsecond, true),
+		Entry("ttl 10.05s, renew 1s, kill 8950ms", 10050*time.Millisecond, time.Second, 8950*time.Millisecond, false),
 		Entry("ttl 30s, kill 0s", 30*time.Second, time.Duration(0), time.Duration(0), true),
 		Entry("ttl 1h, kill 1h", time.Hour, time.Duration(0), time.Hour, false),
 	)
