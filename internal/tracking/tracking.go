@@ -1,0 +1,196 @@
+// Package tracking decides, for one pod of a LockedCronJob, what the controller does
+// with it in a pass: leave it (running, or waiting within its deadline), fold its report
+// (finished), or count it without a report (it never started, or it was deleted after it
+// started and left none). Everything here is a pure function of the pod and the time.
+//
+// Every pod carries the finalizer runpod.FinalizerTracking until it is counted, so the
+// pod (and its report) is still there when it was deleted before the controller saw it
+// finish (kubectl delete, node loss, pod GC), as the Job controller's
+// batch.kubernetes.io/job-tracking does.
+package tracking
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+// DefaultPendingTimeout is how long a pod of a job without startingDeadlineSeconds may
+// wait to start its job (counted from the later of its occurrence and its creation)
+// before it is deleted and its occurrence counted missed.
+const DefaultPendingTimeout = time.Hour
+
+// TerminatingGrace is how long after its deletion deadline (deletionTimestamp, which
+// already includes the pod's grace period) a deleted pod that had started may take to
+// record its report before it is counted as Error (its node is gone, or it was
+// force-deleted).
+const TerminatingGrace = 30 * time.Second
+
+// Verdict is what becomes of a pod in a pass.
+type Verdict string
+
+const (
+	// Active: running, or waiting within its deadline; nothing to count yet.
+	Active Verdict = "Active"
+	// Report: finished; its report is folded.
+	Report Verdict = "Report"
+	// NeverStarted: its job never started and never will (deleted, past its deadline,
+	// or a blackout began): counted Missed with Reason; the controller deletes it.
+	NeverStarted Verdict = "NeverStarted"
+	// Lost: deleted after its job started, and no report came: counted Error with Reason.
+	Lost Verdict = "Lost"
+)
+
+// Input is what the pass knows besides the pod.
+type Input struct {
+	Now time.Time
+	// StartingDeadline is spec.startingDeadlineSeconds (nil: none; DefaultPendingTimeout
+	// applies).
+	StartingDeadline *time.Duration
+	// Blackout describes the blackout in effect now ("" if none). A pod whose job has not
+	// started when a blackout is in effect was created before it began: it does not start.
+	Blackout string
+}
+
+// Decision is the verdict for one pod. Recheck, when set, is when the verdict of an
+// Active pod changes by itself (its pending deadline, or the end of a deleted pod's grace).
+type Decision struct {
+	Verdict Verdict
+	Reason  string
+	Recheck time.Time
+}
+
+// Decide says what becomes of pod at in.Now. occurrence is the pod's scheduled time.
+func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return Decision{Verdict: Report}
+	}
+	started := Started(pod)
+	if pod.DeletionTimestamp != nil {
+		if !started {
+			return Decision{Verdict: NeverStarted, Reason: with("deleted before its job started", WaitingReason(pod))}
+		}
+		until := pod.DeletionTimestamp.Add(TerminatingGrace)
+		if !in.Now.Before(until) {
+			return Decision{Verdict: Lost, Reason: fmt.Sprintf("deleted after its job started; no report by %s (node lost or pod force-deleted)", until.UTC().Format(time.RFC3339))}
+		}
+		return Decision{Verdict: Active, Recheck: until}
+	}
+	if started {
+		return Decision{Verdict: Active}
+	}
+	if in.Blackout != "" {
+		return Decision{Verdict: NeverStarted, Reason: with("a blackout began before its job started: "+in.Blackout, WaitingReason(pod))}
+	}
+	dl := PendingDeadline(occurrence, pod.CreationTimestamp.Time, in.StartingDeadline)
+	if !in.Now.Before(dl) {
+		what := "startingDeadlineSeconds"
+		if in.StartingDeadline == nil {
+			what = "the pending timeout (" + DefaultPendingTimeout.String() + ")"
+		}
+		return Decision{Verdict: NeverStarted, Reason: with(fmt.Sprintf("its job had not started by %s (%s)", dl.UTC().Format(time.RFC3339), what), WaitingReason(pod))}
+	}
+	return Decision{Verdict: Active, Recheck: dl}
+}
+
+func with(what, why string) string {
+	if why == "" {
+		return what
+	}
+	return what + ": " + why
+}
+
+// PendingDeadline is the last instant a pod may start its job: occurrence +
+// startingDeadlineSeconds, or, without one, DefaultPendingTimeout after the later of the
+// occurrence and the pod's creation.
+func PendingDeadline(occurrence, created time.Time, startingDeadline *time.Duration) time.Time {
+	if startingDeadline != nil {
+		return occurrence.Add(max(*startingDeadline, 0))
+	}
+	from := occurrence
+	if created.After(from) {
+		from = created
+	}
+	return from.Add(DefaultPendingTimeout)
+}
+
+// wrapped is the status of the container lockwrap wraps (nil before it has one).
+func wrapped(pod *corev1.Pod) *corev1.ContainerStatus {
+	name := pod.Annotations[runpod.AnnotationWrappedContainer]
+	for i := range pod.Status.ContainerStatuses {
+		if cs := &pod.Status.ContainerStatuses[i]; cs.Name == name {
+			return cs
+		}
+	}
+	return nil
+}
+
+// Started reports whether the wrapped container (lockwrap, then the job) has started:
+// it runs, has terminated, or has restarted.
+func Started(pod *corev1.Pod) bool {
+	cs := wrapped(pod)
+	return cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil ||
+		cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0)
+}
+
+// Attempts is how many times the wrapped container has run (restartPolicy OnFailure
+// restarts it in place): its restart count plus one, or zero if it never started.
+func Attempts(pod *corev1.Pod) int32 {
+	if !Started(pod) {
+		return 0
+	}
+	return wrapped(pod).RestartCount + 1
+}
+
+// AttemptsNote is what a report's recent record says about the attempts behind it: ""
+// for a single attempt. An occurrence is counted once, with the outcome of its last
+// attempt; the note says how many attempts that took.
+func AttemptsNote(pod *corev1.Pod) string {
+	n := Attempts(pod)
+	if n <= 1 {
+		return ""
+	}
+	note := fmt.Sprintf("after %d attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome", n)
+	if cs := wrapped(pod); cs.LastTerminationState.Terminated != nil {
+		note += fmt.Sprintf("; the attempt before exited %d", cs.LastTerminationState.Terminated.ExitCode)
+	}
+	return note
+}
+
+// WaitingReason is the pod's own account of why its job has not started: the wrapped
+// container's waiting reason, an init container's, the scheduler's, or the pod's ("" if
+// it says nothing).
+func WaitingReason(pod *corev1.Pod) string {
+	waiting := func(what string, w *corev1.ContainerStateWaiting) string {
+		if w == nil || w.Reason == "" || w.Reason == "PodInitializing" || w.Reason == "ContainerCreating" && w.Message == "" {
+			return ""
+		}
+		return strings.TrimSuffix(what+w.Reason+": "+w.Message, ": ")
+	}
+	if cs := wrapped(pod); cs != nil {
+		if s := waiting("", cs.State.Waiting); s != "" {
+			return s
+		}
+	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if s := waiting("init container "+cs.Name+": ", cs.State.Waiting); s != "" {
+			return s
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return strings.TrimSuffix(fmt.Sprintf("init container %s: exited %d: %s", cs.Name, t.ExitCode, t.Reason), ": ")
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSuffix(c.Reason+": "+c.Message, ": ")
+		}
+	}
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		return strings.Trim(pod.Status.Reason+": "+pod.Status.Message, ": ")
+	}
+	return ""
+}

@@ -1,0 +1,155 @@
+package tracking
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+var occ = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+
+func pod(mut ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name:              "job-1",
+		CreationTimestamp: metav1.NewTime(occ.Add(time.Second)),
+		Annotations:       map[string]string{runpod.AnnotationWrappedContainer: "job"},
+	}}
+	for _, m := range mut {
+		m(p)
+	}
+	return p
+}
+
+func waiting(reason, msg string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodPending
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+	}
+}
+
+func running(restarts int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		cs := corev1.ContainerStatus{Name: "job", RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+		if restarts > 0 {
+			cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3}
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	}
+}
+
+func phase(ph corev1.PodPhase) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Status.Phase = ph }
+}
+
+func deleted(at time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: at} }
+}
+
+func unschedulable(p *corev1.Pod) {
+	p.Status.Phase = corev1.PodPending
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}
+}
+
+func TestDecide(t *testing.T) {
+	twoMin := 2 * time.Minute
+	for _, c := range []struct {
+		name    string
+		pod     *corev1.Pod
+		in      Input
+		want    Verdict
+		reason  []string // substrings
+		recheck time.Time
+	}{
+		{"finished: fold its report", pod(phase(corev1.PodSucceeded)), Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
+		{"failed: fold its report", pod(phase(corev1.PodFailed)), Input{Now: occ.Add(48 * time.Hour)}, Report, nil, time.Time{}},
+		{"finished and deleted: still its report", pod(phase(corev1.PodSucceeded), deleted(occ)), Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
+		{"pending within the deadline", pod(waiting("ImagePullBackOff", "back-off pulling")), Input{Now: occ.Add(time.Minute), StartingDeadline: &twoMin}, Active, nil, occ.Add(twoMin)},
+		{"pending past the deadline: the pod's own reason", pod(waiting("ImagePullBackOff", "back-off pulling \"nope\"")), Input{Now: occ.Add(twoMin), StartingDeadline: &twoMin},
+			NeverStarted, []string{"2026-11-30T02:02:00Z", "startingDeadlineSeconds", `ImagePullBackOff: back-off pulling "nope"`}, time.Time{}},
+		{"unschedulable past the default pending timeout", pod(unschedulable), Input{Now: occ.Add(time.Hour + time.Second)},
+			NeverStarted, []string{"pending timeout (1h0m0s)", "Unschedulable: 0/1 nodes are available"}, time.Time{}},
+		{"default pending timeout counts from creation", pod(unschedulable, func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(10 * time.Minute)) }),
+			Input{Now: occ.Add(time.Hour + time.Second)}, Active, nil, occ.Add(70 * time.Minute)},
+		{"init container rejected", pod(func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "lockedcron-install", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}}}}
+		}), Input{Now: occ.Add(time.Hour), StartingDeadline: &twoMin}, NeverStarted, []string{"init container lockedcron-install: CreateContainerConfigError: container has runAsNonRoot"}, time.Time{}},
+		{"running past the deadline: left alone", pod(running(0)), Input{Now: occ.Add(time.Hour), StartingDeadline: &twoMin}, Active, nil, time.Time{}},
+		{"not started when a blackout is in effect", pod(waiting("ContainerCreating", "")), Input{Now: occ.Add(time.Second), Blackout: "Deployment/web is rolling out"},
+			NeverStarted, []string{"a blackout began before its job started: Deployment/web is rolling out"}, time.Time{}},
+		{"running when a blackout is in effect: left alone", pod(running(0)), Input{Now: occ.Add(time.Second), Blackout: "window"}, Active, nil, time.Time{}},
+		{"deleted before it started", pod(unschedulable, deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)},
+			NeverStarted, []string{"deleted before its job started", "Unschedulable"}, time.Time{}},
+		{"deleted while running: waits for the report", pod(running(0), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)}, Active, nil, occ.Add(time.Minute + TerminatingGrace)},
+		{"deleted while running, no report in time: Lost", pod(running(0), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute + TerminatingGrace)},
+			Lost, []string{"deleted after its job started", "node lost"}, time.Time{}},
+		{"no status at all: waits like a pending pod", pod(), Input{Now: occ.Add(time.Second)}, Active, nil, occ.Add(time.Second + time.Hour)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.pod, occ, c.in)
+			if got.Verdict != c.want {
+				t.Fatalf("verdict %s (%s), want %s", got.Verdict, got.Reason, c.want)
+			}
+			for _, s := range c.reason {
+				if !strings.Contains(got.Reason, s) {
+					t.Errorf("reason %q lacks %q", got.Reason, s)
+				}
+			}
+			if !got.Recheck.Equal(c.recheck) {
+				t.Errorf("recheck %s, want %s", got.Recheck, c.recheck)
+			}
+		})
+	}
+}
+
+func TestAttempts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want int32
+		note string
+	}{
+		{"never started", pod(waiting("ContainerCreating", "")), 0, ""},
+		{"first attempt", pod(running(0)), 1, ""},
+		{"third attempt after two failures", pod(running(2)), 3, "after 3 attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome; the attempt before exited 3"},
+		{"finished after a restart", pod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodSucceeded
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", RestartCount: 1, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143}}}}
+		}), 2, "after 2 attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome; the attempt before exited 143"},
+		{"another container restarted", pod(running(0), func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "sidecar", RestartCount: 5})
+		}), 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Attempts(c.pod); got != c.want {
+				t.Errorf("Attempts = %d, want %d", got, c.want)
+			}
+			if got := AttemptsNote(c.pod); got != c.note {
+				t.Errorf("AttemptsNote = %q, want %q", got, c.note)
+			}
+		})
+	}
+}
+
+func TestPendingDeadline(t *testing.T) {
+	created := occ.Add(5 * time.Minute)
+	if got := PendingDeadline(occ, created, ptr.To(time.Minute)); !got.Equal(occ.Add(time.Minute)) {
+		t.Errorf("with a deadline: %s", got)
+	}
+	if got := PendingDeadline(occ, created, ptr.To(-time.Minute)); !got.Equal(occ) {
+		t.Errorf("negative deadline: %s", got)
+	}
+	if got := PendingDeadline(occ, created, nil); !got.Equal(created.Add(time.Hour)) {
+		t.Errorf("default: %s", got)
+	}
+	if got := PendingDeadline(occ, occ.Add(-time.Second), nil); !got.Equal(occ.Add(time.Hour)) {
+		t.Errorf("created before its occurrence: %s", got)
+	}
+}
