@@ -250,3 +250,24 @@ exit 0`
 		})
 	}
 }
+
+// TestEachCaughtSignalForwarded: each signal lockwrap catches (besides SIGTERM and SIGINT,
+// see TestSignalsForwarded; SIGWINCH is ignored by default) reaches a command that does
+// not handle it: lockwrap survives it, reports and exits 128+signal.
+func TestEachCaughtSignalForwarded(t *testing.T) {
+	s := redistest.Start(t)
+	for i, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			g := newGate(t)
+			occ := time.Date(2026, 11, 30, 8, i, 0, 0, time.UTC).Format(time.RFC3339)
+			p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "caught", "a", "--occurrence", occ), g.cmd(0)...)...)
+			g.waitStarted(t)
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if rep, code := p.wait(t); code != 128+int(sig) || rep.ExitCode != 128+int(sig) {
+				t.Fatalf("exit %d %+v, want %d", code, rep, 128+int(sig))
+			}
+		})
+	}
+}
