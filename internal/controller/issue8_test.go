@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -135,22 +136,25 @@ var _ = Describe("Shared invalid-input table at admission (internal/invalidinput
 	})
 
 	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
+	var killFit atomic.Int32
 	// Admission must agree with lockwrap's parser (defaults.TTLFits), also at the boundary.
 	DescribeTable("the kill-before-expiry rule: ttl >= renewInterval + killGracePeriod + max(100ms, 1% ttl)",
 		func(ttl, renew, kill time.Duration, ok bool) {
 			Expect(defaults.TTLFits(ttl, renew, kill)).To(Equal(ok), "the entry disagrees with defaults.TTLFits")
-			job := newJob("default", "kill-fit", "@hourly")
+			job := newJob("default", fmt.Sprintf("kill-fit-%d", killFit.Add(1)), "@hourly")
 			job.Spec.Lock.TTL, job.Spec.Lock.KillGracePeriod = d(ttl), d(kill)
 			if renew > 0 {
 				job.Spec.Lock.RenewInterval = d(renew)
 			}
 			err := k8sClient.Create(ctx, job)
+			if err == nil {
+				Expect(k8sClient.Delete(ctx, job)).To(Succeed())
+			}
 			if ok {
 				Expect(err).NotTo(HaveOccurred())
-				Expect(k8sClient.Delete(ctx, job)).To(Succeed())
 				return
 			}
-			Expect(err).To(HaveOccurred())
+			Expect(err).To(HaveOccurred(), "accepted by the CRD")
 			Expect(err.Error()).To(ContainSubstring("raise lock.ttl or lower lock.killGracePeriod"))
 		},
 		Entry("ttl 6s, kill 1s (renew 2s)", 6*time.Second, time.Duration(0), time.Second, true),
