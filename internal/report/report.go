@@ -16,6 +16,12 @@ const Version = 1
 // MaxBytes is the most Kubernetes keeps of a termination message.
 const MaxBytes = 4096
 
+// A report too long for MaxBytes keeps at most maxWarnings warnings of maxWarningBytes.
+const (
+	maxWarnings     = 4
+	maxWarningBytes = 256
+)
+
 // Outcome is what happened to one occurrence in one pod.
 type Outcome string
 
@@ -90,6 +96,14 @@ func Encode(r Report) ([]byte, error) {
 	}
 	msg := r.Message
 	r.Message = ""
+	// Warnings are short, fixed sentences; should there be many or long ones, keep the
+	// first few, each shortened.
+	r.Warnings = append([]string(nil), r.Warnings[:min(len(r.Warnings), maxWarnings)]...)
+	for i, w := range r.Warnings {
+		if len(w) > maxWarningBytes {
+			r.Warnings[i] = truncateRunes(w, maxWarningBytes) + "…"
+		}
+	}
 	base, err := json.Marshal(r)
 	if err != nil {
 		return nil, err

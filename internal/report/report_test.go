@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -27,7 +28,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.V = Version
-	if got != r {
+	if !reflect.DeepEqual(got, r) {
 		t.Fatalf("%+v\n%+v", got, r)
 	}
 	if b, _ := Encode(Report{Outcome: Succeeded}); string(b) != `{"v":1,"outcome":"Succeeded"}` {
@@ -127,8 +128,23 @@ func FuzzEncode(f *testing.F) {
 		check("key", out.Key, key)
 		check("holder", out.Holder, holder)
 		in.V = Version
-		if whole, _ := json.Marshal(in); len(whole) <= MaxBytes && out != in {
+		if whole, _ := json.Marshal(in); len(whole) <= MaxBytes && !reflect.DeepEqual(out, in) {
 			t.Fatalf("shortened a report that fit (%d bytes): %+v", len(whole), out)
 		}
 	})
+}
+
+func TestEncodeBoundsWarnings(t *testing.T) {
+	r := Report{Outcome: Succeeded, Message: "m"}
+	for range 50 {
+		r.Warnings = append(r.Warnings, strings.Repeat("w", 1000))
+	}
+	b, err := Encode(r)
+	if err != nil || len(b) > MaxBytes {
+		t.Fatalf("%d bytes, %v", len(b), err)
+	}
+	out, err := Decode(b)
+	if err != nil || len(out.Warnings) != maxWarnings || len(r.Warnings[0]) != 1000 {
+		t.Fatalf("%v: %d warnings; input changed: %v", err, len(out.Warnings), len(r.Warnings[0]) != 1000)
+	}
 }
