@@ -212,6 +212,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Dialer = noHelloDialer(o)
 	return redis.NewUniversalClient(o), nil
 }
 
