@@ -170,7 +170,8 @@ func eventNotes(j job, reason string) []string {
 // expectExactCounters: every pod the job created is counted exactly once. The e2e jobs
 // keep all their pods (history limits of 100), so the pods themselves are the truth. Each
 // finished pod adds one to exactly one of succeeded, failed (job failed, lock lost, or no
-// valid report), skippedContention and duplicatesSuppressed; the controller's own ledger
+// valid report), skippedContention, duplicatesSuppressed and interrupted (deleted while
+// waiting for the lock); the controller's own ledger
 // check adds to duplicatesSuppressed without a pod (its Event says "no pod created").
 func expectExactCounters(j job) {
 	var pods corev1.PodList
@@ -188,7 +189,7 @@ func expectExactCounters(j job) {
 		}
 	}
 	c := get(j).Status.Counters
-	ExpectWithOffset(1, c.Succeeded+c.Failed+c.SkippedContention+c.DuplicatesSuppressed-int64(noPod)).
+	ExpectWithOffset(1, c.Succeeded+c.Failed+c.SkippedContention+c.DuplicatesSuppressed+c.Interrupted-int64(noPod)).
 		To(Equal(int64(len(pods.Items))), "counters %+v vs %d pods", c, len(pods.Items))
 }
 
