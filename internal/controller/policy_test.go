@@ -1,0 +1,159 @@
+package controller
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+)
+
+// policyObjects reads the shipped admission policy and binding from config/policy, so
+// that what is tested is what `make deploy` installs.
+func policyObjects() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "policy", "policy.yaml"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var (
+		pol *admissionregistrationv1.ValidatingAdmissionPolicy
+		bnd *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	)
+	rd := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		var tm metav1.TypeMeta
+		ExpectWithOffset(1, yaml.Unmarshal(doc, &tm)).To(Succeed())
+		switch tm.Kind {
+		case "":
+		case "ValidatingAdmissionPolicy":
+			pol = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			ExpectWithOffset(1, yaml.Unmarshal(doc, pol)).To(Succeed())
+		case "ValidatingAdmissionPolicyBinding":
+			bnd = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			ExpectWithOffset(1, yaml.Unmarshal(doc, bnd)).To(Succeed())
+		default:
+			Fail("unexpected kind in config/policy/policy.yaml: " + tm.Kind)
+		}
+	}
+	ExpectWithOffset(1, pol).NotTo(BeNil())
+	ExpectWithOffset(1, bnd).NotTo(BeNil())
+	ExpectWithOffset(1, bnd.Spec.PolicyName).To(Equal(pol.Name))
+	return pol, bnd
+}
+
+// impersonating is a client acting as the user (no groups but system:authenticated).
+func impersonating(user string) client.Client {
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cl, err := client.New(c, client.Options{Scheme: scheme})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return cl
+}
+
+// grant binds a new Role with the rules to the user in the namespace.
+func grant(ns, user, name string, rules ...rbacv1.PolicyRule) {
+	ExpectWithOffset(1, k8sClient.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + user}, Rules: rules,
+	})).To(Succeed())
+	ExpectWithOffset(1, k8sClient.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-" + user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name + "-" + user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	})).To(Succeed())
+}
+
+var (
+	ruleLCJ = rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"lockedcronjobs"},
+		Verbs: []string{"get", "list", "create", "update", "patch"}}
+	rulePods        = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create"}}
+	ruleRedisSecret = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"redis"}}
+)
+
+var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothing its author could not do", Ordered, func() {
+	var ns string
+
+	BeforeAll(func() {
+		pol, bnd := policyObjects()
+		Expect(k8sClient.Create(ctx, pol)).To(Succeed())
+		Expect(k8sClient.Create(ctx, bnd)).To(Succeed())
+		// Installed for this Describe only: other specs act as cluster admin, who passes
+		// anyway, but their own policies should not have to reckon with this one.
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, bnd))).To(Succeed())
+			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pol))).To(Succeed())
+		})
+
+		ns = newNamespace() // holds Secret "redis"
+		Expect(k8sClient.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},
+			StringData: map[string]string{"url": "redis://other:6379"},
+		})).To(Succeed())
+		grant(ns, "no-pods", "lcj", ruleLCJ)
+		grant(ns, "no-pods", "redis-secret", ruleRedisSecret)
+		grant(ns, "both", "lcj", ruleLCJ)
+		grant(ns, "both", "pods", rulePods)
+		grant(ns, "both", "redis-secret", ruleRedisSecret)
+		grant(ns, "no-secret", "lcj", ruleLCJ)
+		grant(ns, "no-secret", "pods", rulePods)
+
+		// The apiserver type-checks and compiles a new policy before it enforces it:
+		// wait (with dry runs, which pass through admission but store nothing) until it
+		// rejects the user who may not create pods.
+		noPods := impersonating("no-pods")
+		Eventually(func() error {
+			return noPods.Create(ctx, newJob(ns, "probe", "@hourly"), client.DryRunAll)
+		}, "30s", "200ms").Should(MatchError(ContainSubstring("create pods")))
+	})
+
+	It("rejects a user who may create LockedCronJobs but not pods, naming the permission", func() {
+		err := impersonating("no-pods").Create(ctx, newJob(ns, "no-pods", "@hourly"))
+		Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("user no-pods may not create pods in namespace " + ns))
+		Expect(err.Error()).To(ContainSubstring("missing permission: create pods"))
+	})
+
+	It("accepts a user who may create pods and get the referenced Secret, and checks each spec change", func() {
+		both := impersonating("both")
+		job := newJob(ns, "both", "@hourly")
+		Expect(both.Create(ctx, job)).To(Succeed())
+
+		// Pointing the job at a Secret the user may not read is a spec change: rejected.
+		var got v1alpha1.LockedCronJob
+		Expect(both.Get(ctx, client.ObjectKeyFromObject(job), &got)).To(Succeed())
+		got.Spec.Lock.Redis.SecretRef.Name = "other"
+		err := both.Update(ctx, &got)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("may not get Secret " + ns + "/other"))
+
+		// A change that leaves spec alone (a label) is not checked: the garbage
+		// collector and other controllers update metadata without pods/create.
+		Expect(impersonating("no-pods").Patch(ctx, job, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
+	})
+
+	It("rejects a user who cannot get the referenced Secret, naming it", func() {
+		err := impersonating("no-secret").Create(ctx, newJob(ns, "no-secret", "@hourly"))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("user no-secret may not get Secret " + ns + "/redis"))
+		Expect(err.Error()).To(ContainSubstring("missing permission: get secrets/redis"))
+		Expect(err.Error()).NotTo(ContainSubstring("create pods"))
+	})
+})
