@@ -38,12 +38,16 @@ fmt: ## go fmt.
 vet: ## go vet.
 	$(GO) vet ./...
 
+.PHONY: verify-generated
+verify-generated: ## Fail when the generated CRD, RBAC or DeepCopy differ from what is committed.
+	@hack/verify-generated.sh
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd from Go modules into the version-keyed cache (once).
 	@hack/k8s-binaries.sh >/dev/null
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets ## Everything: unit, real-Redis, envtest, short fuzz runs, end-to-end on a local cluster.
+test: manifests generate fmt vet verify-generated envtest-assets ## Everything: unit, real-Redis, envtest, short fuzz runs, end-to-end on a local cluster.
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) test ./... -count=1 -timeout 20m
 	$(MAKE) fuzz
 	$(MAKE) test-e2e
