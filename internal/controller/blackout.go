@@ -23,7 +23,6 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/blackout"
-	"github.com/lockedcron/lockedcron/internal/metrics"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
@@ -397,12 +396,7 @@ func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, ear
 		return // its deadline passed first: missed
 	}
 	plan.Missed--
-	st.Counters.SkippedBlackout++
-	occ := deferred.UTC().Format(time.RFC3339)
-	msg := fmt.Sprintf("deferred, then superseded by occurrence %s while the blackout lasted", plan.Latest.UTC().Format(time.RFC3339))
-	runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: *deferred, Outcome: runstatus.OutcomeSkippedBlackout, Message: msg})
-	metrics.Runs.WithLabelValues(p.job.Namespace, p.job.Name, runstatus.OutcomeSkippedBlackout).Inc()
-	p.eventf(corev1.EventTypeNormal, ReasonSkippedBlackout, "occurrence %s %s", occ, msg)
+	p.record(runstatus.OutcomeSkippedBlackout, deferred.Time, fmt.Sprintf("deferred, then superseded by occurrence %s while the blackout lasted", plan.Latest.UTC().Format(time.RFC3339)))
 }
 
 // applyBlackout decides what becomes of the due occurrence and records it. It returns
@@ -424,19 +418,11 @@ func applyBlackout(p *pass, bs *blackoutState, due time.Time, wasDeferred *metav
 		return true
 	case blackout.Skip:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		st.Counters.SkippedBlackout++
-		msg := describeBlock(d.Block)
-		runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(due), Outcome: runstatus.OutcomeSkippedBlackout, Message: msg})
-		metrics.Runs.WithLabelValues(job.Namespace, job.Name, runstatus.OutcomeSkippedBlackout).Inc()
-		p.eventf(corev1.EventTypeNormal, ReasonSkippedBlackout, "occurrence %s skipped: %s", occ, msg)
+		p.record(runstatus.OutcomeSkippedBlackout, due, describeBlock(d.Block))
 		return false
 	case blackout.Miss:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		st.Counters.Missed++
-		msg := fmt.Sprintf("blackout past startingDeadlineSeconds (%s): %s", d.Deadline.UTC().Format(time.RFC3339), describeBlock(d.Block))
-		runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(due), Outcome: runstatus.OutcomeMissed, Message: msg})
-		metrics.Runs.WithLabelValues(job.Namespace, job.Name, runstatus.OutcomeMissed).Inc()
-		p.eventf(corev1.EventTypeWarning, ReasonMissed, "occurrence %s missed: %s", occ, msg)
+		p.record(runstatus.OutcomeMissed, due, fmt.Sprintf("blackout past startingDeadlineSeconds (%s): %s", d.Deadline.UTC().Format(time.RFC3339), describeBlock(d.Block)))
 		return false
 	}
 	// Defer: keep it due; come back when the blackout ends, or at its deadline.
@@ -447,6 +433,7 @@ func applyBlackout(p *pass, bs *blackoutState, due time.Time, wasDeferred *metav
 			latest = "at the latest " + d.Deadline.UTC().Format(time.RFC3339)
 		}
 		p.eventf(corev1.EventTypeNormal, ReasonDeferred, "occurrence %s deferred: %s; it starts when the blackout ends (%s)", occ, describeBlock(d.Block), latest)
+		p.log.Info("occurrence decided", "outcome", ReasonDeferred, "occurrence", occ, "reason", describeBlock(d.Block), "latest", latest)
 	}
 	if !d.Block.Until.IsZero() {
 		p.requeueAt(d.Block.Until.Sub(p.now))

@@ -189,6 +189,7 @@ var _ = Describe("Blackout", func() {
 		open := time.Now().Add(4 * time.Second).Truncate(time.Second)
 		closeAt := open.Add(3 * time.Second)
 		start, end := metav1.NewTime(open), metav1.NewTime(closeAt)
+		runPods(ns) // a kubelet: pods start (one that had not would be dropped when the window opens)
 		job := newJob(ns, "windowed", "* * * * * *")
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](50)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &start, End: &end}}}
@@ -263,6 +264,7 @@ var _ = Describe("Blackout", func() {
 		}
 		closeAt, last := open.Add(3*time.Second), open.Add(2*time.Second)
 		s, e := metav1.NewTime(open), metav1.NewTime(closeAt)
+		runPods(ns)
 		job := newJob(ns, "swallowed", "*/2 * * * * *")
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](50)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{{Name: "w", Start: &s, End: &e}}}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -84,7 +85,7 @@ type LockedCronJobReconciler struct {
 
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
@@ -95,11 +96,20 @@ type pass struct {
 	job    *v1alpha1.LockedCronJob
 	status *v1alpha1.LockedCronJobStatus
 	now    time.Time
+	log    logr.Logger
 	events []event
 	// counted are results folded in this pass (for metrics, once status is written).
 	counted []runstatus.Result
-	started *time.Time
-	requeue time.Duration
+	// recorded are the controller's own decisions (for metrics, once status is written).
+	recorded []recorded
+	requeue  time.Duration
+
+	// The job's pods, as track sorted them (see accounting.go).
+	active      []*corev1.Pod
+	countedPods []string      // status.countedPods: counted, not yet marked
+	mark        []*corev1.Pod // to label counted and release (after the status write)
+	doomed      []*corev1.Pod // counted as never started: to delete
+	history     []*corev1.Pod // finished and marked: pruned to the history limits
 }
 
 type event struct{ typ, reason, note string }
@@ -133,14 +143,16 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
-			return ctrl.Result{}, nil
+			// No pod of a deleted job keeps the tracking finalizer.
+			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
 		}
 		return ctrl.Result{}, err
 	}
 	if !job.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		// Foreground deletion waits for the pods: release them.
+		return ctrl.Result{}, r.releasePods(ctx, job.Namespace, job.Name, job.UID)
 	}
-	p := &pass{job: &job, status: job.Status.DeepCopy(), now: r.Clock.Now()}
+	p := &pass{job: &job, status: job.Status.DeepCopy(), now: r.Clock.Now(), log: log}
 
 	// 2: list its pods (through the owner index of the cache).
 	var pods corev1.PodList
@@ -148,8 +160,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	}
 
-	// 3: fold the reports of newly finished pods into status, exactly once each.
-	active, finished := foldFinished(p, pods.Items)
+	// 3: count each pod once: fold the reports of finished pods, count the pods that never
+	// started (deleted, or past their deadline) missed; the rest are active.
+	p.track(pods.Items)
 
 	// 4: is the lock backend usable?
 	backend, warnings, berr := r.backends.check(ctx, job.Namespace, job.Spec.Lock.Redis.SecretRef.Name)
@@ -169,11 +182,12 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 5: plan the schedule and start the due occurrence.
 	if created := r.schedule(ctx, p, backend, berr); created != nil {
-		active = append(active, created)
+		p.active = append(p.active, created)
 	}
 
 	// 6: status that follows from the world.
-	setActive(p.status, active)
+	setActive(p.status, p.active)
+	p.status.CountedPods = sortedNames(p.countedPods)
 	p.status.LockKey = runpod.LockKey(&job)
 	p.status.ObservedGeneration = job.Generation
 
@@ -193,52 +207,15 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	r.emit(&job, p)
-	if err := r.markCounted(ctx, &job, finished); err != nil {
+	if err := r.markCounted(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.pruneHistory(ctx, p, finished); err != nil {
+	if err := r.pruneHistory(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	// 8: come back at the next occurrence.
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
-}
-
-// foldFinished folds each finished pod not yet counted into p.status and returns the
-// active and finished pods. status.countedPods holds pods counted but not yet labelled,
-// so that a restart between the status write and the label never counts a pod twice.
-func foldFinished(p *pass, pods []corev1.Pod) (active, finished []*corev1.Pod) {
-	pending := map[string]bool{}
-	for _, n := range p.status.CountedPods {
-		pending[n] = true
-	}
-	var keep []string
-	for i := range pods {
-		pod := &pods[i]
-		if !runstatus.Finished(pod) {
-			active = append(active, pod)
-			continue
-		}
-		finished = append(finished, pod)
-		if pod.Labels[runpod.LabelCounted] == "true" {
-			continue
-		}
-		keep = append(keep, pod.Name)
-		if pending[pod.Name] {
-			continue
-		}
-		res := runstatus.ResultOf(pod)
-		runstatus.Fold(p.status, res)
-		p.counted = append(p.counted, res)
-		if res.Invalid != nil {
-			p.eventf(corev1.EventTypeWarning, ReasonReportInvalid, "pod %s: %v; counted as Error", pod.Name, res.Invalid)
-		} else {
-			p.eventf(eventType(res.Report.Outcome), string(res.Report.Outcome), "%s", describe(res))
-		}
-	}
-	slices.Sort(keep)
-	p.status.CountedPods = keep
-	return active, finished
 }
 
 func eventType(o report.Outcome) string {
@@ -295,7 +272,10 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	case st.ObservedSchedule == "":
 		st.ScheduleSince = job.CreationTimestamp.DeepCopy()
 	case st.ObservedSchedule != observed:
-		// A new schedule (or a resume) never runs what fell before it.
+		// A new schedule (or a resume) never runs what fell before it; what fell due under
+		// the old one after the last pass and up to the change (say, while the controller
+		// was down across a suspension) is counted missed now.
+		accountUntilChange(p, st.ObservedSchedule, specChangedAt(job, p.now))
 		st.ScheduleSince = &metav1.Time{Time: p.now}
 	}
 	st.ObservedSchedule = observed
@@ -323,18 +303,30 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	}
 	wasDeferred := st.Deferred
 	accountDeferred(p, &plan, sched, earliest(job, st))
+	if bs.unreadable == nil {
+		// A pod whose job has not started when a blackout is in effect was created
+		// before the blackout began: it does not start (it is deleted, counted missed).
+		if b := bs.rules.At(p.now, bs.rollouts); b.Blocked() {
+			p.dropUnstarted(describeBlock(b))
+		}
+	}
 
 	if plan.Missed > 0 {
-		st.Counters.Missed += plan.Missed
-		metrics.Runs.WithLabelValues(job.Namespace, job.Name, runstatus.OutcomeMissed).Add(float64(plan.Missed))
-		about := ""
+		// Each occurrence is decided once: those before the due one are missed now, and
+		// lastScheduleTime moves past them even if the due one cannot start in this
+		// pass, so that no later pass counts them again.
+		last := *plan.Latest
+		if plan.Due != nil {
+			if prev := sched.Plan(schedule.Input{Earliest: earliest(job, st), Now: plan.Due.Add(-time.Nanosecond)}); prev.Latest != nil {
+				last = *prev.Latest
+			}
+		}
+		reason := missedReason(p)
 		if plan.MissedEstimated {
-			about = "about "
+			reason += " (count estimated)"
 		}
-		p.eventf(corev1.EventTypeWarning, ReasonMissed, "%s%d occurrence(s) up to %s could not start in time (controller down or startingDeadlineSeconds passed)", about, plan.Missed, plan.Latest.UTC().Format(time.RFC3339))
-		if plan.Due == nil {
-			runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(*plan.Latest), Outcome: runstatus.OutcomeMissed})
-		}
+		p.recordN(runstatus.OutcomeMissed, last, plan.Missed, reason)
+		st.LastScheduleTime = &metav1.Time{Time: last}
 	}
 	if plan.Due == nil {
 		if plan.Latest != nil {
@@ -352,7 +344,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		p.eventf(corev1.EventTypeWarning, ReasonLockBackend, "occurrence %s not started: %v", due.UTC().Format(time.RFC3339), berr)
 		return nil
 	}
-	return r.startOccurrence(ctx, p, due, backend, berr)
+	// 5c: the backlog is bounded: while an earlier pod has not started its job, the due
+	// occurrence adds no pod; it is missed (the earlier pod keeps its place).
+	if waiting := p.unstarted(due); waiting != nil {
+		st.LastScheduleTime = &metav1.Time{Time: due}
+		p.record(runstatus.OutcomeMissed, due, backlogReason(waiting))
+		return nil
+	}
+	return r.startOccurrence(ctx, p, due, backend, berr, bs.rules.NextOpening(p.now))
 }
 
 func earliest(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus) time.Time {
@@ -374,7 +373,8 @@ func startingDeadline(job *v1alpha1.LockedCronJob) *time.Duration {
 }
 
 // startOccurrence creates the occurrence's pod, unless Redis says it already succeeded.
-func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, due time.Time, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
+// The pod must not start its job after the next blackout window opens (windowStart).
+func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, due time.Time, backend redis.UniversalClient, berr *backendError, windowStart time.Time) *corev1.Pod {
 	job, st := p.job, p.status
 	occ := due.UTC().Format(time.RFC3339)
 	if backend != nil && berr == nil {
@@ -382,16 +382,15 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		if err != nil {
 			logf.FromContext(ctx).V(1).Info("ledger check failed; the wrapper decides", "occurrence", occ, "error", err.Error())
 		} else if done {
-			st.Counters.DuplicatesSuppressed++
 			st.LastScheduleTime = &metav1.Time{Time: due}
-			runstatus.AddRecent(st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(due), Outcome: string(report.SuppressedDuplicate), Message: "already succeeded elsewhere; no pod created"})
-			metrics.Runs.WithLabelValues(job.Namespace, job.Name, string(report.SuppressedDuplicate)).Inc()
-			p.eventf(corev1.EventTypeNormal, string(report.SuppressedDuplicate), "occurrence %s already succeeded elsewhere (lock key %q); no pod created", occ, runpod.LockKey(job))
+			p.record(string(report.SuppressedDuplicate), due, fmt.Sprintf("already succeeded elsewhere (lock key %q); no pod created", runpod.LockKey(job)))
 			return nil
 		}
 	}
 
-	pod, err := runpod.Build(job, due, r.Pod)
+	opts := r.Pod
+	opts.NotAfter = windowStart
+	pod, err := runpod.Build(job, due, opts)
 	if err != nil {
 		msg := err.Error()
 		p.setCondition(ConditionReady, false, ReasonInvalidTemplate, msg)
@@ -416,6 +415,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 	st.LastScheduleTime = &metav1.Time{Time: due}
 	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
 	p.eventf(corev1.EventTypeNormal, ReasonStarted, "occurrence %s: created pod %s", occ, pod.Name)
+	p.log.Info("occurrence started", "occurrence", occ, "pod", pod.Name)
 	return pod
 }
 
@@ -444,6 +444,9 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 	for _, e := range p.events {
 		r.Recorder.Eventf(job, nil, e.typ, e.reason, "Reconcile", "%s", e.note)
 	}
+	for _, d := range p.recorded {
+		metrics.Runs.WithLabelValues(job.Namespace, job.Name, d.outcome).Add(float64(d.n))
+	}
 	for _, res := range p.counted {
 		rep := res.Report
 		metrics.Runs.WithLabelValues(job.Namespace, job.Name, string(rep.Outcome)).Inc()
@@ -461,32 +464,9 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 	}
 }
 
-// markCounted labels the pods status.countedPods names; the next pass drops them from it.
-func (r *LockedCronJobReconciler) markCounted(ctx context.Context, job *v1alpha1.LockedCronJob, finished []*corev1.Pod) error {
-	for _, pod := range finished {
-		if !slices.Contains(job.Status.CountedPods, pod.Name) {
-			continue
-		}
-		patch := client.MergeFrom(pod.DeepCopy())
-		if pod.Labels == nil {
-			pod.Labels = map[string]string{}
-		}
-		pod.Labels[runpod.LabelCounted] = "true"
-		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("marking pod %s counted: %w", pod.Name, err)
-		}
-	}
-	return nil
-}
-
 // pruneHistory deletes the oldest counted pods beyond the history limits.
-func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, p *pass, finished []*corev1.Pod) error {
-	var counted []*corev1.Pod
-	for _, pod := range finished {
-		if pod.Labels[runpod.LabelCounted] == "true" {
-			counted = append(counted, pod)
-		}
-	}
+func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, p *pass) error {
+	counted := p.history
 	keepOK, keepFailed := 3, 1
 	if v := p.job.Spec.SuccessfulRunsHistoryLimit; v != nil {
 		keepOK = int(*v)

@@ -1,0 +1,309 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/schedule"
+	"github.com/lockedcron/lockedcron/internal/tracking"
+)
+
+// Accounting: every occurrence is decided exactly once — started (its pod's report is
+// folded when the pod is counted), skipped, deferred or missed — and recorded the same
+// way (record). Pods carry runpod.FinalizerTracking until the pass that counts them.
+
+// recorded is a decision whose metric is emitted once status is written.
+type recorded struct {
+	outcome string
+	n       int64
+}
+
+// record is the one way the controller records its own decision about an occurrence
+// (one that no pod report decides): the counter, status.recent, the metric (once status
+// is written), an Event whose reason is the outcome, and a log line.
+func (p *pass) record(outcome string, occ time.Time, reason string) {
+	p.recordN(outcome, occ, 1, reason)
+}
+
+// recordN records n occurrences up to occ (the most recent of them) at once: status.recent
+// holds occ, the counter grows by n.
+func (p *pass) recordN(outcome string, occ time.Time, n int64, reason string) {
+	if n <= 0 {
+		return
+	}
+	c := &p.status.Counters
+	typ, verb := corev1.EventTypeNormal, "skipped"
+	switch outcome {
+	case runstatus.OutcomeMissed:
+		c.Missed += n
+		typ, verb = corev1.EventTypeWarning, "missed"
+	case runstatus.OutcomeSkippedBlackout:
+		c.SkippedBlackout += n
+	case string(report.SuppressedDuplicate):
+		c.DuplicatesSuppressed += n
+		verb = "not started"
+	}
+	at := occ.UTC().Format(time.RFC3339)
+	what, msg := "occurrence "+at, reason
+	if n > 1 {
+		what = fmt.Sprintf("%d occurrences up to %s", n, at)
+		msg = fmt.Sprintf("%d occurrences up to this one: %s", n, reason)
+	}
+	runstatus.AddRecent(p.status, v1alpha1.RunRecord{Occurrence: metav1.NewTime(occ), Outcome: outcome, Message: msg})
+	p.eventf(typ, outcome, "%s %s: %s", what, verb, reason)
+	p.recorded = append(p.recorded, recorded{outcome, n})
+	p.log.Info("occurrence decided", "outcome", outcome, "occurrence", at, "count", n, "reason", reason)
+}
+
+// track decides what becomes of each of the job's pods (package tracking): active pods
+// go to p.active; finished pods, and pods that never started or were lost, are counted
+// (p.count); pods counted in an earlier pass are settled (marked, released, deleted).
+func (p *pass) track(pods []corev1.Pod) {
+	pending := map[string]bool{}
+	for _, n := range p.status.CountedPods {
+		pending[n] = true
+	}
+	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job)}
+	for i := range pods {
+		pod := &pods[i]
+		counted := pod.Labels[runpod.LabelCounted] == "true"
+		if counted || pending[pod.Name] {
+			p.settle(pod, pending[pod.Name] && !counted)
+			continue
+		}
+		occ, _ := runstatus.Occurrence(pod)
+		d := tracking.Decide(pod, occ, in)
+		switch d.Verdict {
+		case tracking.Active:
+			p.active = append(p.active, pod)
+			if !d.Recheck.IsZero() {
+				p.requeueAt(d.Recheck.Sub(p.now) + 10*time.Millisecond)
+			}
+		case tracking.Report:
+			res := runstatus.ResultOf(pod)
+			if note := tracking.AttemptsNote(pod); note != "" && res.Invalid == nil {
+				res.Report.Message = strings.TrimPrefix(res.Report.Message+"; "+note, "; ")
+			}
+			p.count(pod, res)
+		case tracking.NeverStarted:
+			p.count(pod, withoutReport(pod, occ, report.Missed, d.Reason))
+		case tracking.Lost:
+			p.count(pod, withoutReport(pod, occ, report.Error, d.Reason))
+		}
+	}
+}
+
+func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {
+	return runstatus.Result{Pod: pod.Name, Occurrence: occ, Report: report.Report{V: report.Version, Outcome: o, Message: why}}
+}
+
+// dropUnstarted counts, as missed, the active pods whose job has not started when a
+// blackout is in effect (they were created before it began), and takes them out of
+// p.active; the pass deletes them.
+func (p *pass) dropUnstarted(blackout string) {
+	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job), Blackout: blackout}
+	keep := p.active[:0]
+	for _, pod := range p.active {
+		occ, _ := runstatus.Occurrence(pod)
+		if d := tracking.Decide(pod, occ, in); d.Verdict == tracking.NeverStarted {
+			p.count(pod, withoutReport(pod, occ, report.Missed, d.Reason))
+			continue
+		}
+		keep = append(keep, pod)
+	}
+	p.active = keep
+}
+
+// count folds one pod's result into status, exactly once: status.countedPods names it
+// until the pod is marked counted and released (after the status write, in this pass).
+func (p *pass) count(pod *corev1.Pod, res runstatus.Result) {
+	runstatus.Fold(p.status, res)
+	p.counted = append(p.counted, res)
+	p.countedPods = append(p.countedPods, pod.Name)
+	p.mark = append(p.mark, pod)
+	if !runstatus.Finished(pod) && pod.DeletionTimestamp == nil {
+		p.doomed = append(p.doomed, pod)
+	}
+	if res.Invalid != nil {
+		p.eventf(corev1.EventTypeWarning, ReasonReportInvalid, "pod %s: %v; counted as Error", pod.Name, res.Invalid)
+	} else {
+		p.eventf(eventType(res.Report.Outcome), string(res.Report.Outcome), "%s", describe(res))
+	}
+	p.log.Info("pod counted", "pod", pod.Name, "occurrence", res.Occurrence.UTC().Format(time.RFC3339), "outcome", string(res.Report.Outcome), "reason", res.Report.Message)
+}
+
+// settle handles a pod counted in an earlier pass: still to be marked (a restart came
+// between the status write and the mark), still holding the finalizer, not yet deleted
+// though it never ran, or finished history.
+func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
+	if unmarked {
+		p.countedPods = append(p.countedPods, pod.Name)
+	}
+	if unmarked || controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) {
+		p.mark = append(p.mark, pod)
+	}
+	switch {
+	case runstatus.Finished(pod):
+		if !unmarked {
+			p.history = append(p.history, pod)
+		}
+	case pod.DeletionTimestamp == nil:
+		p.doomed = append(p.doomed, pod) // counted as never started: it must not start now
+	}
+}
+
+// unstarted returns an active pod (other than the due occurrence's own) whose job has
+// not started yet, if any.
+func (p *pass) unstarted(due time.Time) *corev1.Pod {
+	own := runpod.Name(p.job.Name, due)
+	for _, pod := range p.active {
+		if pod.Name != own && pod.DeletionTimestamp == nil && !tracking.Started(pod) {
+			return pod
+		}
+	}
+	return nil
+}
+
+// backlogReason says why the due occurrence adds no pod while an earlier one waits.
+func backlogReason(pod *corev1.Pod) string {
+	occ, _ := runstatus.Occurrence(pod)
+	msg := fmt.Sprintf("pod %s of occurrence %s has not started its job yet", pod.Name, occ.UTC().Format(time.RFC3339))
+	if why := tracking.WaitingReason(pod); why != "" {
+		msg += " (" + why + ")"
+	}
+	return msg + "; at most one pod per job waits to start"
+}
+
+// missedReason says why occurrences that were due did not start: what held them back in
+// the previous pass (its conditions), or the deadline.
+func missedReason(p *pass) string {
+	prev := p.job.Status.Conditions
+	if c := meta.FindStatusCondition(prev, ConditionLockBackendReady); c != nil && c.Status == metav1.ConditionFalse {
+		return fmt.Sprintf("held back while the lock backend was not ready (%s: %s)", c.Reason, c.Message)
+	}
+	if c := meta.FindStatusCondition(prev, ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		return fmt.Sprintf("held back (%s: %s)", c.Reason, c.Message)
+	}
+	if dl := startingDeadline(p.job); dl != nil {
+		return fmt.Sprintf("not started within startingDeadlineSeconds (%s): the controller was down or busy", dl)
+	}
+	return "superseded by a later occurrence before it started: the controller was down or busy"
+}
+
+// accountUntilChange counts as missed the occurrences of the schedule last observed
+// (spec.schedule, spec.timeZone, spec.suspend as status.observedSchedule records them)
+// that fell due after the last pass and up to the change at `at` (the controller was
+// down, or they were held back): none of them will start under the new spec.
+func accountUntilChange(p *pass, observed string, at time.Time) {
+	parts := strings.Split(observed, "|")
+	if len(parts) != 3 || parts[2] != "suspend=false" {
+		return
+	}
+	sched, err := schedule.Parse(parts[0], parts[1])
+	if err != nil {
+		return
+	}
+	plan := sched.Plan(schedule.Input{Earliest: earliest(p.job, p.status), Now: at})
+	if plan.Latest == nil {
+		return
+	}
+	n := plan.Missed
+	if plan.Due != nil {
+		n++
+	}
+	p.recordN(runstatus.OutcomeMissed, *plan.Latest, n, fmt.Sprintf("not started before spec.schedule/timeZone/suspend changed at %s", at.UTC().Format(time.RFC3339)))
+	p.status.LastScheduleTime = &metav1.Time{Time: *plan.Latest}
+	p.status.Deferred = nil
+}
+
+// specChangedAt is when spec.schedule, spec.timeZone or spec.suspend last changed, as
+// the job's managed fields record it (second precision), or now if they do not.
+func specChangedAt(job *v1alpha1.LockedCronJob, now time.Time) time.Time {
+	var t time.Time
+	for _, mf := range job.ManagedFields {
+		if mf.Subresource != "" || mf.Time == nil || mf.FieldsV1 == nil {
+			continue
+		}
+		raw := string(mf.FieldsV1.Raw)
+		if strings.Contains(raw, `"f:suspend"`) || strings.Contains(raw, `"f:schedule"`) || strings.Contains(raw, `"f:timeZone"`) {
+			if mf.Time.After(t) {
+				t = mf.Time.Time
+			}
+		}
+	}
+	if t.IsZero() || t.After(now) {
+		return now
+	}
+	return t
+}
+
+// markCounted, after the status write, labels the pods counted and removes their
+// tracking finalizer in one patch; the next pass drops them from status.countedPods.
+// Then it deletes the pods that never started.
+func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) error {
+	for _, pod := range p.mark {
+		patch := client.StrategicMergeFrom(pod.DeepCopy())
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[runpod.LabelCounted] = "true"
+		controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
+		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("marking pod %s counted: %w", pod.Name, err)
+		}
+	}
+	for _, pod := range p.doomed {
+		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting pod %s that never started: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// releasePods removes the tracking finalizer from the pods of a job that is gone or
+// being deleted (uid: the job's, or "" when it is gone), so that none is left behind.
+// Nothing is counted any more: the job's status goes with it.
+func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name string, uid types.UID) error {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: name}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) {
+			continue
+		}
+		if ref := metav1.GetControllerOf(pod); ref != nil && uid != "" && ref.UID != uid {
+			continue // another job of the same name
+		}
+		patch := client.StrategicMergeFrom(pod.DeepCopy())
+		controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
+		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("releasing pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// sortedNames is names sorted, nil when empty.
+func sortedNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}

@@ -1,0 +1,359 @@
+package controller
+
+import (
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
+)
+
+// runPods plays the kubelet for the pods of ns that the test does not finish itself:
+// each new pod's wrapped container is set running, so that it counts as started (envtest
+// runs no kubelet; without it every pod would wait to start forever).
+func runPods(ns string) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var pods corev1.PodList
+			if err := k8sClient.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+				continue
+			}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				// The API server makes new pods Pending.
+				if len(p.Status.ContainerStatuses) > 0 || (p.Status.Phase != "" && p.Status.Phase != corev1.PodPending) || p.DeletionTimestamp != nil {
+					continue
+				}
+				setRunning(p)
+				_ = k8sClient.Status().Update(ctx, p) // a conflict: the test wrote first
+			}
+		}
+	}()
+	DeferCleanup(func() { close(stop); <-done })
+}
+
+func setRunning(p *corev1.Pod) {
+	p.Status.Phase = corev1.PodRunning
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: p.Annotations[runpod.AnnotationWrappedContainer], Image: p.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}
+}
+
+// denyPods makes admission refuse every pod in ns (a ValidatingAdmissionPolicy, as a
+// quota or a policy engine would), and waits until it does.
+func denyPods(ns string) {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-pods-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "no pods in this namespace"}},
+		},
+	}
+	Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "deny-pods-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}},
+		},
+	}
+	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(func() {
+		_ = k8sClient.Delete(ctx, binding)
+		_ = k8sClient.Delete(ctx, policy)
+	})
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	Eventually(func() bool {
+		err := k8sClient.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+	}, 10*time.Second, 100*time.Millisecond).Should(BeTrue(), "the policy is in force")
+}
+
+func getPod(ns, name string) (*corev1.Pod, error) {
+	var p corev1.Pod
+	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+	return &p, err
+}
+
+func gone(ns, name string) func() bool {
+	return func() bool {
+		_, err := getPod(ns, name)
+		return apierrors.IsNotFound(err)
+	}
+}
+
+func envValue(p *corev1.Pod, name string) string {
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+var _ = Describe("Accounting: every occurrence counted exactly once", func() {
+	DescribeTable("counts each occurrence missed once while it cannot start, with the reason",
+		func(block func(ns string, job *v1alpha1.LockedCronJob), reason string) {
+			startManager(clock.RealClock{})
+			ns := newNamespace()
+			job := newJob(ns, "blocked", "* * * * * *")
+			block(ns, job)
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			created := getJob(job).CreationTimestamp.Time
+
+			// One occurrence a second: missed never outgrows the occurrences so far (it grew
+			// 1, 2, 3, 5, 7 … when every pass counted the earlier ones again).
+			bound := func() int64 { return int64(time.Since(created)/time.Second) + 1 }
+			Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">=", 2))
+			Consistently(func() bool { return getJob(job).Status.Counters.Missed <= bound() }, 4*time.Second, 200*time.Millisecond).Should(BeTrue())
+			st := getJob(job).Status
+			Expect(st.Recent).NotTo(BeEmpty())
+			Expect(st.Recent[0].Outcome).To(Equal(runstatus.OutcomeMissed))
+			Expect(st.Recent[0].Message).To(And(ContainSubstring("held back"), ContainSubstring(reason)))
+			Expect(eventNotes(job, ReasonMissed)).To(ContainElement(ContainSubstring(reason)))
+			Expect(podsOf(job)).To(BeEmpty())
+		},
+		Entry("the Redis Secret is missing", func(ns string, job *v1alpha1.LockedCronJob) {
+			job.Spec.Lock.Redis.SecretRef.Name = "missing"
+		}, "SecretNotFound"),
+		Entry("admission forbids the pod", func(ns string, job *v1alpha1.LockedCronJob) {
+			denyPods(ns)
+		}, "forbidden"),
+	)
+
+	It("after downtime across a suspension, counts the occurrences up to the suspension as missed", func() {
+		ns := newNamespace()
+		job := newJob(ns, "suspended-while-down", "* * * * * *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		created := getJob(job).CreationTimestamp.Time
+		// A first pass observes the schedule (its clock before any occurrence), then the
+		// controller is down.
+		stop := startManager(clocktesting.NewFakePassiveClock(created.Add(-time.Hour)))
+		Eventually(func() string { return getJob(job).Status.ObservedSchedule }).Should(HaveSuffix("suspend=false"))
+		stop()
+		Eventually(time.Now, 10*time.Second, 100*time.Millisecond).Should(BeTemporally(">", created.Add(3200*time.Millisecond)))
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) })
+		suspendedAt := time.Now()
+		Eventually(time.Now, 10*time.Second, 100*time.Millisecond).Should(BeTemporally(">", suspendedAt.Add(2*time.Second)))
+
+		startManager(clock.RealClock{})
+		Eventually(func() string { return getJob(job).Status.ObservedSchedule }).Should(HaveSuffix("suspend=true"))
+		st := getJob(job).Status
+		// Occurrences in (created, suspension]: 3 or 4 (managed fields have second precision);
+		// none from the suspension on.
+		Expect(st.Counters.Missed).To(BeNumerically(">=", 3))
+		Expect(st.Counters.Missed).To(BeNumerically("<=", int64(suspendedAt.Sub(created)/time.Second)+1))
+		Expect(st.Recent).To(ContainElement(And(HaveField("Outcome", runstatus.OutcomeMissed), HaveField("Message", ContainSubstring("suspend")))))
+		Expect(podsOf(job)).To(BeEmpty())
+	})
+
+	It("deletes a pod that has not started by its deadline and counts it missed with the pod's own reason", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		job := newJob(ns, "stuck", dailyAt(at))
+		job.Spec.StartingDeadlineSeconds = ptr.To[int64](3)
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		name := runpod.Name("stuck", at)
+		var pod *corev1.Pod
+		Eventually(func() error { var err error; pod, err = getPod(ns, name); return err }, 10*time.Second).Should(Succeed())
+		Expect(pod.Finalizers).To(ContainElement(runpod.FinalizerTracking))
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", Image: "busybox", State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "busybox"`}}}}
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		Eventually(func() int32 { return getJob(job).Status.ActiveCount }).Should(Equal(int32(1)))
+
+		Eventually(gone(ns, name), 10*time.Second).Should(BeTrue(), "deleted at occurrence + startingDeadlineSeconds")
+		Expect(time.Now()).To(BeTemporally(">=", at.Add(3*time.Second)))
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }).Should(Equal(int64(1)))
+		st := getJob(job).Status
+		Expect(st.ActiveCount).To(BeZero())
+		Expect(st.Recent[0].Outcome).To(Equal(string(report.Missed)))
+		Expect(st.Recent[0].Pod).To(Equal(name))
+		Expect(st.Recent[0].Message).To(ContainSubstring("ImagePullBackOff"))
+		Eventually(func() []string { return eventNotes(job, string(report.Missed)) }).Should(ContainElement(ContainSubstring("ImagePullBackOff")))
+		Consistently(func() int64 { return getJob(job).Status.Counters.Missed }, 2*time.Second).Should(Equal(int64(1)), "counted once")
+	})
+
+	It("adds no pod while an earlier one has not started: the occurrence is missed, named as such", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "backlog", "* * * * * *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).Should(HaveLen(1))
+		first := podsOf(job)[0]
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 5*time.Second).Should(BeNumerically(">=", 2))
+		Expect(podsOf(job)).To(HaveLen(1), "one pod waits; no backlog")
+		st := getJob(job).Status
+		Expect(st.Recent[0].Message).To(And(ContainSubstring("pod "+first.Name), ContainSubstring("has not started")))
+
+		// Once it starts, the next occurrence gets its pod.
+		p, err := getPod(ns, first.Name)
+		Expect(err).NotTo(HaveOccurred())
+		setRunning(p)
+		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).Should(HaveLen(2))
+	})
+
+	It("tells lockwrap not to start after the next blackout window opens", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		start, end := metav1.NewTime(at.Add(time.Hour)), metav1.NewTime(at.Add(2*time.Hour))
+		job := newJob(ns, "notafter", dailyAt(at))
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "later", Start: &start, End: &end}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		var pod *corev1.Pod
+		Eventually(func() error { var err error; pod, err = getPod(ns, runpod.Name("notafter", at)); return err }, 10*time.Second).Should(Succeed())
+		Expect(envValue(pod, "LOCKEDCRON_NOT_AFTER")).To(Equal(start.UTC().Format(time.RFC3339)))
+	})
+
+	It("deletes a pod that has not started when a rollout blackout begins, and counts it missed", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		d := newDeployment(ns, "web")
+		Expect(k8sClient.Create(ctx, d)).To(Succeed())
+		writeStatus(d, deploymentDone)
+		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		job := newJob(ns, "caught", dailyAt(at))
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		name := runpod.Name("caught", at)
+		Eventually(func() error { _, err := getPod(ns, name); return err }, 10*time.Second).Should(Succeed())
+
+		writeStatus(d, func(d *appsv1.Deployment) {
+			deploymentDone(d)
+			d.Status.AvailableReplicas = 1 // rolling out
+		})
+		Eventually(gone(ns, name), 5*time.Second).Should(BeTrue())
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }).Should(Equal(int64(1)))
+		Expect(getJob(job).Status.Recent[0].Message).To(ContainSubstring("a blackout began before its job started: Deployment/web is rolling out"))
+	})
+
+	It("tracks pods with a finalizer: counted and released in one pass, still counted when deleted first", func() {
+		ns := newNamespace()
+		job := newJob(ns, "tracked", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+		// While the controller is down: one pod finishes and is deleted, one is deleted
+		// before it started, one finishes normally.
+		finished := createPodFor(job, base)
+		finishPod(finished, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 1}))
+		Expect(k8sClient.Delete(ctx, finished)).To(Succeed())
+		pending := createPodFor(job, base.Add(time.Minute))
+		Expect(k8sClient.Delete(ctx, pending)).To(Succeed())
+		kept := createPodFor(job, base.Add(2*time.Minute))
+		finishPod(kept, corev1.PodFailed, 1, reportJSON(report.Report{Outcome: report.Failed, Holder: "h", FencingToken: 2, ExitCode: 1}))
+		p, err := getPod(ns, finished.Name)
+		Expect(err).NotTo(HaveOccurred(), "the finalizer keeps a deleted pod until it is counted")
+		Expect(p.DeletionTimestamp).NotTo(BeNil())
+
+		startManager(clock.RealClock{})
+		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }).Should(Equal(v1alpha1.Counters{Runs: 2, Succeeded: 1, Failed: 1, Missed: 1}))
+		Eventually(gone(ns, finished.Name)).Should(BeTrue())
+		Eventually(gone(ns, pending.Name)).Should(BeTrue())
+		Expect(getJob(job).Status.Recent).To(ContainElement(And(HaveField("Pod", pending.Name), HaveField("Message", ContainSubstring("deleted before its job started")))))
+		Eventually(func() []string {
+			p, err := getPod(ns, kept.Name)
+			Expect(err).NotTo(HaveOccurred())
+			return p.Finalizers
+		}).Should(BeEmpty(), "released in the pass that counted it")
+		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty())
+		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 2*time.Second).Should(Equal(v1alpha1.Counters{Runs: 2, Succeeded: 1, Failed: 1, Missed: 1}))
+	})
+
+	DescribeTable("leaves no pod with the finalizer when its LockedCronJob is deleted",
+		func(policy metav1.DeletionPropagation) {
+			startManager(clock.RealClock{})
+			ns := newNamespace()
+			job := newJob(ns, "owner", "0 0 1 1 *")
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+			waiting := createPodFor(job, base)
+			running := createPodFor(job, base.Add(time.Minute))
+			setRunning(running)
+			Expect(k8sClient.Status().Update(ctx, running)).To(Succeed())
+			Eventually(func() int32 { return getJob(job).Status.ActiveCount }).Should(Equal(int32(2)))
+
+			Expect(k8sClient.Delete(ctx, getJob(job), client.PropagationPolicy(policy))).To(Succeed())
+			// envtest runs no garbage collector: the pods stay, without the finalizer (with
+			// foreground deletion, the job waits for them).
+			for _, name := range []string{waiting.Name, running.Name} {
+				Eventually(func() []string {
+					p, err := getPod(ns, name)
+					Expect(err).NotTo(HaveOccurred())
+					return p.Finalizers
+				}).Should(BeEmpty(), "pod %s released", name)
+			}
+		},
+		Entry("background (kubectl delete)", metav1.DeletePropagationBackground),
+		Entry("foreground", metav1.DeletePropagationForeground),
+	)
+
+	It("counts an OnFailure pod once per occurrence, with its attempts", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "retries", "0 0 1 1 *")
+		job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		occ := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+		pod := createPodFor(job, occ)
+		Expect(pod.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyOnFailure))
+
+		// Two failed attempts (the last one's report stays as lastTerminationState), then
+		// one that succeeds.
+		p, err := getPod(ns, pod.Name)
+		Expect(err).NotTo(HaveOccurred())
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodSucceeded
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "job", Image: "busybox", RestartCount: 2,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: now, FinishedAt: now,
+				Message: reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 3})}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, StartedAt: now, FinishedAt: now,
+				Message: reportJSON(report.Report{Outcome: report.Failed, Holder: "h", FencingToken: 3, ExitCode: 1})}},
+		}}
+		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+
+		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty())
+		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }).Should(Equal(v1alpha1.Counters{Runs: 1, Succeeded: 1}))
+		rec := getJob(job).Status.Recent[0]
+		Expect(rec.Outcome).To(Equal(string(report.Succeeded)))
+		Expect(rec.Message).To(ContainSubstring("after 3 attempts"))
+		Expect(strings.Count(rec.Message, "attempts")).To(Equal(1))
+	})
+})
