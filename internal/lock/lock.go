@@ -8,6 +8,9 @@
 //	lockedcron:{<tag>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token,
 //	                                     recovered, tookOver, fence, acquiredAt, finishedAt
 //	                                     (unix ms); PX max(retention, ttl), renewed with the lock
+//	lockedcron:{<tag>}:last              hash: the key's last success — occurrence (unix secs),
+//	                                     finishedAt (unix ms), fence, holder, watermark; never
+//	                                     expires (like the fence, it lives as long as the key)
 //
 // The tag is the key itself, or "#" and the first 16 hex digits of the key's SHA-256 when
 // the key contains "{" or "}" (which would otherwise make Redis hash another part of the
@@ -24,6 +27,10 @@
 //     that lock's token is our crashed predecessor: Acquire takes it over. Holder must
 //     therefore name one runner such that a new process with the same identity means the
 //     old one is dead (a pod name, not a shared hostname of concurrent runners).
+//   - The last success and its watermark move only in the call that records a success, and
+//     only when the lock was ours to the end and our fencing token is the newest: a failed
+//     run, a lost lock, a stale holder or a crash before Finish never moves them. Acquire
+//     returns them in its one round trip (Lease.LastSuccess).
 //   - Only a durable Redis keeps locks and ledger: Lease.Warnings and Durability say when
 //     the server runs without an AOF or with an evicting maxmemory-policy.
 package lock
@@ -106,6 +113,27 @@ func LockKey(key string) string { return keyPrefix(key) + "lock" }
 
 // FenceKey is the Redis key of key's fencing counter.
 func FenceKey(key string) string { return keyPrefix(key) + "fence" }
+
+// LastKey is the Redis key of key's last success and watermark.
+func LastKey(key string) string { return keyPrefix(key) + "last" }
+
+// MaxWatermarkBytes is the largest watermark Finish stores.
+const MaxWatermarkBytes = 1024
+
+// ErrWatermarkTooLarge: FinishWith was given a watermark over MaxWatermarkBytes; nothing
+// was recorded.
+var ErrWatermarkTooLarge = fmt.Errorf("lock: watermark larger than %d bytes", MaxWatermarkBytes)
+
+// Success is a key's last successful run, as recorded by Finish.
+type Success struct {
+	Occurrence time.Time // the occurrence it ran (whole seconds, UTC)
+	FinishedAt time.Time // when it finished (the finishing lockwrap's clock, ms)
+	Fence      int64     // its fencing token
+	Holder     string    // who ran it
+	// Watermark is the key's watermark: the last one a successful run stored (possibly an
+	// earlier success than this one, when this one stored none); "" when none ever was.
+	Watermark string
+}
 
 // RunKey is the Redis key of the ledger entry for key's occurrence (whole seconds).
 func RunKey(key string, occurrence time.Time) string {
@@ -193,6 +221,9 @@ type Lease struct {
 	// evicting maxmemory-policy, INFO or TIME denied to the user), read in the same round
 	// trip as the acquisition; empty when it looks durable.
 	Warnings []string
+	// LastSuccess is the key's last successful run and watermark, read in the same round
+	// trip as the acquisition; nil when none was recorded.
+	LastSuccess *Success
 }
 
 // Key is the lease's lock key.
@@ -245,7 +276,7 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		sc = conn
 	}
 
-	keys := []string{LockKey(req.Key), FenceKey(req.Key), RunKey(req.Key, req.Occurrence)}
+	keys := []string{LockKey(req.Key), FenceKey(req.Key), RunKey(req.Key, req.Occurrence), LastKey(req.Key)}
 	res, err := acquireScript.Run(ctx, sc, keys,
 		value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
 		l.now().UnixMilli()).Slice()
@@ -267,8 +298,9 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	lease := &Lease{
 		c: l.c, now: l.now, req: req, value: value, Token: token,
 		Fence: num(res, 1), Recovered: num(res, 2) == 1, TookOver: num(res, 3) == 1,
-		AcquiredAt: l.now(),
-		Warnings:   durabilityWarnings("", str(res, 4), str(res, 5), str(res, 6)),
+		AcquiredAt:  l.now(),
+		Warnings:    durabilityWarnings("", str(res, 4), str(res, 5), str(res, 6)),
+		LastSuccess: lastSuccess(res[min(7, len(res)):]),
 	}
 	if req.MinReplicas > 0 {
 		if err := waitReplicas(ctx, conn, req); err != nil {
@@ -279,6 +311,21 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		}
 	}
 	return lease, nil
+}
+
+// lastSuccess reads acquire.lua's last-success fields: occurrence (unix s), finishedAt
+// (unix ms), fence, holder, watermark; nil when no success was recorded.
+func lastSuccess(f []any) *Success {
+	occ, err := strconv.ParseInt(str(f, 0), 10, 64)
+	if err != nil {
+		return nil
+	}
+	s := &Success{Occurrence: time.Unix(occ, 0).UTC(), Holder: str(f, 3), Watermark: str(f, 4)}
+	if ms, err := strconv.ParseInt(str(f, 1), 10, 64); err == nil {
+		s.FinishedAt = time.UnixMilli(ms).UTC()
+	}
+	s.Fence, _ = strconv.ParseInt(str(f, 2), 10, 64)
+	return s
 }
 
 // waitReplicas sends WAIT on conn (the connection that made the writes).
@@ -345,56 +392,130 @@ func (l *Lease) Renew(ctx context.Context) error {
 //
 // Neither the lock nor the entry is touched when it belongs to another run.
 func (l *Lease) Finish(ctx context.Context, state string) error {
+	_, err := l.FinishWith(ctx, state, FinishOptions{})
+	return err
+}
+
+// FinishOptions are Finish's optional parts.
+type FinishOptions struct {
+	// Watermark, when not empty, becomes the key's watermark — in the same call that
+	// records StateSucceeded, and only if the lock was ours to the end and our fencing
+	// token is still the newest. At most MaxWatermarkBytes; opaque text.
+	Watermark string
+	// Monotonic refuses a Watermark smaller than the stored one: numerically when both
+	// are decimal integers (any length), otherwise byte-wise. The success is recorded
+	// all the same; FinishResult says the watermark was refused.
+	Monotonic bool
+}
+
+// WatermarkOutcome says what FinishWith did with FinishOptions.Watermark.
+type WatermarkOutcome int
+
+const (
+	// WatermarkNotStored: no watermark given, or the run's success did not become the
+	// key's last one (see FinishResult.LastSuccess).
+	WatermarkNotStored WatermarkOutcome = iota
+	// WatermarkStored: the key's watermark is now the one given.
+	WatermarkStored
+	// WatermarkRefused: Monotonic, and the one given is smaller than the stored one
+	// (FinishResult.Stored), which stays.
+	WatermarkRefused
+)
+
+// LastSuccessOutcome says whether a finished run became the key's last success.
+type LastSuccessOutcome int
+
+const (
+	// LastSuccessUnchanged: the run did not succeed, or its success was not recorded.
+	LastSuccessUnchanged LastSuccessOutcome = iota
+	// LastSuccessRecorded: the key's last success is now this run.
+	LastSuccessRecorded
+	// LastSuccessNotOurs: the success was recorded in the ledger, but the lock was no
+	// longer ours or a later holder had been given a fencing token, so neither the last
+	// success nor the watermark moved.
+	LastSuccessNotOurs
+)
+
+// FinishResult says what FinishWith did beyond the ledger.
+type FinishResult struct {
+	LastSuccess LastSuccessOutcome
+	Watermark   WatermarkOutcome
+	// Stored is the key's watermark that a refused one was smaller than.
+	Stored string
+}
+
+// FinishWith is Finish with options: with StateSucceeded it also records the run as the
+// key's last success and stores opts.Watermark, in the same script call, when the lock was
+// ours to the end and no later fencing token was handed out. It returns the same errors as
+// Finish, and ErrWatermarkTooLarge (recording nothing) for a watermark over
+// MaxWatermarkBytes.
+func (l *Lease) FinishWith(ctx context.Context, state string, opts FinishOptions) (FinishResult, error) {
 	if state != StateSucceeded && state != StateFailed {
-		return fmt.Errorf("lock: finish: state %q", state)
+		return FinishResult{}, fmt.Errorf("lock: finish: state %q", state)
 	}
-	return l.finish(ctx, state)
+	if len(opts.Watermark) > MaxWatermarkBytes {
+		return FinishResult{}, fmt.Errorf("%w: %d bytes", ErrWatermarkTooLarge, len(opts.Watermark))
+	}
+	return l.finish(ctx, state, opts)
 }
 
 // Release deletes the lock if it is still ours (compare-and-delete) and forgets our
 // running ledger entry, as if we had never run. ErrLost if the lock was not ours.
-func (l *Lease) Release(ctx context.Context) error { return l.finish(ctx, "") }
+func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.finish(ctx, "", FinishOptions{})
+	return err
+}
 
-func (l *Lease) finish(ctx context.Context, state string) error {
+func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (FinishResult, error) {
 	var sc redis.Scripter = l.c
 	var conn *redis.Conn
 	if state == StateSucceeded && l.req.MinReplicas > 0 {
 		node, err := masterFor(ctx, l.c, LockKey(l.req.Key))
 		if err != nil {
-			return err
+			return FinishResult{}, err
 		}
 		conn = node.Conn()
 		defer conn.Close()
 		sc = conn
 	}
-	keys := []string{LockKey(l.req.Key), RunKey(l.req.Key, l.req.Occurrence)}
-	res, err := finishScript.Run(ctx, sc, keys, l.value, l.Token, state,
-		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence).Int64Slice()
-	if err != nil {
-		return fmt.Errorf("lock: finish %q: %w", l.req.Key, err)
+	monotonic := "0"
+	if opts.Monotonic {
+		monotonic = "1"
 	}
-	if len(res) != 2 {
-		return fmt.Errorf("lock: finish %q: unexpected reply %v", l.req.Key, res)
+	keys := []string{LockKey(l.req.Key), RunKey(l.req.Key, l.req.Occurrence), FenceKey(l.req.Key), LastKey(l.req.Key)}
+	res, err := finishScript.Run(ctx, sc, keys, l.value, l.Token, state,
+		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence,
+		l.req.Occurrence.Unix(), opts.Watermark, monotonic).Slice()
+	if err != nil {
+		return FinishResult{}, fmt.Errorf("lock: finish %q: %w", l.req.Key, err)
+	}
+	if len(res) != 5 {
+		return FinishResult{}, fmt.Errorf("lock: finish %q: unexpected reply %v", l.req.Key, res)
+	}
+	fr := FinishResult{
+		LastSuccess: LastSuccessOutcome(num(res, 2)),
+		Watermark:   WatermarkOutcome(num(res, 3)),
+		Stored:      str(res, 4),
 	}
 	var errs []error
-	if res[0] != 1 {
+	if num(res, 0) != 1 {
 		errs = append(errs, ErrLost)
 	}
-	if res[1] != 1 && state != "" { // a release leaves another run's entry alone, silently
+	if num(res, 1) != 1 && state != "" { // a release leaves another run's entry alone, silently
 		errs = append(errs, ErrNotRecorded)
 	}
-	if conn != nil && res[1] == 1 {
+	if conn != nil && num(res, 1) == 1 {
 		if err := waitReplicas(ctx, conn, l.req); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	switch len(errs) {
 	case 0:
-		return nil
+		return fr, nil
 	case 1:
-		return errs[0]
+		return fr, errs[0]
 	}
-	return errors.Join(errs...)
+	return fr, errors.Join(errs...)
 }
 
 // Durability reads INFO from the Redis behind c (every master of a Cluster) in one round

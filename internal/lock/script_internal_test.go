@@ -20,7 +20,7 @@ func TestAcquireScriptIsIdempotentPerToken(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	occ := time.Unix(1700000000, 0)
-	keys := []string{LockKey("idem"), FenceKey("idem"), RunKey("idem", occ)}
+	keys := []string{LockKey("idem"), FenceKey("idem"), RunKey("idem", occ), LastKey("idem")}
 	args := []any{"tok h", 10000, 60000, "tok", "h", 1}
 	first, err := acquireScript.Run(ctx, c, keys, args...).Slice()
 	if err != nil {
@@ -30,7 +30,7 @@ func TestAcquireScriptIsIdempotentPerToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(first) != 7 || first[0] != "acquired" || first[2] != int64(0) || first[3] != int64(0) {
+	if len(first) != 12 || first[0] != "acquired" || first[2] != int64(0) || first[3] != int64(0) {
 		t.Fatalf("first grant %v", first)
 	}
 	if d := cmp.Diff(first, again); d != "" {

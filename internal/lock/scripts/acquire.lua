@@ -3,6 +3,8 @@
 -- KEYS[1]  lockedcron:{<tag>}:lock             the lock; value = "<token> <holder>"
 -- KEYS[2]  lockedcron:{<tag>}:fence            the fencing counter (never expires)
 -- KEYS[3]  lockedcron:{<tag>}:run:<unix secs>  the occurrence's ledger entry (a hash)
+-- KEYS[4]  lockedcron:{<tag>}:last             the key's last success (a hash, never expires):
+--          occurrence (unix secs), finishedAt (unix ms), fence, holder, watermark
 -- ARGV[1]  lock value, "<token> <holder>"
 -- ARGV[2]  lock ttl in milliseconds
 -- ARGV[3]  ledger retention in milliseconds (the entry lives at least as long as the lock)
@@ -14,7 +16,8 @@
 --   {"suppressed", <holder that succeeded>}  the ledger says the occurrence succeeded
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"acquired", <fencing token>, <recovered 0|1>, <took over 0|1>,
---    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>}
+--    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>,
+--    <last success: occurrence, finishedAt, fence, holder, watermark ("" each when none)>}
 --
 -- The fencing token is max(previous token + 1, server TIME in microseconds), stored back in
 -- KEYS[2]: it keeps increasing even when Redis lost the counter (restart without
@@ -25,6 +28,8 @@
 -- taken over with a new token and a higher fence. The durability facts (INFO persistence
 -- and memory) come back with every grant; INFO and TIME are called with pcall so that an
 -- ACL user without them still gets the lock (the problems field says what was denied).
+-- The key's last success (written by finish.lua) comes back with every grant, so that the
+-- job learns its predecessor's watermark in the same round trip.
 redis.replicate_commands() -- needed before Redis 5 for TIME before writes; a no-op after
 
 local ttl = tonumber(ARGV[2])
@@ -50,7 +55,12 @@ end
 
 local function grant(fence, recovered, tookover)
   local aof, policy = durability()
-  return {'acquired', fence, recovered, tookover, aof, policy, table.concat(problems, ',')}
+  local reply = {'acquired', fence, recovered, tookover, aof, policy, table.concat(problems, ',')}
+  -- HGET, not HMGET: the documented ACL user has +hget.
+  for _, f in ipairs({'occurrence', 'finishedAt', 'fence', 'holder', 'watermark'}) do
+    table.insert(reply, redis.call('HGET', KEYS[4], f) or '')
+  end
+  return reply
 end
 
 -- nextFence returns and stores max(counter + 1, server time in µs).
