@@ -3,9 +3,15 @@ package controller
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -26,7 +32,10 @@ const (
 	ReasonSecretNotFound   = "SecretNotFound"
 	ReasonSecretInvalid    = "SecretInvalid"
 	ReasonRedisUnreachable = "RedisUnreachable"
-	ReasonRedisReachable   = "RedisReachable"
+	// ReasonRedisNotAllowed: the Secret names an endpoint the operator may not dial
+	// (--redis-allowed-hosts, or a link-local address); nothing was dialled.
+	ReasonRedisNotAllowed = "RedisNotAllowed"
+	ReasonRedisReachable  = "RedisReachable"
 	// ReasonNotDurable: Redis answers, but can lose the lock or the ledger (no AOF, an
 	// evicting maxmemory-policy). The condition stays True: pods are still created.
 	ReasonNotDurable = "NotDurable"
@@ -41,12 +50,18 @@ const durabilityTTL = 3 * time.Minute
 const maxWarningLen = 256
 
 // backendError says why the lock backend is not usable, with the condition reason.
+// msg is what users see (condition message, Events): a fixed sentence naming the
+// Secret and at most the Redis host:port, never a Secret value or bytes read from the
+// network — a LockedCronJob's author need not be able to read the Secret, and must
+// not get a port scanner with the operator's network position. err keeps the cause for
+// the operator's own logs.
 type backendError struct {
 	reason string
+	msg    string
 	err    error
 }
 
-func (e *backendError) Error() string { return e.err.Error() }
+func (e *backendError) Error() string { return e.msg }
 func (e *backendError) Unwrap() error { return e.err }
 
 // blocking reports whether the problem stops pod creation: a pod without a usable Secret
@@ -60,6 +75,8 @@ type backends struct {
 	reader  client.Reader
 	timeout time.Duration
 	now     func() time.Time
+	// allowed: the endpoints that may be dialled (nil: all but link-local ones).
+	allowed *lock.AllowedHosts
 
 	mu      sync.Mutex
 	clients map[types.NamespacedName]cachedClient
@@ -68,6 +85,7 @@ type backends struct {
 type cachedClient struct {
 	sum    [32]byte
 	client redis.UniversalClient
+	addrs  string // the URL's host:port list, for messages
 	// durability: the warnings of the last check, and when it ran (zero: never).
 	durableAt time.Time
 	warnings  []string
@@ -77,18 +95,20 @@ func newBackends(reader client.Reader) *backends {
 	return &backends{reader: reader, timeout: 2 * time.Second, now: time.Now, clients: map[types.NamespacedName]cachedClient{}}
 }
 
-// client returns a Redis client for the Secret, or a backendError.
-func (b *backends) client(ctx context.Context, namespace, secretName string) (redis.UniversalClient, *backendError) {
+// client returns a Redis client for the Secret and the URL's host:port list, or a
+// backendError.
+func (b *backends) client(ctx context.Context, namespace, secretName string) (redis.UniversalClient, string, *backendError) {
 	var s corev1.Secret
 	key := types.NamespacedName{Namespace: namespace, Name: secretName}
 	if err := b.reader.Get(ctx, key, &s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &backendError{ReasonSecretNotFound, fmt.Errorf("spec.lock.redis.secretRef: Secret %s not found; create it with key %q", key, runpod.SecretKeyURL)}
+			return nil, "", &backendError{ReasonSecretNotFound, fmt.Sprintf("spec.lock.redis.secretRef: Secret %s not found; create it with key %q", key, runpod.SecretKeyURL), err}
 		}
-		return nil, &backendError{ReasonSecretInvalid, fmt.Errorf("spec.lock.redis.secretRef: reading Secret %s: %w", key, err)}
+		// An API error (forbidden, timeout): it carries no Secret data.
+		return nil, "", &backendError{ReasonSecretInvalid, fmt.Sprintf("spec.lock.redis.secretRef: reading Secret %s: %s", key, apierrors.ReasonForError(err)), err}
 	}
 	if len(s.Data[runpod.SecretKeyURL]) == 0 {
-		return nil, &backendError{ReasonSecretInvalid, fmt.Errorf("spec.lock.redis.secretRef: Secret %s has no key %q (the Redis URL)", key, runpod.SecretKeyURL)}
+		return nil, "", &backendError{ReasonSecretInvalid, fmt.Sprintf("spec.lock.redis.secretRef: Secret %s has no key %q (the Redis URL)", key, runpod.SecretKeyURL), nil}
 	}
 	cfg := lock.ClientConfig{
 		URL:      string(s.Data[runpod.SecretKeyURL]),
@@ -108,31 +128,105 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 	defer b.mu.Unlock()
 	if c, ok := b.clients[key]; ok {
 		if c.sum == sum {
-			return c.client, nil
+			return c.client, c.addrs, nil
 		}
 		_ = c.client.Close()
 		delete(b.clients, key)
 	}
-	c, err := lock.NewClient(cfg)
+	o, err := lock.ParseURL(cfg)
 	if err != nil {
-		// lock's errors redact the URL's password.
-		return nil, &backendError{ReasonSecretInvalid, fmt.Errorf("spec.lock.redis.secretRef: Secret %s: %w", key, err)}
+		return nil, "", secretProblem(key, cfg, err)
 	}
-	b.clients[key] = cachedClient{sum: sum, client: c}
-	return c, nil
+	addrs := strings.Join(o.Addrs, ",")
+	c, err := lock.NewGuardedClient(cfg, b.allowed)
+	if err != nil {
+		if errors.Is(err, lock.ErrNotAllowed) {
+			return nil, "", &backendError{ReasonRedisNotAllowed, notAllowedMessage(key, addrs), err}
+		}
+		return nil, "", secretProblem(key, cfg, err)
+	}
+	b.clients[key] = cachedClient{sum: sum, client: c, addrs: addrs}
+	return c, addrs, nil
+}
+
+// secretProblem is the fixed message for Secret contents lock cannot use. lock's own
+// errors quote the URL (password redacted), but the rest of a URL can be a secret too.
+func secretProblem(key types.NamespacedName, cfg lock.ClientConfig, err error) *backendError {
+	msg := fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: %s is not a valid Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://)", key, runpod.SecretKeyURL)
+	if len(cfg.CACert) > 0 && !x509.NewCertPool().AppendCertsFromPEM(cfg.CACert) {
+		msg = fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: %s holds no PEM certificate", key, runpod.SecretKeyCACert)
+	}
+	return &backendError{ReasonSecretInvalid, msg, err}
+}
+
+func notAllowedMessage(key types.NamespacedName, addrs string) string {
+	return fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: Redis at %s is not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled", key, addrs)
+}
+
+// pingProblem says, in a fixed sentence, why a Redis did not answer PING. The error
+// itself is never shown: it can quote what the server sent.
+func pingProblem(err error) string {
+	var (
+		dnsErr    *net.DNSError
+		netErr    net.Error
+		recHdr    tls.RecordHeaderError
+		alert     tls.AlertError
+		verifyErr *tls.CertificateVerificationError
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		redisErr  redis.Error
+	)
+	switch {
+	case errors.Is(err, lock.ErrNotAllowed):
+		return "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"
+	case errors.As(err, &dnsErr):
+		return "host name not found"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "timed out"
+	case errors.As(err, &recHdr), errors.As(err, &alert), errors.As(err, &verifyErr),
+		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalid):
+		return "TLS handshake failed"
+	case errors.As(err, &redisErr):
+		code, _, _ := strings.Cut(redisErr.Error(), " ")
+		switch code {
+		case "WRONGPASS", "NOAUTH":
+			return "authentication failed"
+		case "NOPERM":
+			return "the Secret's user lacks a permission (NOPERM)"
+		case "LOADING":
+			return "still loading its data"
+		case "ERR":
+			if strings.Contains(strings.ToLower(redisErr.Error()), "auth") || strings.Contains(strings.ToLower(redisErr.Error()), "password") {
+				return "authentication failed"
+			}
+		}
+		return "answered with an error (not shown: it may quote the server)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
+		return "connection closed by the server (not a Redis server, or one that expects TLS?)"
+	case strings.Contains(err.Error(), "sentinels"):
+		return "no Sentinel answered with the master"
+	}
+	return "not a Redis server, or it failed (the error is not shown: it may quote the server)"
 }
 
 // check reads the Secret, pings Redis and, once Redis answered, asks how durable it is:
 // the warnings (empty when none) say how it could lose the lock or the ledger.
 func (b *backends) check(ctx context.Context, namespace, secretName string) (redis.UniversalClient, []string, *backendError) {
-	c, berr := b.client(ctx, namespace, secretName)
+	c, addrs, berr := b.client(ctx, namespace, secretName)
 	if berr != nil {
 		return nil, nil, berr
 	}
 	pctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
-		return c, nil, &backendError{ReasonRedisUnreachable, fmt.Errorf("redis from Secret %s/%s: %w", namespace, secretName, err)}
+		reason := ReasonRedisUnreachable
+		if errors.Is(err, lock.ErrNotAllowed) { // a Sentinel's master, a Cluster node
+			reason = ReasonRedisNotAllowed
+		}
+		return c, nil, &backendError{reason, fmt.Sprintf("Redis at %s (Secret %s/%s): %s", addrs, namespace, secretName, pingProblem(err)), err}
 	}
 	return c, b.durability(ctx, types.NamespacedName{Namespace: namespace, Name: secretName}, c), nil
 }
