@@ -71,11 +71,28 @@ type Report struct {
 	ExitCode     int     `json:"exitCode,omitempty"`
 	LockLost     bool    `json:"lockLost,omitempty"`
 	Recovered    bool    `json:"recovered,omitempty"`
+	// Watermark is the key's new watermark when this run advanced it (at most
+	// MaxWatermarkBytes of it: see Watermark's doc); PreviousWatermark is the one the run
+	// was given (the key's watermark when it acquired the lock), likewise shortened.
+	Watermark         string `json:"watermark,omitempty"`
+	PreviousWatermark string `json:"previousWatermark,omitempty"`
 	// Warnings name conditions that weaken the guarantee without stopping the run: a
 	// Redis that can lose the lock (no persistence, an evicting maxmemory-policy), a
 	// ledger entry that could not be recorded.
 	Warnings []string `json:"warnings,omitempty"`
 	Message  string   `json:"message,omitempty"`
+}
+
+// MaxWatermarkBytes is how much of a watermark a report (and status) carries: a longer
+// one is cut on a UTF-8 boundary and ends in "…" (Redis and the job keep the whole).
+const MaxWatermarkBytes = 256
+
+// ShortWatermark is wm cut to MaxWatermarkBytes (plus "…" when cut).
+func ShortWatermark(wm string) string {
+	if len(wm) <= MaxWatermarkBytes {
+		return wm
+	}
+	return truncateRunes(wm, MaxWatermarkBytes) + "…"
 }
 
 // ErrTooLarge is returned when a report does not fit MaxBytes even with an empty message.
@@ -111,7 +128,8 @@ func Encode(r Report) ([]byte, error) {
 	// Still too long without the message: shorten the longest free-text field (halving)
 	// until the rest fits, so that a report is always written.
 	const ellipsis = "…"
-	fields := []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.ReleasedAt}
+	fields := []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.ReleasedAt,
+		&r.Watermark, &r.PreviousWatermark}
 	for len(base) > MaxBytes {
 		longest := fields[0]
 		for _, f := range fields[1:] {

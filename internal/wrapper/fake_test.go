@@ -39,6 +39,9 @@ func (l *flakyLease) Finish(_ context.Context, st string) error {
 	l.finished = st
 	return nil
 }
+func (l *flakyLease) FinishWith(ctx context.Context, st string, _ lock.FinishOptions) (lock.FinishResult, error) {
+	return lock.FinishResult{}, l.Finish(ctx, st)
+}
 func (l *flakyLease) Release(context.Context) error { return nil }
 
 type fakeLocker struct {

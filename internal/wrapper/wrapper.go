@@ -9,11 +9,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -38,6 +40,8 @@ type Lease interface {
 	Renew(ctx context.Context) error
 	// Finish records lock.StateSucceeded / lock.StateFailed and releases the lock.
 	Finish(ctx context.Context, state string) error
+	// FinishWith is Finish that also stores a watermark with a success (lock.Lease.FinishWith).
+	FinishWith(ctx context.Context, state string, opts lock.FinishOptions) (lock.FinishResult, error)
 	// Release releases the lock and forgets the run (it never started).
 	Release(ctx context.Context) error
 }
@@ -49,6 +53,8 @@ type Grant struct {
 	Recovered bool
 	// Warnings say how the Redis serving the lock could lose it (no persistence, eviction).
 	Warnings []string
+	// LastSuccess is the key's last successful run and watermark (nil: none recorded).
+	LastSuccess *lock.Success
 }
 
 // RedisLocker is the Locker over internal/lock.
@@ -60,7 +66,7 @@ func (r RedisLocker) Acquire(ctx context.Context, req lock.Request) (*Grant, err
 	if err != nil {
 		return nil, err
 	}
-	return &Grant{Lease: l, Fence: l.Fence, Recovered: l.Recovered, Warnings: l.Warnings}, nil
+	return &Grant{Lease: l, Fence: l.Fence, Recovered: l.Recovered, Warnings: l.Warnings, LastSuccess: l.LastSuccess}, nil
 }
 
 var (
@@ -216,11 +222,19 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		return missed(sentAt)
 	}
 
-	// 3: start the child.
-	env := childEnv(d.Environ, cfg, g.Fence)
+	// 3: start the child, with the key's last success and a file for its next watermark.
+	if g.LastSuccess != nil {
+		rep.PreviousWatermark = report.ShortWatermark(g.LastSuccess.Watermark)
+	}
+	wmFile, cleanup, err := watermarkFile()
+	if err != nil {
+		warn(&rep, d.Stderr, fmt.Sprintf("no %s for the command: %v", config.EnvWatermarkFile, err))
+	}
+	defer cleanup()
+	env := childEnv(d.Environ, cfg, g.Fence, g.LastSuccess, wmFile)
 	proc, err := d.Runner.Start(cmd, env)
 	if err != nil {
-		finishRun(ctx, cfg, g.Lease, lock.StateFailed, &rep, d.Stderr)
+		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", &rep, d.Stderr)
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
 	}
 	code, stopped := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
@@ -233,7 +247,11 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		// occurrence again (unless another run owns the entry by now).
 		state = lock.StateSucceeded
 	}
-	finishRun(ctx, cfg, g.Lease, state, &rep, d.Stderr)
+	var wm string
+	if state == lock.StateSucceeded && wmFile != "" {
+		wm = readWatermark(wmFile, &rep, d.Stderr)
+	}
+	finishRun(ctx, cfg, g.Lease, state, wm, &rep, d.Stderr)
 	switch {
 	case rep.LockLost:
 		rep.Outcome = report.LockLost
@@ -466,19 +484,91 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 	}
 }
 
-// finishRun records the result and releases the lock, and says in the report what could
-// not be done: a lock no longer ours makes the run LockLost (rep.LockLost), a ledger
-// entry of another run or a Redis that did not answer is a warning.
-func finishRun(ctx context.Context, cfg config.Config, l Lease, state string, rep *report.Report, stderr io.Writer) {
-	err := finishWithRetry(ctx, cfg, l, state)
+// warn adds a warning to the report and says it on stderr.
+func warn(rep *report.Report, stderr io.Writer, msg string) {
+	rep.Warnings = append(rep.Warnings, msg)
+	fmt.Fprintf(stderr, "lockwrap: warning: %s\n", msg)
+}
+
+// watermarkFile makes a fresh directory (0700) for the command's next watermark and
+// returns the file's path in it (not created: the command writes it, or not) and what
+// removes the directory.
+func watermarkFile() (path string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "lockwrap-watermark-")
+	if err != nil {
+		return "", func() {}, err
+	}
+	return filepath.Join(dir, "watermark"), func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// maxWatermarkFile is how much of a watermark file is read at most; anything over
+// lock.MaxWatermarkBytes (after the trailing newlines are cut) is refused anyway.
+const maxWatermarkFile = 64 << 10
+
+// readWatermark reads the watermark the command wrote to path: opaque text, trailing
+// newlines (\n, \r\n) cut; "" when the command wrote none (no file, or an empty one).
+// One over lock.MaxWatermarkBytes is not stored: a warning says so.
+func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: %v", err))
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxWatermarkFile+1))
+	if err != nil {
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: %v", err))
+		return ""
+	}
+	wm := strings.TrimRight(string(b), "\r\n")
+	if strings.ContainsRune(wm, 0) {
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: $%s holds a NUL byte (a watermark is text)", config.EnvWatermarkFile))
+		return ""
+	}
+	if len(b) > maxWatermarkFile || len(wm) > lock.MaxWatermarkBytes {
+		size := strconv.Itoa(len(wm)) + " bytes"
+		if len(b) > maxWatermarkFile {
+			size = "over " + strconv.Itoa(maxWatermarkFile) + " bytes"
+		}
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: the command wrote %s to $%s, more than %d",
+			size, config.EnvWatermarkFile, lock.MaxWatermarkBytes))
+		return ""
+	}
+	return wm
+}
+
+// finishRun records the result (and, with a success, the watermark wm if not empty) and
+// releases the lock, and says in the report what could not be done: a lock no longer ours,
+// or a later holder's fencing token, makes the run LockLost (rep.LockLost); a ledger entry
+// of another run, a Redis that did not answer or a watermark not stored is a warning.
+func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, rep *report.Report, stderr io.Writer) {
+	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic})
 	rep.ReleasedAt = stamp(time.Now())
+	if err == nil || errors.Is(err, lock.ErrLost) {
+		switch {
+		case fr.Watermark == lock.WatermarkStored:
+			rep.Watermark = report.ShortWatermark(wm)
+		case fr.Watermark == lock.WatermarkRefused:
+			warn(rep, stderr, fmt.Sprintf("watermark %q not stored: smaller than the stored %q (--watermark-monotonic)",
+				shorten(wm, 64), shorten(fr.Stored, 64)))
+		case fr.LastSuccess == lock.LastSuccessNotOurs && wm != "":
+			warn(rep, stderr, fmt.Sprintf("watermark %q not stored: the lock was not ours to the end", shorten(wm, 64)))
+		}
+	}
+	if err == nil && fr.LastSuccess == lock.LastSuccessNotOurs && !rep.LockLost {
+		// The lock looked ours, but a later holder had been given a fencing token.
+		rep.LockLost = true
+		msg := "lock lost: a later holder was given a fencing token while the command ran"
+		rep.Message = joinMsg(rep.Message, msg)
+		fmt.Fprintf(stderr, "lockwrap: %s\n", msg)
+	}
 	if err == nil {
 		return
 	}
-	warn := func(msg string) {
-		rep.Warnings = append(rep.Warnings, msg)
-		fmt.Fprintf(stderr, "lockwrap: warning: %s\n", msg)
-	}
+	warn := func(msg string) { warn(rep, stderr, msg) }
 	if errors.Is(err, lock.ErrLost) && !rep.LockLost {
 		rep.LockLost = true
 		msg := "lock lost: when the command ended the lock was no longer ours, so it may have run without it at the end"
@@ -497,16 +587,28 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state string, re
 
 // finishWithRetry records the result, retrying transient errors for up to a ttl (at
 // least 2s, at most 10s).
-func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string) error {
+func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions) (lock.FinishResult, error) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(max(cfg.TTL, 2*time.Second), 10*time.Second))
 	defer cancel()
 	var last error
+	var fr lock.FinishResult
 	_ = wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
-		last = l.Finish(pctx, state)
+		fr, last = l.FinishWith(pctx, state, opts)
 		return last == nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
 			errors.Is(last, lock.ErrNotEnoughReplicas), nil
 	})
-	return last // the last attempt's error: nil, a lock sentinel, or why Redis did not answer
+	return fr, last // the last attempt's: nil, a lock sentinel, or why Redis did not answer
+}
+
+// shorten cuts s to n bytes (on a UTF-8 boundary) for a message.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // earliest is the earlier of two instants, a zero one meaning none.
@@ -520,22 +622,41 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// childEnv is base plus the occurrence's variables. Nothing of lockwrap's Redis
-// connection (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
-func childEnv(base []string, cfg config.Config, fence int64) []string {
-	env := make([]string, 0, len(base)+3)
-	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true}
+// childEnv is base plus the occurrence's variables, the key's last success (when there is
+// one) and the watermark file (when there is one). Nothing of lockwrap's Redis connection
+// (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
+func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success, wmFile string) []string {
+	env := make([]string, 0, len(base)+8)
+	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true,
+		config.EnvLastSuccessOccurrence: true, config.EnvLastSuccessAt: true, config.EnvLastSuccessFence: true,
+		config.EnvWatermark: true, config.EnvWatermarkFile: true}
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		if !drop[k] && !strings.HasPrefix(k, "LOCKEDCRON_REDIS_") {
 			env = append(env, kv)
 		}
 	}
-	return append(env,
+	env = append(env,
 		config.EnvFencingToken+"="+strconv.FormatInt(fence, 10),
 		config.EnvOccurrence+"="+cfg.Occurrence.UTC().Format(time.RFC3339),
 		config.EnvHolder+"="+cfg.Holder,
 	)
+	if last != nil {
+		env = append(env,
+			config.EnvLastSuccessOccurrence+"="+last.Occurrence.UTC().Format(time.RFC3339),
+			config.EnvLastSuccessFence+"="+strconv.FormatInt(last.Fence, 10))
+		if !last.FinishedAt.IsZero() {
+			env = append(env, config.EnvLastSuccessAt+"="+stamp(last.FinishedAt))
+		}
+		// An environment value cannot hold NUL (readWatermark refuses it; this is defence).
+		if last.Watermark != "" && !strings.ContainsRune(last.Watermark, 0) {
+			env = append(env, config.EnvWatermark+"="+last.Watermark)
+		}
+	}
+	if wmFile != "" {
+		env = append(env, config.EnvWatermarkFile+"="+wmFile)
+	}
+	return env
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -39,6 +39,8 @@ const (
 // Config is one lockwrap invocation's parsed input.
 type Config struct {
 	Redis           lock.ClientConfig // URL, username, password (env only), CA PEM
+	// RedisAllowed: the endpoints the URL may name (nil: any but link-local ones).
+	RedisAllowed *lock.AllowedHosts
 	Key             string
 	TTL             time.Duration
 	RenewInterval   time.Duration // default TTL/3
@@ -56,6 +58,9 @@ type Config struct {
 	MinReplicas     int
 	DedupeRetention time.Duration
 	TerminationLog  string // "" disables, "-" is stderr
+	// WatermarkMonotonic refuses a watermark smaller than the stored one (numerically
+	// when both are integers, else byte-wise); the run still succeeds, with a warning.
+	WatermarkMonotonic bool
 }
 
 // Error is a bad input: it names the flag (and the variable) at fault.
@@ -76,6 +81,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"redis-url", EnvRedisURL},
 	{"redis-username", EnvRedisUsername},
 	{"redis-ca-file", EnvRedisCAFile},
+	{"redis-allowed-hosts", EnvRedisAllowedHosts},
 	{"key", EnvKey},
 	{"ttl", EnvTTL},
 	{"renew-interval", EnvRenewInterval},
@@ -92,6 +98,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"min-replicas", EnvMinReplicas},
 	{"dedupe-retention", EnvDedupeRetention},
 	{"termination-log", EnvTerminationLog},
+	{"watermark-monotonic", EnvWatermarkMonotonic},
 }
 
 // Usage lists the command lines, the flags and their variables.
@@ -219,6 +226,10 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.StringVar(&cfg.Redis.URL, "redis-url", "", "")
 	fs.StringVar(&cfg.Redis.Username, "redis-username", "", "")
 	fs.StringVar(&caFile, "redis-ca-file", "", "")
+	fs.Func("redis-allowed-hosts", "", func(v string) (err error) {
+		cfg.RedisAllowed, err = lock.ParseAllowedHosts(v)
+		return err
+	})
 	fs.StringVar(&cfg.Key, "key", "", "")
 	fs.Var(duration{&cfg.TTL}, "ttl", "")
 	fs.Var(duration{&cfg.RenewInterval}, "renew-interval", "")
@@ -235,6 +246,7 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.IntVar(&cfg.MinReplicas, "min-replicas", 0, "")
 	fs.Var(duration{&cfg.DedupeRetention}, "dedupe-retention", "")
 	fs.StringVar(&cfg.TerminationLog, "termination-log", DefaultTerminationLog, "")
+	fs.BoolVar(&cfg.WatermarkMonotonic, "watermark-monotonic", false, "")
 
 	// The termination log first, from whatever is there, so a report can be written even
 	// when the rest does not parse.
@@ -337,7 +349,13 @@ func (cfg *Config) validate(now time.Time) error {
 	if len(cfg.Redis.CACert) > 0 && !x509.NewCertPool().AppendCertsFromPEM(cfg.Redis.CACert) {
 		return &Error{Flag: "--redis-ca-file", Msg: "no PEM certificate in the CA (--redis-ca-file or $" + EnvRedisCACert + ")"}
 	}
-	if _, err := lock.ParseURL(cfg.Redis); err != nil {
+	o, err := lock.ParseURL(cfg.Redis)
+	if err != nil {
+		return bad("redis-url", "%v", err)
+	}
+	// Refused before any connection: hosts outside --redis-allowed-hosts, and link-local
+	// addresses (cloud metadata) unless a CIDR there allows them.
+	if err := cfg.RedisAllowed.CheckAddrs(o.Addrs); err != nil {
 		return bad("redis-url", "%v", err)
 	}
 	switch {

@@ -10,6 +10,9 @@ const (
 	EnvRedisPassword   = "LOCKEDCRON_REDIS_PASSWORD"    // environment only, never a flag (argv is visible in ps)
 	EnvRedisCACert     = "LOCKEDCRON_REDIS_CA_CERT"     // PEM text of the CA (from the Secret's ca.crt)
 	EnvRedisCAFile     = "LOCKEDCRON_REDIS_CA_FILE"     // --redis-ca-file, a PEM file
+	// EnvRedisAllowedHosts: --redis-allowed-hosts, the endpoints lockwrap may dial
+	// (lock.ParseAllowedHosts; the controller passes its own --redis-allowed-hosts).
+	EnvRedisAllowedHosts = "LOCKEDCRON_REDIS_ALLOWED_HOSTS"
 	EnvKey             = "LOCKEDCRON_LOCK_KEY"          // --key
 	EnvTTL             = "LOCKEDCRON_LOCK_TTL"          // --ttl
 	EnvRenewInterval   = "LOCKEDCRON_RENEW_INTERVAL"    // --renew-interval
@@ -30,6 +33,17 @@ const (
 	// of occurrence + startingDeadlineSeconds and the next blackout start.
 	EnvNotAfter = "LOCKEDCRON_NOT_AFTER"
 
+	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
+	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
+
 	// EnvFencingToken is set for the child only: the token lockwrap acquired.
 	EnvFencingToken = "LOCKEDCRON_FENCING_TOKEN"
+
+	// Set for the child only: the key's last successful run (when there is one) and where
+	// to write a new watermark.
+	EnvLastSuccessOccurrence = "LOCKEDCRON_LAST_SUCCESS_OCCURRENCE" // RFC 3339
+	EnvLastSuccessAt         = "LOCKEDCRON_LAST_SUCCESS_AT"         // RFC 3339 with ms
+	EnvLastSuccessFence      = "LOCKEDCRON_LAST_SUCCESS_FENCING_TOKEN"
+	EnvWatermark             = "LOCKEDCRON_WATERMARK"      // the key's watermark, when there is one
+	EnvWatermarkFile         = "LOCKEDCRON_WATERMARK_FILE" // a file the command may write the next one to
 )
