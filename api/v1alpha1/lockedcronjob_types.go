@@ -312,6 +312,28 @@ type Holder struct {
 	ReleasedAt *metav1.Time `json:"releasedAt,omitempty"`
 }
 
+// LastSuccess is the lock key's last successful run seen by this resource's pods, with the
+// key's watermark after it (the value a job stored through LOCKEDCRON_WATERMARK_FILE; see
+// docs/idempotency.md).
+type LastSuccess struct {
+	// Occurrence is the scheduled time the run was for.
+	// +optional
+	Occurrence *metav1.Time `json:"occurrence,omitempty"`
+	// FinishedAt is when the run released the lock.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// FencingToken is the run's fencing token; a later success has a higher one.
+	// +optional
+	FencingToken int64 `json:"fencingToken,omitempty"`
+	// Holder is "<cluster>/<namespace>/<pod>" of the run.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+	// Watermark is the key's watermark after the run, its first 256 bytes (then ending
+	// in "…"); Redis keeps the whole (up to 1 KiB) for the next run.
+	// +optional
+	Watermark string `json:"watermark,omitempty"`
+}
+
 // Counters count occurrences by what became of them. Each finished pod is counted once,
 // also across controller restarts.
 type Counters struct {
@@ -411,6 +433,10 @@ type LockedCronJobStatus struct {
 	// LastHolder is who last ran the job, here or elsewhere.
 	// +optional
 	LastHolder *Holder `json:"lastHolder,omitempty"`
+
+	// LastSuccess is the key's last successful run seen here, and its watermark.
+	// +optional
+	LastSuccess *LastSuccess `json:"lastSuccess,omitempty"`
 
 	// +optional
 	Counters Counters `json:"counters"`

@@ -141,6 +141,9 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	if rep.Outcome == report.Succeeded && (st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(&occ)) {
 		st.LastSuccessfulTime = &occ
 	}
+	if rep.Outcome == report.Succeeded {
+		foldLastSuccess(st, r, rep)
+	}
 	known := st.LastHolder != nil && st.LastHolder.Occurrence != nil
 	sameOrNewer := !known || !occ.Before(st.LastHolder.Occurrence)
 	newer := !known || occ.After(st.LastHolder.Occurrence.Time)
@@ -158,6 +161,25 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		// Another holder ran this occurrence; we know who, not their token or times.
 		st.LastHolder = &v1alpha1.Holder{Identity: rep.HeldBy, Occurrence: &occ}
 	}
+}
+
+// foldLastSuccess makes a succeeded run status.lastSuccess unless a later one (by fencing
+// token: the key's own order, whatever order pods are folded in) is there. The watermark
+// is the one the run stored, else the one it was given (the key's, unchanged by it).
+func foldLastSuccess(st *v1alpha1.LockedCronJobStatus, r Result, rep report.Report) {
+	if st.LastSuccess != nil && st.LastSuccess.FencingToken > rep.FencingToken {
+		return
+	}
+	occ := metav1.NewTime(r.Occurrence)
+	ls := &v1alpha1.LastSuccess{Occurrence: &occ, FencingToken: rep.FencingToken, Holder: rep.Holder,
+		Watermark: report.ShortWatermark(rep.PreviousWatermark)}
+	if rep.Watermark != "" {
+		ls.Watermark = report.ShortWatermark(rep.Watermark)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, rep.ReleasedAt); err == nil {
+		ls.FinishedAt = &metav1.Time{Time: t}
+	}
+	st.LastSuccess = ls
 }
 
 // Message is the text of a report's recent record: its message, then its warnings (a
