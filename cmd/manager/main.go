@@ -22,6 +22,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/controller"
+	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -38,7 +39,7 @@ func run() error {
 		leaderElect, secureMetrics                                    bool
 		qps                                                           float64
 		burst                                                         int
-		leaderElectionNamespace                                       string
+		leaderElectionNamespace, redisAllowedHosts                    string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization by the API server.")
@@ -50,6 +51,7 @@ func run() error {
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server.")
+	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -63,6 +65,10 @@ func run() error {
 	}
 	if wrapperImage == "" {
 		return fmt.Errorf("--wrapper-image is empty: give the image that holds /lockwrap")
+	}
+	allowed, err := lock.ParseAllowedHosts(redisAllowedHosts)
+	if err != nil {
+		return fmt.Errorf("--redis-allowed-hosts: %w", err)
 	}
 
 	scheme := runtime.NewScheme()
@@ -101,7 +107,7 @@ func run() error {
 			return fmt.Errorf("--cluster-name not set and it could not be derived: %w", err)
 		}
 	}
-	log.Info("starting", "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect)
+	log.Info("starting", "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect, "redisAllowedHosts", allowed.String())
 
 	if err := (&controller.LockedCronJobReconciler{
 		Client: mgr.GetClient(),
@@ -110,6 +116,7 @@ func run() error {
 			ClusterName:            clusterName,
 			WrapperImage:           wrapperImage,
 			WrapperImagePullPolicy: corev1.PullPolicy(pullPolicy),
+			RedisAllowedHosts:      allowed,
 		},
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: %w", err)

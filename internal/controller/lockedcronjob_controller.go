@@ -495,6 +495,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder("lockedcron-controller")
 	}
 	r.backends = newBackends(r.APIReader)
+	r.backends.allowed = r.Pod.RedisAllowedHosts // the same endpoints as lockwrap
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, ownerIndex, func(o client.Object) []string {
 		owner := metav1.GetControllerOf(o)
 		if owner == nil || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Kind != "LockedCronJob" {

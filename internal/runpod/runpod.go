@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -81,6 +82,10 @@ type Options struct {
 	// occurrence + startingDeadlineSeconds (the controller sets the next known blackout
 	// window start). lockwrap gets the earlier of the two; zero: only the deadline.
 	NotAfter time.Time
+	// RedisAllowedHosts, when set, is passed to lockwrap
+	// ($LOCKEDCRON_REDIS_ALLOWED_HOSTS): it refuses other Redis endpoints, as the
+	// controller does (--redis-allowed-hosts).
+	RedisAllowedHosts *lock.AllowedHosts
 }
 
 // Name is the pod's deterministic name for an occurrence: creating it twice fails with
@@ -173,6 +178,9 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 	// File, not FallbackToLogsOnError: a log tail is not a report.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter)...)
+	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: config.EnvRedisAllowedHosts, Value: allowed})
+	}
 
 	// The template's own labels and annotations are copied; the controller's keys
 	// (ReservedPrefix, also refused at admission) are never taken from the template.

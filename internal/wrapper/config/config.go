@@ -38,9 +38,8 @@ const (
 
 // Config is one lockwrap invocation's parsed input.
 type Config struct {
-	Redis           lock.ClientConfig // URL, username, password (env only), CA PEM
-	// RedisAllowed: the endpoints the URL may name (nil: any but link-local ones).
-	RedisAllowed *lock.AllowedHosts
+	Redis           lock.ClientConfig  // URL, username, password (env only), CA PEM
+	RedisAllowed    *lock.AllowedHosts // endpoints the URL may name (nil: any but link-local ones)
 	Key             string
 	TTL             time.Duration
 	RenewInterval   time.Duration // default TTL/3

@@ -10,9 +10,6 @@ const (
 	EnvRedisPassword   = "LOCKEDCRON_REDIS_PASSWORD"    // environment only, never a flag (argv is visible in ps)
 	EnvRedisCACert     = "LOCKEDCRON_REDIS_CA_CERT"     // PEM text of the CA (from the Secret's ca.crt)
 	EnvRedisCAFile     = "LOCKEDCRON_REDIS_CA_FILE"     // --redis-ca-file, a PEM file
-	// EnvRedisAllowedHosts: --redis-allowed-hosts, the endpoints lockwrap may dial
-	// (lock.ParseAllowedHosts; the controller passes its own --redis-allowed-hosts).
-	EnvRedisAllowedHosts = "LOCKEDCRON_REDIS_ALLOWED_HOSTS"
 	EnvKey             = "LOCKEDCRON_LOCK_KEY"          // --key
 	EnvTTL             = "LOCKEDCRON_LOCK_TTL"          // --ttl
 	EnvRenewInterval   = "LOCKEDCRON_RENEW_INTERVAL"    // --renew-interval
@@ -32,6 +29,10 @@ const (
 	// then does not start it (outcome Missed, exit 0). The controller passes the earlier
 	// of occurrence + startingDeadlineSeconds and the next blackout start.
 	EnvNotAfter = "LOCKEDCRON_NOT_AFTER"
+
+	// EnvRedisAllowedHosts: --redis-allowed-hosts, the endpoints lockwrap may dial
+	// (lock.ParseAllowedHosts; the controller passes its own --redis-allowed-hosts).
+	EnvRedisAllowedHosts = "LOCKEDCRON_REDIS_ALLOWED_HOSTS"
 
 	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
 	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
