@@ -12,7 +12,10 @@
 // Inputs: env LOCKEDCRON_OCCURRENCE, LOCKEDCRON_HOLDER, LOCKEDCRON_FENCING_TOKEN (set by
 // lockwrap), E2E_REDIS_URL (redis://host:port/db; unset = only print the records),
 // --sleep / E2E_SLEEP (how long the job works, default 2s), --exit / E2E_EXIT_CODE
-// (exit code to finish with, default 0). It writes its end record to --termination-log
+// (exit code to finish with, default 0), --incremental / E2E_INCREMENTAL=true with --batch /
+// E2E_BATCH (the worked example of docs/idempotency.md: process the records of
+// lockedcron-e2e:records after LOCKEDCRON_WATERMARK, each exactly once, each taking --sleep;
+// see incremental.go). It writes its end record to --termination-log
 // (default /dev/termination-log, best effort) and prints every record on stdout.
 //
 // `jobimage cp DEST` copies this binary to DEST (for an init container sharing an emptyDir).
@@ -71,6 +74,10 @@ func run() int {
 	redisURL := flag.String("redis-url", os.Getenv("E2E_REDIS_URL"), "Redis URL for the audit list (env E2E_REDIS_URL)")
 	termLog := flag.String("termination-log", "/dev/termination-log", "file that receives the end record")
 	label := flag.String("label", os.Getenv("E2E_LABEL"), "free text copied into the records (env E2E_LABEL)")
+	incremental := flag.Bool("incremental", os.Getenv("E2E_INCREMENTAL") == "true",
+		"process the records after LOCKEDCRON_WATERMARK instead of sleeping (env E2E_INCREMENTAL=true; see incremental.go)")
+	batchDef, _ := strconv.Atoi(envDefault("E2E_BATCH", "5"))
+	batch := flag.Int("batch", batchDef, "records per run in --incremental mode (env E2E_BATCH)")
 	flag.Parse()
 
 	sigs := make(chan os.Signal, 2)
@@ -105,11 +112,16 @@ func run() int {
 	}
 
 	code := *exitCode
-	select {
-	case <-time.After(*sleep):
-	case s := <-sigs:
-		rec.Signal = s.String()
-		code = 128 + int(s.(syscall.Signal))
+	if *incremental {
+		// --sleep is the time each record takes.
+		code = runIncremental(rdb, *batch, *sleep, sigs)
+	} else {
+		select {
+		case <-time.After(*sleep):
+		case s := <-sigs:
+			rec.Signal = s.String()
+			code = 128 + int(s.(syscall.Signal))
+		}
 	}
 	rec.Event = "end"
 	rec.End = time.Now().UTC()
