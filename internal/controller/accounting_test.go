@@ -20,6 +20,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
 // runPods plays the kubelet for the pods of ns that the test does not finish itself:
@@ -207,6 +208,24 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		Expect(st.Recent[0].Message).To(ContainSubstring("ImagePullBackOff"))
 		Eventually(func() []string { return eventNotes(job, string(report.Missed)) }).Should(ContainElement(ContainSubstring("ImagePullBackOff")))
 		Consistently(func() int64 { return getJob(job).Status.Counters.Missed }, 2*time.Second).Should(Equal(int64(1)), "counted once")
+	})
+
+	It("deletes a pod still waiting after the default pending timeout (no startingDeadlineSeconds)", func() {
+		ns := newNamespace()
+		job := newJob(ns, "pending", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		pod := createPodFor(job, time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC))
+		p, err := getPod(ns, pod.Name)
+		Expect(err).NotTo(HaveOccurred())
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient memory."}}
+		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+
+		// The controller looks an hour and a minute after the pod was created.
+		startManager(clocktesting.NewFakePassiveClock(time.Now().Add(tracking.DefaultPendingTimeout + time.Minute)))
+		Eventually(gone(ns, pod.Name), 20*time.Second).Should(BeTrue())
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }).Should(Equal(int64(1)))
+		Expect(getJob(job).Status.Recent[0].Message).To(And(ContainSubstring("pending timeout (1h0m0s)"), ContainSubstring("Unschedulable: 0/3 nodes are available")))
 	})
 
 	It("adds no pod while an earlier one has not started: the occurrence is missed, named as such", func() {
