@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -41,8 +42,8 @@ func run() error {
 		burst                                                         int
 		leaderElectionNamespace, redisAllowedHosts                    string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
-	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization by the API server.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to clients the API server authenticates (a bearer token, TokenReview) and authorizes (get on the non-resource URL /metrics, SubjectAccessReview: the metrics-reader ClusterRole). --metrics-secure=false serves plain HTTP to anyone who can reach the port.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own namespace).")
@@ -81,13 +82,24 @@ func run() error {
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
 
+	metrics := metricsserver.Options{
+		BindAddress:   metricsAddr,
+		SecureServing: secureMetrics,
+		// HTTP/2 off (CVE-2023-44487, CVE-2023-39325), as kubebuilder does.
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if secureMetrics {
+		// No CertDir: controller-runtime serves a self-signed certificate; scrape with
+		// the CA skipped or mount a real one. Every request needs a token the API
+		// server accepts and that may get /metrics.
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	} else {
+		log.Info("metrics served over plain HTTP without authentication (--metrics-secure=false)", "address", metricsAddr)
+	}
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Metrics: metricsserver.Options{
-			BindAddress:   metricsAddr,
-			SecureServing: secureMetrics,
-			TLSOpts:       []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
-		},
+		Scheme:                  scheme,
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "lockedcron.scheduling.lockedcron.io",

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	psapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+)
+
+// docs splits a YAML file of config/ into its documents.
+func docs(t *testing.T, path ...string) [][]byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(append([]string{"..", ".."}, path...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	rd := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, doc)
+	}
+}
+
+// The manager's Deployment passes the restricted Pod Security profile, evaluated by
+// the API server's own checks (k8s.io/pod-security-admission, latest version).
+func TestManagerDeploymentIsRestricted(t *testing.T) {
+	var dep *appsv1.Deployment
+	var ns *corev1.Namespace
+	for _, doc := range docs(t, "config", "manager", "manager.yaml") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatal(err)
+		}
+		switch tm.Kind {
+		case "Deployment":
+			dep = &appsv1.Deployment{}
+			if err := yaml.Unmarshal(doc, dep); err != nil {
+				t.Fatal(err)
+			}
+		case "Namespace":
+			ns = &corev1.Namespace{}
+			if err := yaml.Unmarshal(doc, ns); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if dep == nil || ns == nil {
+		t.Fatal("config/manager/manager.yaml: no Deployment or Namespace")
+	}
+	if got := ns.Labels[psapi.EnforceLevelLabel]; got != string(psapi.LevelRestricted) {
+		t.Errorf("namespace %s enforces %q, want restricted", ns.Name, got)
+	}
+	eval, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := policy.AggregateCheckResults(eval.EvaluatePod(
+		psapi.LevelVersion{Level: psapi.LevelRestricted, Version: psapi.LatestVersion()},
+		&dep.Spec.Template.ObjectMeta, &dep.Spec.Template.Spec))
+	if !res.Allowed {
+		t.Errorf("the manager pod violates restricted: %s", res.ForbiddenDetail())
+	}
+	// Beyond the profile: nothing written to the root filesystem.
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("container %s: readOnlyRootFilesystem not true", c.Name)
+		}
+		if !slices.Contains(c.Args, "--metrics-secure=true") {
+			t.Errorf("container %s: args %q, want --metrics-secure=true", c.Name, c.Args)
+		}
+	}
+}
+
+// The metrics-reader ClusterRole lets a scraper get /metrics and nothing else; the
+// generated manager role may create TokenReviews and SubjectAccessReviews.
+func TestMetricsRBAC(t *testing.T) {
+	var reader rbacv1.ClusterRole
+	if err := yaml.Unmarshal(docs(t, "config", "rbac", "metrics_reader_role.yaml")[0], &reader); err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if reader.Name != "metrics-reader" || len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, want[0].NonResourceURLs) ||
+		!slices.Equal(reader.Rules[0].Verbs, want[0].Verbs) || len(reader.Rules[0].Resources) != 0 {
+		t.Errorf("metrics-reader = %+v, want %+v", reader.Rules, want)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(docs(t, "config", "rbac", "role.yaml")[0], &role); err != nil {
+		t.Fatal(err)
+	}
+	for _, need := range []string{"authentication.k8s.io/tokenreviews", "authorization.k8s.io/subjectaccessreviews"} {
+		group, res, _ := strings.Cut(need, "/")
+		found := false
+		for _, r := range role.Rules {
+			found = found || slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, res) && slices.Contains(r.Verbs, "create")
+		}
+		if !found {
+			t.Errorf("manager-role cannot create %s (run make manifests)", need)
+		}
+	}
+}
