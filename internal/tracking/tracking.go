@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -155,8 +156,13 @@ func AttemptsNote(pod *corev1.Pod) string {
 		return ""
 	}
 	note := fmt.Sprintf("after %d attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome", n)
-	if cs := wrapped(pod); cs.LastTerminationState.Terminated != nil {
-		note += fmt.Sprintf("; the attempt before exited %d", cs.LastTerminationState.Terminated.ExitCode)
+	if prev := wrapped(pod).LastTerminationState.Terminated; prev != nil {
+		// The kubelet keeps the attempt before the last one: say what it was.
+		if rep, err := report.Decode([]byte(prev.Message)); err == nil {
+			note += fmt.Sprintf("; the attempt before: %s, exit %d", rep.Outcome, prev.ExitCode)
+		} else {
+			note += fmt.Sprintf("; the attempt before exited %d", prev.ExitCode)
+		}
 	}
 	return note
 }
