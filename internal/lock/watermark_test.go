@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -335,3 +336,41 @@ func TestWatermarkMemoryUsage(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A finish whose reply was lost and that is sent again (go-redis resends on a network
+// error, lockwrap retries) returns the first call's result: not a lost lock, not an
+// unstored watermark, and nothing moves twice.
+func TestFinishResentAfterLostReply(t *testing.T) {
+	r := newWMRig(t, "wm/resent")
+	h := &loseReplyHook{}
+	r.c.AddHook(h)
+	for _, state := range []string{lock.StateSucceeded, lock.StateFailed} {
+		a := r.acquire(map[string]int{lock.StateSucceeded: 0, lock.StateFailed: 1}[state], "a")
+		h.armed.Store(true)
+		if _, err := r.finish(a, state, "10", false); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%s, first call: %v", state, err)
+		}
+		fr, err := r.finish(a, state, "10", false)
+		want := lock.FinishResult{}
+		if state == lock.StateSucceeded {
+			want = lock.FinishResult{LastSuccess: lock.LastSuccessRecorded, Watermark: lock.WatermarkStored}
+		}
+		if err != nil || fr != want {
+			t.Fatalf("%s, resent: %+v %v, want %+v", state, fr, err, want)
+		}
+	}
+	if got := r.last(); got == nil || got.Watermark != "10" || !got.Occurrence.Equal(occ) {
+		t.Fatalf("last %+v", got)
+	}
+	// A lost lock stays lost when resent.
+	b := r.acquire(2, "b")
+	r.c.Del(r.ctx, lock.LockKey(r.key))
+	h.armed.Store(true)
+	_, _ = r.finish(b, lock.StateSucceeded, "20", false)
+	if fr, err := r.finish(b, lock.StateSucceeded, "20", false); !errors.Is(err, lock.ErrLost) || fr.LastSuccess != lock.LastSuccessNotOurs {
+		t.Fatalf("lost, resent: %+v %v", fr, err)
+	}
+	if wm := r.watermark(); wm != "10" {
+		t.Fatalf("watermark %q", wm)
+	}
+}

@@ -28,6 +28,10 @@
 --   the lock to the end (the lock no longer ours, or a newer fencing token handed out);
 --   watermarkStored is 1 when ARGV[9] is now the key's watermark, 2 when the monotonic mode
 --   refused it (storedWatermark then is the stored value it was smaller than), 0 otherwise.
+-- A call resent after its reply was lost (same token, same state, the entry already final
+-- and marked with what the first call did) returns the first call's result and changes
+-- nothing: otherwise the resent call would find the lock gone (the first one released it)
+-- and report a lost lock and an unstored watermark.
 -- The outcome is recorded even when the lock is no longer ours (so that a finished
 -- occurrence is not run again) and when the entry vanished (evicted or expired: it is
 -- written again with state, holder, token, fence and finishedAt); the last success and the
@@ -83,6 +87,15 @@ local function isInt(s)
   return string.match(s, '^%-?%d+$') ~= nil
 end
 
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'token') == ARGV[2]
+    and redis.call('HGET', KEYS[2], 'state') == ARGV[3] then
+  local r = redis.call('HGET', KEYS[2], 'released')
+  if r then
+    return {tonumber(r), 1, tonumber(redis.call('HGET', KEYS[2], 'last')) or 0,
+      tonumber(redis.call('HGET', KEYS[2], 'watermarkStored')) or 0, ''}
+  end
+end
+
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -99,7 +112,7 @@ end
 if not tok then
   redis.call('HSET', KEYS[2], 'holder', ARGV[6], 'token', ARGV[2], 'fence', ARGV[7])
 end
-redis.call('HSET', KEYS[2], 'state', ARGV[3], 'finishedAt', ARGV[5])
+redis.call('HSET', KEYS[2], 'state', ARGV[3], 'finishedAt', ARGV[5], 'released', released)
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 if ARGV[3] ~= 'succeeded' then
   return {released, 1, 0, 0, ''}
@@ -109,6 +122,7 @@ end
 -- later holder was given a fencing token (ours is the newest).
 local newest = redis.call('GET', KEYS[3])
 if released ~= 1 or (newest and cmpInt(newest, ARGV[7]) > 0) then
+  redis.call('HSET', KEYS[2], 'last', 2)
   return {released, 1, 2, 0, ''}
 end
 local stored = 0
@@ -133,6 +147,7 @@ if ARGV[9] ~= '' then
 end
 redis.call('HSET', KEYS[4], 'occurrence', ARGV[8], 'finishedAt', ARGV[5], 'fence', ARGV[7],
   'holder', ARGV[6], 'watermark', wm)
+redis.call('HSET', KEYS[2], 'last', 1, 'watermarkStored', stored)
 if stored == 2 then
   return {released, 1, 1, 2, current}
 end
