@@ -7,7 +7,9 @@
 //	lockedcron:{<tag>}:fence             the last fencing token, never expires
 //	lockedcron:{<tag>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token,
 //	                                     recovered, tookOver, fence, acquiredAt, finishedAt
-//	                                     (unix ms); PX max(retention, ttl), renewed with the lock
+//	                                     (unix ms), and once finished released, last,
+//	                                     watermarkStored (what Finish did, for a resent call);
+//	                                     PX max(retention, ttl), renewed with the lock
 //	lockedcron:{<tag>}:last              hash: the key's last success — occurrence (unix secs),
 //	                                     finishedAt (unix ms), fence, holder, watermark; never
 //	                                     expires (like the fence, it lives as long as the key)
