@@ -82,20 +82,10 @@ func run() error {
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
 
-	metrics := metricsserver.Options{
-		BindAddress:   metricsAddr,
-		SecureServing: secureMetrics,
-		// HTTP/2 off (CVE-2023-44487, CVE-2023-39325), as kubebuilder does.
-		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
-	}
-	if secureMetrics {
-		// No CertDir: controller-runtime serves a self-signed certificate; scrape with
-		// the CA skipped or mount a real one. Every request needs a token the API
-		// server accepts and that may get /metrics.
-		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-	} else {
+	if !secureMetrics {
 		log.Info("metrics served over plain HTTP without authentication (--metrics-secure=false)", "address", metricsAddr)
 	}
+	metrics := metricsOptions(metricsAddr, secureMetrics)
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -140,6 +130,24 @@ func run() error {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// metricsOptions serves metrics the kubebuilder way: over HTTPS, to callers whose
+// bearer token the API server accepts (TokenReview) and allows to get /metrics
+// (SubjectAccessReview), unless secure is false.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{
+		BindAddress:   addr,
+		SecureServing: secure,
+		// HTTP/2 off (CVE-2023-44487, CVE-2023-39325), as kubebuilder does.
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if secure {
+		// No CertDir: controller-runtime serves a self-signed certificate from memory
+		// (the root filesystem is read-only); mount a real one to verify the server.
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // derivedClusterName names the cluster after its kube-system namespace UID, which is
