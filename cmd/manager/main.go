@@ -8,13 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -40,7 +43,7 @@ func run() error {
 		leaderElect, secureMetrics                                    bool
 		qps                                                           float64
 		burst                                                         int
-		leaderElectionNamespace, redisAllowedHosts                    string
+		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to clients the API server authenticates (a bearer token, TokenReview) and authorizes (get on the non-resource URL /metrics, SubjectAccessReview: the metrics-reader ClusterRole). --metrics-secure=false serves plain HTTP to anyone who can reach the port.")
@@ -52,6 +55,7 @@ func run() error {
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server.")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -86,6 +90,10 @@ func run() error {
 		log.Info("metrics served over plain HTTP without authentication (--metrics-secure=false)", "address", metricsAddr)
 	}
 	metrics := metricsOptions(metricsAddr, secureMetrics)
+	cacheOpts, err := cacheOptions(watchNamespaces)
+	if err != nil {
+		return err
+	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -97,7 +105,7 @@ func run() error {
 		// The process exits as soon as the manager stops, so handing the Lease back at
 		// once is safe and lets a new pod take over without waiting for it to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         controller.CacheOptions(),
+		Cache:                         cacheOpts,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
@@ -109,7 +117,7 @@ func run() error {
 			return fmt.Errorf("--cluster-name not set and it could not be derived: %w", err)
 		}
 	}
-	log.Info("starting", "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect, "redisAllowedHosts", allowed.String())
+	log.Info("starting", "watchNamespaces", watchNamespaces, "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect, "redisAllowedHosts", allowed.String())
 
 	if err := (&controller.LockedCronJobReconciler{
 		Client: mgr.GetClient(),
@@ -148,6 +156,27 @@ func metricsOptions(addr string, secure bool) metricsserver.Options {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return o
+}
+
+// cacheOptions is controller.CacheOptions, limited to the namespaces of the
+// --watch-namespaces list when there is one: the manager then caches, watches and acts
+// on LockedCronJobs, pods and workloads there only.
+func cacheOptions(watch string) (cache.Options, error) {
+	o := controller.CacheOptions()
+	for _, ns := range strings.Split(watch, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return o, fmt.Errorf("--watch-namespaces: %q: %s", ns, strings.Join(errs, "; "))
+		}
+		if o.DefaultNamespaces == nil {
+			o.DefaultNamespaces = map[string]cache.Config{}
+		}
+		o.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return o, nil
 }
 
 // derivedClusterName names the cluster after its kube-system namespace UID, which is

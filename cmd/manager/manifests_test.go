@@ -118,3 +118,68 @@ func TestMetricsRBAC(t *testing.T) {
 		}
 	}
 }
+
+// ruleSet expands rules to group/resource/name/verb tuples.
+func ruleSet(rules []rbacv1.PolicyRule) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{"*"}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, n := range names {
+					for _, v := range r.Verbs {
+						out[g+"/"+res+"/"+n+"/"+v] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// config/namespaced: the cut-down ClusterRole plus each namespace's Role grant exactly
+// what the generated ClusterRole does, so `make manifests` changes cannot be missed there.
+func TestNamespacedOverlayRBAC(t *testing.T) {
+	var generated, cut rbacv1.ClusterRole
+	if err := yaml.Unmarshal(docs(t, "config", "rbac", "role.yaml")[0], &generated); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(docs(t, "config", "namespaced", "cluster_role.yaml")[0], &cut); err != nil {
+		t.Fatal(err)
+	}
+	want := ruleSet(generated.Rules)
+	roles := 0
+	for _, doc := range docs(t, "config", "namespaced", "roles.yaml") {
+		var role rbacv1.Role
+		if err := yaml.Unmarshal(doc, &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind != "Role" {
+			continue
+		}
+		roles++
+		got := ruleSet(append(append([]rbacv1.PolicyRule(nil), cut.Rules...), role.Rules...))
+		for k := range want {
+			if !got[k] {
+				t.Errorf("Role %s/%s + cut ClusterRole miss %s", role.Namespace, role.Name, k)
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				t.Errorf("Role %s/%s + cut ClusterRole grant %s, which the generated role does not", role.Namespace, role.Name, k)
+			}
+		}
+		// Namespaced rights only in the Role, cluster-scoped only in the ClusterRole.
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "namespaces") || slices.Contains(r.Resources, "tokenreviews") || slices.Contains(r.Resources, "subjectaccessreviews") {
+				t.Errorf("Role %s/%s has a cluster-scoped rule %+v", role.Namespace, role.Name, r)
+			}
+		}
+	}
+	if roles < 1 {
+		t.Error("config/namespaced/roles.yaml: no Role")
+	}
+}
