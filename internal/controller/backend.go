@@ -254,7 +254,7 @@ func (b *backends) durability(ctx context.Context, key types.NamespacedName, c r
 		warnings = []string{"Redis did not answer INFO, so whether it can lose the lock is unknown (the Secret's user needs +info)"}
 	} else {
 		for _, w := range raw {
-			if w = cleanWarning(w); w != "" {
+			if w = cleanWarning(fixedWarning(w)); w != "" {
 				warnings = append(warnings, w)
 			}
 		}
@@ -267,6 +267,48 @@ func (b *backends) durability(ctx context.Context, key types.NamespacedName, c r
 	}
 	b.mu.Unlock()
 	return warnings
+}
+
+// evictionPolicies are the maxmemory-policy values other than noeviction.
+var evictionPolicies = map[string]bool{
+	"allkeys-lru": true, "allkeys-lfu": true, "allkeys-random": true,
+	"volatile-lru": true, "volatile-lfu": true, "volatile-random": true, "volatile-ttl": true,
+}
+
+// fixedWarning rewrites one of lock.Durability's warnings into the fixed vocabulary:
+// they quote what the server said (its maxmemory-policy, a Cluster node's announced
+// address), and a LockedCronJob's author must not read arbitrary server bytes through
+// the operator. Kept: an IP:port node, a known policy name; anything else is replaced.
+func fixedWarning(w string) string {
+	f := strings.Fields(w)
+	if len(f) < 2 || f[0] != "Redis" {
+		return "Redis reported a durability problem (not shown: it may quote the server)"
+	}
+	name, i := "Redis", 1
+	if host, _, err := net.SplitHostPort(f[1]); err == nil {
+		if net.ParseIP(host) != nil {
+			name = "Redis " + f[1]
+		} else {
+			name = "A Redis Cluster node"
+		}
+		i = 2
+	}
+	rest := strings.Join(f[i:], " ")
+	switch {
+	case strings.HasPrefix(rest, "has appendonly no"):
+		return name + " has appendonly no: a restart loses the lock and the ledger (set appendonly yes)"
+	case strings.HasPrefix(rest, "refused INFO"):
+		return name + " refused INFO to this user: durability unknown (allow +info)"
+	case strings.HasPrefix(rest, "refused TIME"):
+		return name + " refused TIME to this user: fencing tokens fall back to the counter and go back if Redis loses data (allow +time)"
+	case strings.HasPrefix(rest, "maxmemory-policy ") && len(f) > i+1:
+		policy := f[i+1]
+		if !evictionPolicies[policy] {
+			policy = "(not noeviction)"
+		}
+		return name + " maxmemory-policy " + policy + " can evict the lock or the ledger (set noeviction)"
+	}
+	return name + " reported a durability problem (not shown: it may quote the server)"
 }
 
 // cleanWarning keeps a warning printable, on one line and short.

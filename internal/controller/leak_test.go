@@ -201,3 +201,22 @@ func TestPingProblem(t *testing.T) {
 		}
 	}
 }
+
+// Durability warnings quote the server; only the fixed vocabulary gets through.
+func TestFixedWarning(t *testing.T) {
+	for in, want := range map[string]string{
+		"Redis has appendonly no: a restart loses the lock and the ledger (set appendonly yes)":            "Redis has appendonly no: a restart loses the lock and the ledger (set appendonly yes)",
+		"Redis maxmemory-policy allkeys-lru can evict the lock or the ledger (set noeviction)":             "Redis maxmemory-policy allkeys-lru can evict the lock or the ledger (set noeviction)",
+		"Redis maxmemory-policy " + secretMark + " can evict the lock or the ledger (set noeviction)":      "Redis maxmemory-policy (not noeviction) can evict the lock or the ledger (set noeviction)",
+		"Redis 10.0.0.7:7000 has appendonly no: a restart loses the lock and the ledger":                   "Redis 10.0.0.7:7000 has appendonly no: a restart loses the lock and the ledger (set appendonly yes)",
+		"Redis " + secretMark + ".example:7000 has appendonly no: …":                                       "A Redis Cluster node has appendonly no: a restart loses the lock and the ledger (set appendonly yes)",
+		"Redis " + secretMark + " x:1 has appendonly no":                                                   "Redis reported a durability problem (not shown: it may quote the server)",
+		"Redis refused INFO to this user: durability unknown (allow +info)":                                "Redis refused INFO to this user: durability unknown (allow +info)",
+		"something else " + secretMark:                                                                     "Redis reported a durability problem (not shown: it may quote the server)",
+		"Redis [::1]:7000 maxmemory-policy volatile-ttl can evict the lock or the ledger (set noeviction)": "Redis [::1]:7000 maxmemory-policy volatile-ttl can evict the lock or the ledger (set noeviction)",
+	} {
+		if got := fixedWarning(in); got != want {
+			t.Errorf("fixedWarning(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}
