@@ -14,9 +14,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -97,8 +99,14 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: e2e-author}
 `, ns, podRedis), "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
-		out, err = kubectl("get", "validatingadmissionpolicy", "lockedcron-author-permissions")
-		Expect(err).NotTo(HaveOccurred(), out)
+		// The policy type-checks against the CRD's schema (kube-controller-manager writes
+		// status.typeChecking; envtest has none, so only here).
+		Eventually(func(g Gomega) {
+			var pol admissionregistrationv1.ValidatingAdmissionPolicy
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: "lockedcron-author-permissions"}, &pol)).To(Succeed())
+			g.Expect(pol.Status.TypeChecking).NotTo(BeNil())
+			g.Expect(pol.Status.TypeChecking.ExpressionWarnings).To(BeEmpty())
+		}, time.Minute, time.Second).Should(Succeed())
 
 		lcj := func(name string) string {
 			return fmt.Sprintf(`apiVersion: scheduling.lockedcron.io/v1alpha1
