@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	defer endPre()
 
 	if d.Locker == nil {
-		c, err := lock.NewClient(cfg.Redis)
+		c, err := lock.NewGuardedClient(cfg.Redis, cfg.RedisAllowed)
 		if err != nil {
 			return fail(err)
 		}
