@@ -31,6 +31,12 @@ type job struct {
 	// kill is lock.killGracePeriod ("" leaves the default, 10s): admission requires
 	// ttl >= renewInterval (ttl/3) + killGracePeriod + max(100ms, 1% of ttl).
 	kill string
+	// restricted labels the namespace to enforce the restricted Pod Security profile (the
+	// job's container is made to comply; lockwrap's init container must comply by itself).
+	restricted bool
+	// root runs the pod as root (pod-level runAsUser 0): lockwrap's init container must
+	// still run as its own non-root user.
+	root bool
 }
 
 func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
@@ -40,10 +46,23 @@ func (j job) manifest() string {
 	if j.kill != "" {
 		kill = "\n    killGracePeriod: " + j.kill
 	}
+	nsLabels, containerSec, podSec := "", "", ""
+	if j.restricted {
+		nsLabels = "\n  labels:\n    pod-security.kubernetes.io/enforce: restricted"
+		containerSec = `
+        securityContext:
+          runAsNonRoot: true
+          allowPrivilegeEscalation: false
+          capabilities: {drop: [ALL]}
+          seccompProfile: {type: RuntimeDefault}`
+	}
+	if j.root {
+		podSec = "\n      securityContext:\n        runAsUser: 0\n        runAsGroup: 0"
+	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
-  name: %[1]s
+  name: %[1]s%[10]s
 ---
 apiVersion: v1
 kind: Secret
@@ -71,12 +90,12 @@ spec:
   template:
     spec:
       restartPolicy: Never
-      terminationGracePeriodSeconds: 5
+      terminationGracePeriodSeconds: 5%[12]s
       containers:
       - name: job
         image: k8s.local/lockedcron-e2e-job:dev
         imagePullPolicy: Never
-        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"]
+        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"]%[11]s
         env:
         - name: E2E_REDIS_URL
           valueFrom:
@@ -87,7 +106,7 @@ spec:
         - name: POD_NAMESPACE
           valueFrom:
             fieldRef: {fieldPath: metadata.namespace}
-`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill)
+`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec)
 }
 
 func apply(j job) {
@@ -321,6 +340,30 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Expect(seen).To(Equal(3))
 		Expect(runsCol).To(Equal(len(rs)))
 		Expect(skipCols).To(Equal(int(total.SkippedContention + total.DuplicatesSuppressed)))
+	})
+
+	It("runs a job in a namespace enforcing the restricted Pod Security profile, and a job running as root", func() {
+		// lockwrap's init container must fit any pod: restricted-compliant by itself, and
+		// non-root (its own uid) even when the pod runs as root.
+		restricted := job{ns: scenario("restricted"), name: "strict", key: "e2e/restricted-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "restricted-" + suffix, restricted: true}
+		root := job{ns: scenario("root"), name: "root", key: "e2e/root-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "root-" + suffix, root: true}
+		apply(restricted)
+		apply(root)
+		for _, j := range []job{restricted, root} {
+			Eventually(func() int64 { return get(j).Status.Counters.Succeeded }, 2*time.Minute, time.Second).
+				Should(BeNumerically(">=", 2), "%s: no successful run", j.ns)
+		}
+		suspend(restricted, root)
+		settle(restricted, root)
+		for _, j := range []job{restricted, root} {
+			rs := runs(j.label)
+			Expect(rs).NotTo(BeEmpty())
+			expectOneRunPerOccurrence(rs)
+			expectExactCounters(j)
+			Expect(get(j).Status.Counters.Failed).To(BeZero(), "%s", j.ns)
+		}
 	})
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {
