@@ -186,6 +186,21 @@ func eventNotes(j job, reason string) []string {
 	return notes
 }
 
+// newestPodOccurrence is the newest occurrence the job created a pod for.
+func newestPodOccurrence(j job) time.Time {
+	var pods corev1.PodList
+	ExpectWithOffset(1, k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+	var newest time.Time
+	for _, p := range pods.Items {
+		t, err := time.Parse(time.RFC3339, p.Annotations[runpod.AnnotationScheduledTime])
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		if t.After(newest) {
+			newest = t
+		}
+	}
+	return newest
+}
+
 // expectExactCounters: every pod the job created is counted exactly once. The e2e jobs
 // keep all their pods (history limits of 100), so the pods themselves are the truth. Each
 // finished pod adds one to exactly one of succeeded, failed (job failed, lock lost, or no
@@ -301,8 +316,10 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Expect(total.Runs).To(Equal(int64(len(rs))), "status counts %d runs, the audit %d", total.Runs, len(rs))
 		Expect(total.Failed).To(BeZero())
 		occurrences := len(audit.ByOccurrence(rs))
-		Expect(total.SkippedContention+total.DuplicatesSuppressed).To(BeNumerically(">=", 2*(occurrences-2)),
-			"the other two namespaces reported skipping nearly every occurrence")
+		// An occurrence whose pod could not start in time (the previous one still starting
+		// on a loaded node) is missed rather than skipped.
+		Expect(total.SkippedContention+total.DuplicatesSuppressed+total.Missed).To(BeNumerically(">=", 2*(occurrences-2)),
+			"the other two namespaces reported skipping (or missing) nearly every occurrence")
 
 		// What a person sees: kubectl get lcj -A -o wide agrees with the audit. Each job's
 		// LAST HOLDER is who ran the newest occurrence it started a pod for (the jobs were
@@ -315,7 +332,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		for _, j := range jobs {
 			st := get(j).Status
 			Expect(st.LastHolder).NotTo(BeNil())
-			Expect(st.LastHolder.Occurrence.Time).To(BeTemporally("==", st.LastScheduleTime.Time), "%s: last holder is of the newest occurrence", j.ns)
+			Expect(st.LastHolder.Occurrence.Time).To(BeTemporally("==", newestPodOccurrence(j)), "%s: last holder is of the newest occurrence it made a pod for", j.ns)
 			occ := st.LastHolder.Occurrence.UTC().Format(time.RFC3339)
 			Expect(ranBy).To(HaveKey(occ), "%s: the audit has no run of %s", j.ns, occ)
 			lastHolder[j.ns] = ranBy[occ]

@@ -174,7 +174,10 @@ metadata:
 		Expect(out).NotTo(ContainSubstring("violate"))
 		// And a pod that is not restricted is refused there (the label is enforced).
 		pod.Name = "privileged"
-		pod.Spec.Containers[0].SecurityContext.Privileged = func(b bool) *bool { return &b }(true)
+		// (runAsNonRoot false: privileged with allowPrivilegeEscalation false would be
+		// invalid before Pod Security is even asked.)
+		pod.Spec.Containers[0].SecurityContext.RunAsNonRoot = func(b bool) *bool { return &b }(false)
+		pod.Spec.SecurityContext = nil
 		manifest, err = sigsyaml.Marshal(pod)
 		Expect(err).NotTo(HaveOccurred())
 		out, err = kubectlIn(string(manifest), "create", "--dry-run=server", "-f", "-")
