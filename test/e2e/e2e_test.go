@@ -37,6 +37,8 @@ type job struct {
 	// root runs the pod as root (pod-level runAsUser 0): lockwrap's init container must
 	// still run as its own non-root user.
 	root bool
+	// args are more arguments for the job image (e.g. --incremental).
+	args []string
 }
 
 func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
@@ -55,6 +57,10 @@ func (j job) manifest() string {
           allowPrivilegeEscalation: false
           capabilities: {drop: [ALL]}
           seccompProfile: {type: RuntimeDefault}`
+	}
+	extra := ""
+	for _, a := range j.args {
+		extra += fmt.Sprintf(", %q", a)
 	}
 	if j.root {
 		podSec = "\n      securityContext:\n        runAsUser: 0\n        runAsGroup: 0"
@@ -95,7 +101,7 @@ spec:
       - name: job
         image: k8s.local/lockedcron-e2e-job:dev
         imagePullPolicy: Never
-        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"]%[11]s
+        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"%[13]s]%[11]s
         env:
         - name: E2E_REDIS_URL
           valueFrom:
@@ -106,7 +112,7 @@ spec:
         - name: POD_NAMESPACE
           valueFrom:
             fieldRef: {fieldPath: metadata.namespace}
-`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec)
+`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra)
 }
 
 func apply(j job) {
