@@ -368,9 +368,9 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 	It("runs a job in a namespace enforcing the restricted Pod Security profile, and a job running as root", func() {
 		// lockwrap's init container must fit any pod: restricted-compliant by itself, and
 		// non-root (its own uid) even when the pod runs as root.
-		restricted := job{ns: scenario("restricted"), name: "strict", key: "e2e/restricted-" + suffix,
+		restricted := job{ns: scenario("strict-job"), name: "strict", key: "e2e/restricted-" + suffix,
 			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "restricted-" + suffix, restricted: true}
-		root := job{ns: scenario("root"), name: "root", key: "e2e/root-" + suffix,
+		root := job{ns: scenario("root-job"), name: "root", key: "e2e/root-" + suffix,
 			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "root-" + suffix, root: true}
 		apply(restricted)
 		apply(root)
