@@ -13,12 +13,10 @@
 # (build IMG from the Dockerfile; JOB_IMG from test/e2e/jobimage with the same recipe).
 #
 # `hack/demo.sh down` removes the samples and, for the local cluster, tears it down.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-STATE=${LOCKEDCRON_CLUSTER_DIR:-/var/tmp/lockedcron-cluster}
-KUBECTL=${KUBECTL:-kubectl}
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+LOG_TAG=demo
 WAIT=${DEMO_SECONDS:-60}
-log() { printf '[demo] %s\n' "$*" >&2; }
 
 remote=0
 if [ -n "${KUBECONFIG:-}" ] && [ "$KUBECONFIG" != "$STATE/admin.kubeconfig" ] &&

@@ -3,13 +3,11 @@
 # brings the cluster up if it is not, builds and imports the images, deploys the operator
 # with config/local (the generated RBAC, for real), runs the suite, and takes the cluster
 # down again if this script brought it up (E2E_KEEP_CLUSTER=1 keeps it).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-STATE=${LOCKEDCRON_CLUSTER_DIR:-/var/tmp/lockedcron-cluster}
-KUBECTL=${KUBECTL:-kubectl}
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
 
 was_up=0
-if [ -f "$STATE/admin.kubeconfig" ] && $KUBECTL --kubeconfig "$STATE/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+if cluster_up; then
   was_up=1
 fi
 teardown() {
@@ -25,4 +23,6 @@ hack/cluster/up.sh
 # shellcheck disable=SC1091
 . "$STATE/env"
 hack/cluster/deploy-operator.sh
+# E2E_ARGS is split into words on purpose: several go test flags.
+# shellcheck disable=SC2086
 go test -tags e2e -count=1 -timeout 40m -v ./test/e2e/ ${E2E_ARGS:-}

@@ -2,8 +2,8 @@
 # Runs every fuzz target of the module for a short time each (default 10s). The seed
 # corpora already run as ordinary tests in `go test`; this explores beyond them.
 #   hack/fuzz.sh [FUZZTIME]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
 fuzztime=${1:-10s}
 found=0
 for pkg in $(go list ./...); do
@@ -16,4 +16,4 @@ for pkg in $(go list ./...); do
   done
 done
 echo "fuzz: ran $found target(s)"
-[ "$found" -gt 0 ] || { echo "fuzz: no fuzz targets found" >&2; exit 1; }
+[ "$found" -gt 0 ] || fail "no fuzz targets found"

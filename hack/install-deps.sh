@@ -2,16 +2,16 @@
 # Installs the Debian packages the tests need, if missing: redis-server, redis-sentinel
 # and redis-cli (the lock tests start real Redis, Sentinel and Cluster processes), and
 # openssl. Go and kubectl come with the machine. Needs root (or sudo) for apt-get.
-set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-sentinel >/dev/null || need+=(redis-sentinel)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v openssl >/dev/null || need+=(openssl)
-command -v go >/dev/null || { echo "install-deps: Go 1.26 is required (https://go.dev/dl)" >&2; exit 1; }
+command -v go >/dev/null || fail "Go 1.26 is required (https://go.dev/dl)"
 if [ ${#need[@]} -gt 0 ]; then
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
-  echo "install-deps: installing ${need[*]}" >&2
+  msg "installing ${need[*]}"
   $sudo apt-get update -qq
   # Keep the packages from starting their own redis-server service on port 6379: tests
   # start their own processes, and the local cluster's Redis needs that port.

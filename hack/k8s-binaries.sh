@@ -6,8 +6,8 @@
 #   hack/k8s-binaries.sh kubelet ...     # add more: kube-controller-manager kube-scheduler kubelet
 #
 # Versions come from hack/tools/{k8s,etcd}/go.mod; the cache key carries both.
-set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+source "$(dirname "$0")/lib.sh"
+here=$REPO_ROOT/hack
 K8S_VERSION=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/tools/k8s/go.mod")
 ETCD_VERSION=$(awk '$1=="require" && $2=="go.etcd.io/etcd/server/v3" {print $3}' "$here/tools/etcd/go.mod")
 CACHE=${LOCKEDCRON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lockedcron}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Fails when `make manifests generate` changed generated files (CRD, RBAC, DeepCopy):
 # markers were edited without committing what they generate. Run after those targets.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
 paths=(config/crd/bases config/rbac api/v1alpha1/zz_generated.deepcopy.go)
 if ! git diff --quiet HEAD -- "${paths[@]}" || [ -n "$(git ls-files --others --exclude-standard -- "${paths[@]}")" ]; then
-  echo "verify-generated: 'make manifests generate' changed generated files; commit them:" >&2
+  msg "'make manifests generate' changed generated files; commit them:"
   git status --short -- "${paths[@]}" >&2
   git diff --stat HEAD -- "${paths[@]}" >&2
   exit 1

@@ -2,11 +2,9 @@
 # Shared settings and helpers of hack/cluster/*.sh. Sourced, not run.
 # Everything the cluster writes lives under $STATE, except the paths of FOREIGN_PATHS
 # (which the components insist on) — those are removed at teardown when absent before up.
-set -euo pipefail
-
 CLUSTER_HACK=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd "$CLUSTER_HACK/../.." && pwd)
-STATE=${LOCKEDCRON_CLUSTER_DIR:-/var/tmp/lockedcron-cluster}
+# Strict mode, REPO_ROOT, STATE, KUBECTL, log and die.
+source "$CLUSTER_HACK/../lib.sh"
 # The node name must resolve to 127.0.0.1 (the API server reaches the kubelet by it, and the
 # kubelet refuses a loopback --node-ip), hence "localhost".
 NODE_NAME=${LOCKEDCRON_NODE_NAME:-localhost}
@@ -32,14 +30,10 @@ DAEMONS=(redis containerd etcd kube-apiserver kube-controller-manager kube-sched
 # plugins, container log links, util-linux utab). Parents first.
 FOREIGN_PATHS=(/run/containerd /run/containerd/s /var/lib/cni /var/lib/cni/results /var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers /run/mount)
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
 need_root() { [ "$(id -u)" = 0 ] || die "run as root (the cluster needs mounts, cgroups, iptables and a bridge)"; }
 
 # k8s_bin_dir prints the version-keyed cache folder of the Kubernetes binaries (building what is missing).
 k8s_bin_dir() { "$REPO_ROOT/hack/k8s-binaries.sh" kube-controller-manager kube-scheduler kubelet; }
-KUBECTL=${KUBECTL:-kubectl}
 
 ctr_() { ctr --address "$CTR_SOCK" "$@"; }
 kc() { "${KUBECTL:-kubectl}" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

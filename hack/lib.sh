@@ -1,0 +1,37 @@
+# shellcheck shell=bash disable=SC2034
+# Shared by the hack/*.sh scripts and hack/cluster/lib.sh. Sourced, not run:
+#   source "$(dirname "$0")/lib.sh"
+# It turns on strict mode and sets the names below; it prints nothing and does not cd
+# (a script that works in the checkout says `cd "$REPO_ROOT"`).
+set -euo pipefail
+
+# REPO_ROOT is the checkout.
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# STATE is the local cluster's state folder (hack/cluster): its admin.kubeconfig, env file,
+# logs, PKI and data.
+STATE=${LOCKEDCRON_CLUSTER_DIR:-/var/tmp/lockedcron-cluster}
+# KUBECTL is the kubectl to run.
+KUBECTL=${KUBECTL:-kubectl}
+# PROG is the script's name, for msg and fail ("fuzz" for hack/fuzz.sh).
+PROG=$(basename "$0" .sh)
+# LOG_TAG is what log puts in brackets ("[demo] …"); empty: the time ("[15:04:05] …").
+LOG_TAG=
+
+# log prints a progress line on stderr; die logs an error and exits 1.
+log() { printf '[%s] %s\n' "${LOG_TAG:-$(date +%H:%M:%S)}" "$*" >&2; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+# msg prints "PROG: words" on stderr; fail does, then exits 1.
+msg() { printf '%s: %s\n' "$PROG" "$*" >&2; }
+fail() {
+  msg "$@"
+  exit 1
+}
+
+# cluster_up succeeds if the local cluster's API server answers.
+cluster_up() {
+  [ -f "$STATE/admin.kubeconfig" ] && $KUBECTL --kubeconfig "$STATE/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1
+}
