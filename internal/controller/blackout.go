@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,22 +31,20 @@ import (
 // due occurrence. Workload events reach only the jobs that reference the workload,
 // through a field index on LockedCronJobs.
 
-// Reasons of the Blackout condition and of blackout Events. Condition reasons cannot hold
-// names (they must match [A-Za-z0-9_,:]), so the message names the window or workload.
+// Reasons of the Blackout condition and of blackout Events (package blackout words them).
 const (
-	ReasonNoBlackout        = "NoBlackout"
-	ReasonWindowOpen        = "WindowOpen"
-	ReasonRolloutInProgress = "RolloutInProgress"
-	ReasonRolloutSettling   = "RolloutSettling"
-	ReasonWorkloadsUnknown  = "WorkloadsUnreadable"
-	ReasonInvalidBlackout   = "InvalidBlackout"
+	ReasonNoBlackout        = blackout.ReasonNoBlackout
+	ReasonWindowOpen        = blackout.ReasonWindowOpen
+	ReasonRolloutInProgress = blackout.ReasonRolloutInProgress
+	ReasonRolloutSettling   = blackout.ReasonRolloutSettling
+	ReasonWorkloadsUnknown  = blackout.ReasonWorkloadsUnknown
+	ReasonInvalidBlackout   = blackout.ReasonInvalidBlackout
 	ReasonSkippedBlackout   = runstatus.OutcomeSkippedBlackout
-	ReasonDeferred          = "Deferred"
+	ReasonDeferred          = blackout.ReasonDeferred
 )
 
-// rolloutRefIndex indexes LockedCronJobs by the workloads they reference:
-// "<Kind>/<name>" for a reference by name, "<Kind>/selector" for one by selector (the
-// cache scopes the keys per namespace).
+// rolloutRefIndex indexes LockedCronJobs by the workloads they reference (the keys are
+// blackout.IndexKeys; the cache scopes them per namespace).
 const rolloutRefIndex = ".spec.blackout.rollouts"
 
 // upcomingCount is how many occurrences status.upcoming previews.
@@ -58,23 +54,6 @@ const upcomingCount = 5
 const unreadableRetry = 5 * time.Second
 
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
-
-func refKeys(job *v1alpha1.LockedCronJob) []string {
-	if job.Spec.Blackout == nil {
-		return nil
-	}
-	var keys []string
-	for _, ref := range job.Spec.Blackout.Rollouts {
-		k := string(ref.Kind) + "/" + ref.Name
-		if ref.Selector != nil {
-			k = string(ref.Kind) + "/selector"
-		}
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
 
 // workloadKinds are the kinds a rollout reference may name, with an empty object of each.
 var workloadKinds = []struct {
@@ -111,7 +90,7 @@ func stripWorkload(obj any) (any, error) {
 // workload cache; watchBlackout adds its watches to the controller.
 func (r *LockedCronJobReconciler) setupBlackout(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LockedCronJob{}, rolloutRefIndex, func(o client.Object) []string {
-		return refKeys(o.(*v1alpha1.LockedCronJob))
+		return blackout.IndexKeys(o.(*v1alpha1.LockedCronJob).Spec.Blackout)
 	}); err != nil {
 		return err
 	}
@@ -153,7 +132,8 @@ func (r *LockedCronJobReconciler) jobsReferencing(ctx context.Context, kind v1al
 			out = append(out, req)
 		}
 	}
-	for _, key := range []string{string(kind) + "/" + o.GetName(), string(kind) + "/selector"} {
+	byName, bySelector := blackout.WorkloadKeys(kind, o.GetName())
+	for _, key := range []string{byName, bySelector} {
 		var jobs v1alpha1.LockedCronJobList
 		if err := r.List(ctx, &jobs, client.InNamespace(o.GetNamespace()), client.MatchingFields{rolloutRefIndex: key}); err != nil {
 			logf.FromContext(ctx).Error(err, "listing jobs that reference a workload", "kind", kind, "workload", o.GetName())
@@ -161,19 +141,8 @@ func (r *LockedCronJobReconciler) jobsReferencing(ctx context.Context, kind v1al
 		}
 		for i := range jobs.Items {
 			j := &jobs.Items[i]
-			if !strings.HasSuffix(key, "/selector") {
+			if key == byName || blackout.Selects(j.Spec.Blackout, kind, o.GetLabels()) {
 				add(j)
-				continue
-			}
-			for _, ref := range j.Spec.Blackout.Rollouts {
-				if ref.Kind != kind || ref.Selector == nil {
-					continue
-				}
-				sel, err := metav1.LabelSelectorAsSelector(ref.Selector)
-				if err == nil && sel.Matches(labels.Set(o.GetLabels())) {
-					add(j)
-					break
-				}
 			}
 		}
 	}
@@ -186,13 +155,17 @@ type blackoutState struct {
 	rollouts []blackout.Rollout
 	// unreadable is set when the workloads could not be read: nothing starts (fail closed).
 	unreadable error
+	// wasDeferred is status.deferred as the pass found it.
+	wasDeferred *metav1.Time
 }
 
 // observeBlackout compiles spec.blackout, reads the referenced workloads, and sets the
-// Blackout condition, status.rollouts and status.upcoming. It returns nil if
-// spec.blackout is invalid (Ready=False, with the field named, and an Event).
-func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, sched *schedule.Schedule) *blackoutState {
-	job, st := p.job, p.status
+// Blackout condition, status.rollouts and status.upcoming. Then it corrects the plan
+// while an occurrence is deferred (accountDeferred) and, while a blackout is in effect,
+// drops the pods that have not started their job. It returns nil if spec.blackout is
+// invalid (Ready=False, with the field named, and an Event).
+func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, sched *schedule.Schedule, plan *schedule.Plan, earliest time.Time, deadline *time.Duration) *blackoutState {
+	job, st, now := p.job, p.status, p.now
 	rules, err := blackout.Compile(job.Spec.Blackout, job.Spec.TimeZone)
 	if err != nil {
 		msg := err.Error()
@@ -205,144 +178,55 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 		return nil
 	}
 	bs := &blackoutState{rules: rules}
-	bs.rollouts, bs.unreadable = r.observeRollouts(ctx, p, rules)
+	workloads, err := r.readRefs(ctx, job.Namespace, rules.Refs)
+	if err != nil {
+		// status.rollouts stays as it was, so that a read error loses no completion time.
+		bs.unreadable = err
+	} else {
+		bs.rollouts, st.Rollouts = blackout.ObserveRollouts(now, rules.Refs, workloads, st.Rollouts)
+	}
 
 	// The Blackout condition, and a pass exactly when it changes.
-	now := p.now
-	switch b := rules.At(now, bs.rollouts); {
-	case bs.unreadable != nil:
-		p.setCondition(ConditionBlackout, true, ReasonWorkloadsUnknown, "referenced workloads could not be read; no occurrence starts: "+bs.unreadable.Error())
-		p.requeueAt(unreadableRetry)
-	case !b.Blocked():
-		msg := "no blackout in effect"
-		if rules.Empty() {
-			msg = "no blackout configured"
-		}
-		p.setCondition(ConditionBlackout, false, ReasonNoBlackout, msg)
-	default:
-		p.setCondition(ConditionBlackout, true, conditionReason(b), describeBlock(b))
-		if !b.Until.IsZero() {
-			p.requeueAt(b.Until.Sub(now))
-		}
+	c := rules.Condition(now, bs.rollouts, bs.unreadable)
+	p.setCondition(ConditionBlackout, c.Blocked, c.Reason, c.Message)
+	if !c.Recheck.IsZero() {
+		p.requeueAt(c.Recheck.Sub(now))
 	}
-	if cond := meta.FindStatusCondition(st.Conditions, ConditionBlackout); cond != nil && cond.Status == metav1.ConditionFalse {
-		// Not blocked: look again when the next window opens, so the condition turns True
-		// then (while blocked, the pass at the blackout's end does it).
-		if next := rules.NextOpening(now); !next.IsZero() {
-			p.requeueAt(next.Sub(now))
-		}
+	if bs.unreadable != nil {
+		p.requeueAt(unreadableRetry)
 	}
 
 	// status.upcoming: the next occurrences and what is expected to hold each back.
-	times := sched.Upcoming(now, upcomingCount)
-	previews := rules.Preview(times, now, bs.rollouts)
-	st.Upcoming = nil
-	for i, t := range times {
-		st.Upcoming = append(st.Upcoming, v1alpha1.UpcomingOccurrence{Time: metav1.NewTime(t), BlockedBy: previews[i].By})
+	st.Upcoming = rules.Upcoming(sched.Upcoming(now, upcomingCount), now, bs.rollouts)
+
+	bs.wasDeferred = st.Deferred
+	accountDeferred(p, plan, sched, earliest, deadline)
+	if bs.unreadable == nil {
+		// A pod whose job has not started when a blackout is in effect was created
+		// before the blackout began: it does not start (it is deleted, counted missed).
+		if b := rules.At(now, bs.rollouts); b.Blocked() {
+			p.dropUnstarted(b.Describe())
+		}
 	}
 	return bs
 }
 
-func conditionReason(b blackout.Block) string {
-	switch b.Cause {
-	case blackout.CauseWindow:
-		return ReasonWindowOpen
-	case blackout.CauseSettling:
-		return ReasonRolloutSettling
-	}
-	return ReasonRolloutInProgress
-}
-
-// describeBlock says what blocks and until when, for conditions and events.
-func describeBlock(b blackout.Block) string {
-	var msg string
-	switch b.Cause {
-	case blackout.CauseWindow:
-		msg = b.By + " is open"
-	case blackout.CauseSettling:
-		msg = b.By + " is settling after its rollout"
-	default:
-		msg = b.By + " is rolling out"
-	}
-	if b.Why != "" {
-		msg += " (" + b.Why + ")"
-	}
-	if b.Until.IsZero() {
-		return msg + "; until the rollout completes"
-	}
-	return msg + "; until " + b.Until.UTC().Format(time.RFC3339)
-}
-
-// observeRollouts reads the workloads the rules reference and updates status.rollouts:
-// a workload is recorded when first seen rolling out, gets its completion time when seen
-// complete, and is dropped once settled. The completion time is the Deployment's own
-// (its Progressing condition) when it has one that is not older than the rollout we saw;
-// otherwise the time this controller first saw the workload complete, which status keeps
-// across restarts (a restart during a rollout sees it complete later, so settle ends
-// later, never earlier). A workload that rolled out entirely while the controller was
-// down, and records no completion itself, gets no settle time.
-func (r *LockedCronJobReconciler) observeRollouts(ctx context.Context, p *pass, rules *blackout.Rules) ([]blackout.Rollout, error) {
-	st, ns, now := p.status, p.job.Namespace, p.now
-	prev := map[string]v1alpha1.ObservedRollout{}
-	for _, o := range st.Rollouts {
-		prev[string(o.Kind)+"/"+o.Name] = o
-	}
-	var out []blackout.Rollout
-	var keep []v1alpha1.ObservedRollout
-	seen := map[string]bool{}
-	for _, ref := range rules.Refs {
+// readRefs reads the workloads each reference names (in the order of refs).
+func (r *LockedCronJobReconciler) readRefs(ctx context.Context, ns string, refs []blackout.Ref) ([][]metav1.Object, error) {
+	out := make([][]metav1.Object, 0, len(refs))
+	for _, ref := range refs {
 		objs, err := r.readWorkloads(ctx, ns, ref)
 		if err != nil {
-			// status.rollouts stays as it was, so that a read error loses no completion time.
 			return nil, fmt.Errorf("%s: %w", ref.Field, err)
 		}
-		for _, obj := range objs {
-			inProgress, why, completed := blackout.RolloutOf(obj)
-			w := blackout.Rollout{Kind: ref.Kind, Name: obj.GetName(), InProgress: inProgress, Why: why, Settle: ref.Settle}
-			key := w.ID()
-			old, had := prev[key]
-			if inProgress {
-				w.Since = now
-				if had && old.CompletedAt == nil {
-					w.Since = old.Since.Time
-				}
-			} else {
-				switch {
-				case had && old.CompletedAt == nil && (completed.IsZero() || completed.Before(old.Since.Time)):
-					completed = now // seen rolling, now complete
-				case had && old.CompletedAt != nil && completed.IsZero():
-					completed = old.CompletedAt.Time
-				}
-				w.CompletedAt = completed
-				w.Since = completed
-				if had {
-					w.Since = old.Since.Time
-				}
-			}
-			out = append(out, w)
-			if seen[key] {
-				continue
-			}
-			if w.InProgress || (!w.SettledAt().IsZero() && now.Before(w.SettledAt())) {
-				seen[key] = true
-				o := v1alpha1.ObservedRollout{Kind: w.Kind, Name: w.Name, Since: metav1.NewTime(w.Since)}
-				if !w.InProgress {
-					o.CompletedAt = &metav1.Time{Time: w.CompletedAt}
-				}
-				keep = append(keep, o)
-			}
-		}
+		out = append(out, objs)
 	}
-	slices.SortFunc(keep, func(a, b v1alpha1.ObservedRollout) int {
-		return strings.Compare(string(a.Kind)+"/"+a.Name, string(b.Kind)+"/"+b.Name)
-	})
-	st.Rollouts = keep
 	return out, nil
 }
 
 // readWorkloads returns the workloads a reference names (none if it names one that does
 // not exist: a missing workload is not rolling out).
-func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, ref blackout.Ref) ([]client.Object, error) {
+func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, ref blackout.Ref) ([]metav1.Object, error) {
 	for _, k := range workloadKinds {
 		if k.kind != ref.Kind {
 			continue
@@ -355,7 +239,7 @@ func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, 
 				}
 				return nil, err
 			}
-			return []client.Object{obj}, nil
+			return []metav1.Object{obj}, nil
 		}
 		list := k.list()
 		if err := r.workloads.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: ref.Selector}); err != nil {
@@ -365,75 +249,62 @@ func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, 
 		if err != nil {
 			return nil, err
 		}
-		out := make([]client.Object, 0, len(items))
+		out := make([]metav1.Object, 0, len(items))
 		for _, it := range items {
-			out = append(out, it.(client.Object))
+			out = append(out, it.(metav1.Object))
 		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown kind %q", ref.Kind)
 }
 
-// accountDeferred corrects Plan's missed count while an occurrence is deferred. A
-// deferred occurrence leaves lastScheduleTime where it was, so Plan counts again, on
-// every pass, the occurrences before it (already counted when it was deferred): those
-// are taken off. If a newer occurrence has replaced it while the blackout lasted, it
-// never started because of the blackout: it counts as skippedBlackout rather than
-// missed (unless its own starting deadline had passed first).
-func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, earliest time.Time) {
-	st := p.status
-	deferred := st.Deferred
-	st.Deferred = nil
-	if deferred == nil || !deferred.After(earliest) || plan.Latest == nil || deferred.After(*plan.Latest) {
+// accountDeferred applies blackout.CorrectDeferred to the plan while an occurrence is
+// deferred, and records a deferred occurrence that a newer one superseded as
+// skippedBlackout. status.deferred is cleared: applyBlackout sets it again if the due
+// occurrence is still held back.
+func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, earliest time.Time, deadline *time.Duration) {
+	deferred := p.status.Deferred
+	p.status.Deferred = nil
+	if deferred == nil {
 		return
 	}
-	before := sched.Plan(schedule.Input{Earliest: earliest, Now: deferred.Time})
-	plan.Missed -= min(before.Missed, plan.Missed)
-	if !plan.Latest.After(deferred.Time) || plan.Missed == 0 {
-		return // still the latest: decided by applyBlackout, or missed by Plan
+	if superseded, reason := blackout.CorrectDeferred(plan, sched, earliest, deferred.Time, deadline); superseded {
+		p.record(runstatus.OutcomeSkippedBlackout, deferred.Time, reason)
 	}
-	if dl := startingDeadline(p.job); dl != nil && plan.Latest.Sub(deferred.Time) > *dl {
-		return // its deadline passed first: missed
-	}
-	plan.Missed--
-	p.record(runstatus.OutcomeSkippedBlackout, deferred.Time, fmt.Sprintf("deferred, then superseded by occurrence %s while the blackout lasted", plan.Latest.UTC().Format(time.RFC3339)))
 }
 
-// applyBlackout decides what becomes of the due occurrence and records it. It returns
-// true if the occurrence may start now.
-func applyBlackout(p *pass, bs *blackoutState, due time.Time, wasDeferred *metav1.Time) bool {
-	job, st := p.job, p.status
+// applyBlackout decides what becomes of the due occurrence (blackout.Rules.Decide) and
+// records it. It returns true if the occurrence may start now.
+func applyBlackout(p *pass, bs *blackoutState, due time.Time, deadline *time.Duration) bool {
+	st := p.status
 	occ := due.UTC().Format(time.RFC3339)
+	announce := bs.wasDeferred == nil || !bs.wasDeferred.Time.Equal(due)
 	if bs.unreadable != nil {
 		// Fail closed: keep the occurrence due (within its deadline) until the workloads can be read.
-		if wasDeferred == nil || !wasDeferred.Time.Equal(due) {
+		if announce {
 			p.eventf(corev1.EventTypeWarning, ReasonDeferred, "occurrence %s held back: referenced workloads could not be read: %v", occ, bs.unreadable)
 		}
 		st.Deferred = &metav1.Time{Time: due}
 		return false
 	}
-	d := bs.rules.Decide(due, p.now, startingDeadline(job), bs.rollouts)
+	d := bs.rules.Decide(due, p.now, deadline, bs.rollouts)
 	switch d.Action {
 	case blackout.Run:
 		return true
 	case blackout.Skip:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		p.record(runstatus.OutcomeSkippedBlackout, due, describeBlock(d.Block))
+		p.record(runstatus.OutcomeSkippedBlackout, due, d.Reason())
 		return false
 	case blackout.Miss:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		p.record(runstatus.OutcomeMissed, due, fmt.Sprintf("blackout past startingDeadlineSeconds (%s): %s", d.Deadline.UTC().Format(time.RFC3339), describeBlock(d.Block)))
+		p.record(runstatus.OutcomeMissed, due, d.Reason())
 		return false
 	}
 	// Defer: keep it due; come back when the blackout ends, or at its deadline.
 	st.Deferred = &metav1.Time{Time: due}
-	if wasDeferred == nil || !wasDeferred.Time.Equal(due) {
-		latest := "no deadline"
-		if !d.Deadline.IsZero() {
-			latest = "at the latest " + d.Deadline.UTC().Format(time.RFC3339)
-		}
-		p.eventf(corev1.EventTypeNormal, ReasonDeferred, "occurrence %s deferred: %s; it starts when the blackout ends (%s)", occ, describeBlock(d.Block), latest)
-		p.log.Info("occurrence decided", "outcome", ReasonDeferred, "occurrence", occ, "reason", describeBlock(d.Block), "latest", latest)
+	if announce {
+		p.eventf(corev1.EventTypeNormal, ReasonDeferred, "occurrence %s deferred: %s; it starts when the blackout ends (%s)", occ, d.Reason(), d.Latest())
+		p.log.Info("occurrence decided", "outcome", ReasonDeferred, "occurrence", occ, "reason", d.Reason(), "latest", d.Latest())
 	}
 	if !d.Block.Until.IsZero() {
 		p.requeueAt(d.Block.Until.Sub(p.now))

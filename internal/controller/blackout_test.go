@@ -366,7 +366,7 @@ var _ = Describe("accountDeferred", func() {
 			dl = &d
 		}
 		plan := hourly.Plan(schedule.Input{Earliest: earliest, Now: now, StartingDeadline: dl})
-		accountDeferred(p, &plan, hourly, earliest)
+		accountDeferred(p, &plan, hourly, earliest, dl)
 		return p, plan
 	}
 	It("does not count again the occurrences before the deferred one", func() {
@@ -390,19 +390,5 @@ var _ = Describe("accountDeferred", func() {
 		Expect(plan.Missed).To(Equal(int64(1)))
 		Expect(p.status.Counters.SkippedBlackout).To(BeZero())
 		Expect(p.status.Deferred).To(BeNil())
-	})
-})
-
-var _ = Describe("Blackout references index", func() {
-	It("keys a job by kind and name, and by kind for selectors", func() {
-		j := newJob("x", "j", "@hourly")
-		Expect(refKeys(j)).To(BeEmpty())
-		j.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
-			{Kind: v1alpha1.KindDeployment, Name: "api"},
-			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{}},
-			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}},
-			{Kind: v1alpha1.KindDeployment, Name: "api"},
-		}}
-		Expect(refKeys(j)).To(Equal([]string{"Deployment/api", "StatefulSet/selector"}))
 	})
 })

@@ -285,7 +285,8 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		return nil
 	}
 
-	plan := sched.Plan(schedule.Input{Earliest: earliest(job, st), Now: p.now, StartingDeadline: startingDeadline(job)})
+	deadline := startingDeadline(job)
+	plan := sched.Plan(schedule.Input{Earliest: earliest(job, st), Now: p.now, StartingDeadline: deadline})
 	if plan.Next.IsZero() {
 		st.NextScheduleTime = nil
 		p.setCondition(ConditionReady, false, ReasonScheduleNeverFires, fmt.Sprintf("spec.schedule %q has no occurrence in the next five years", job.Spec.Schedule))
@@ -296,19 +297,10 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	}
 
 	// 5a: blackout: read the referenced workloads, preview the next occurrences, account
-	// for a deferred occurrence.
-	bs := r.observeBlackout(ctx, p, sched)
+	// for a deferred occurrence, drop pods that a blackout now holds back.
+	bs := r.observeBlackout(ctx, p, sched, &plan, earliest(job, st), deadline)
 	if bs == nil {
 		return nil // spec.blackout is invalid: Ready=False names the field
-	}
-	wasDeferred := st.Deferred
-	accountDeferred(p, &plan, sched, earliest(job, st))
-	if bs.unreadable == nil {
-		// A pod whose job has not started when a blackout is in effect was created
-		// before the blackout began: it does not start (it is deleted, counted missed).
-		if b := bs.rules.At(p.now, bs.rollouts); b.Blocked() {
-			p.dropUnstarted(describeBlock(b))
-		}
 	}
 
 	if plan.Missed > 0 {
@@ -336,7 +328,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	}
 	due := *plan.Due
 	// 5b: a blackout skips or defers the due occurrence.
-	if !applyBlackout(p, bs, due, wasDeferred) {
+	if !applyBlackout(p, bs, due, deadline) {
 		return nil
 	}
 	if berr != nil && berr.blocking() {
