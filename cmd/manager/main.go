@@ -121,7 +121,6 @@ func run() error {
 
 	if err := (&controller.LockedCronJobReconciler{
 		Client: mgr.GetClient(),
-		Scheme: mgr.GetScheme(),
 		Pod: runpod.Options{
 			ClusterName:            clusterName,
 			WrapperImage:           wrapperImage,

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -70,7 +69,6 @@ type LockedCronJobReconciler struct {
 	client.Client
 	// APIReader reads Secrets straight from the API server.
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
 	Recorder  recorder.EventRecorder
 	// Clock is the time source; SetupWithManager defaults it to the real clock.
 	Clock clock.PassiveClock

@@ -93,7 +93,6 @@ func startManager(clk clock.PassiveClock) (stop func()) {
 	Expect(err).NotTo(HaveOccurred())
 	r := &LockedCronJobReconciler{
 		Client: mgr.GetClient(),
-		Scheme: mgr.GetScheme(),
 		Clock:  clk,
 		Pod:    runpod.Options{ClusterName: "test", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullNever},
 	}

@@ -32,7 +32,6 @@ var _ = Describe("Watching some namespaces only", func() {
 		Expect(err).NotTo(HaveOccurred())
 		r := &LockedCronJobReconciler{
 			Client: mgr.GetClient(),
-			Scheme: mgr.GetScheme(),
 			Clock:  clock.RealClock{},
 			Pod:    runpod.Options{ClusterName: "test", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullNever},
 		}
