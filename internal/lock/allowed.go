@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -212,18 +211,6 @@ func guardedDialer(o *redis.UniversalOptions, a *AllowedHosts) func(ctx context.
 		if err != nil {
 			return nil, err
 		}
-		if tc != nil {
-			cfg := tc.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName, _, _ = net.SplitHostPort(addr)
-			}
-			tc := tls.Client(c, cfg)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				_ = c.Close()
-				return nil, err
-			}
-			c = tc
-		}
-		return &noHelloConn{Conn: c}, nil
+		return wrapConn(ctx, c, tc, addr)
 	}
 }

@@ -24,21 +24,26 @@ func noHelloDialer(o *redis.UniversalOptions) func(ctx context.Context, network,
 		if err != nil {
 			return nil, err
 		}
-		if tc != nil {
-			// As go-redis's own dialer: each node is verified against its own host name.
-			cfg := tc.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName, _, _ = net.SplitHostPort(addr)
-			}
-			tc := tls.Client(c, cfg)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				_ = c.Close()
-				return nil, err
-			}
-			c = tc
-		}
-		return &noHelloConn{Conn: c}, nil
+		return wrapConn(ctx, c, tc, addr)
 	}
+}
+
+// wrapConn finishes a dialled connection: TLS when tc is set (each node verified against
+// its own host name, as go-redis's own dialer does), then the HELLO answering.
+func wrapConn(ctx context.Context, c net.Conn, tc *tls.Config, addr string) (net.Conn, error) {
+	if tc != nil {
+		cfg := tc.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tlsConn := tls.Client(c, cfg)
+		if err := tlsConn.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c = tlsConn
+	}
+	return &noHelloConn{Conn: c}, nil
 }
 
 // noHelloConn swallows a HELLO sent as the connection's first command and replies to it
