@@ -51,6 +51,11 @@ var (
 
 func TestControllers(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// Waits end as soon as their condition holds; the ceiling only matters on a loaded
+	// machine, where a manager's first pass over earlier specs' jobs can take seconds
+	// (Gomega's default of 1s made specs fail under load, never a wrong controller).
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	RunSpecs(t, "Controller Suite")
 }
 
