@@ -30,7 +30,7 @@ import (
 // KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh)" go test ./cmd/manager/ -run TestMetrics
 func TestMetricsEndpointAuth(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("needs KUBEBUILDER_ASSETS (make test sets it)")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test`, which builds kube-apiserver and etcd and sets it")
 	}
 	env := &envtest.Environment{}
 	cfg, err := env.Start()

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -322,15 +322,7 @@ func cleanWarning(w string) string {
 		}
 		return r
 	}, w)
-	w = strings.TrimSpace(w)
-	if len(w) > maxWarningLen {
-		cut := maxWarningLen
-		for cut > 0 && !utf8.RuneStart(w[cut]) {
-			cut--
-		}
-		w = w[:cut] + "…"
-	}
-	return w
+	return report.Shorten(strings.TrimSpace(w), maxWarningLen)
 }
 
 // durabilityMessage is the LockBackendReady message (and the Event's) for a Redis that

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -88,11 +89,16 @@ var _ = AfterSuite(func() {
 // startManager runs a manager with the reconciler until the returned stop is called.
 // Each test runs its own, so that it can stop and restart it, or run two at once.
 func startManager(clk clock.PassiveClock) (stop func()) {
+	return startManagerWith(clk, CacheOptions())
+}
+
+// startManagerWith is startManager with the manager's cache options (--watch-namespaces).
+func startManagerWith(clk clock.PassiveClock, cacheOpts cache.Options) (stop func()) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(),
+		Cache:                  cacheOpts,
 		Controller:             ctrlConfig(),
 	})
 	Expect(err).NotTo(HaveOccurred())

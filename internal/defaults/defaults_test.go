@@ -10,8 +10,8 @@ func TestTTLFits(t *testing.T) {
 		ttl, renew, kill time.Duration
 		fits             bool
 	}{
-		{TTL, 0, KillGracePeriod, true},                  // defaults: 30s ≥ 10s + 10s + 300ms
-		{10 * time.Second, 0, KillGracePeriod, false},    // 10s < 3.33s + 10s + 100ms
+		{TTL, 0, KillGracePeriod, true},               // defaults: 30s ≥ 10s + 10s + 300ms
+		{10 * time.Second, 0, KillGracePeriod, false}, // 10s < 3.33s + 10s + 100ms
 		{4 * time.Second, time.Second, 2 * time.Second, true},
 		{3 * time.Second, time.Second, 1900 * time.Millisecond, true}, // exactly: 1s + 1.9s + 100ms
 		{3 * time.Second, time.Second, 1901 * time.Millisecond, false},

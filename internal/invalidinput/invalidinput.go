@@ -67,8 +67,11 @@ var Cases = []Case{
 		Flags:      []string{"--ttl", "8760h"}, Flag: "--ttl", FlagMessage: "must be between 1s and 24h",
 	},
 	{
-		Name:       "renewInterval over half the ttl",
-		Spec:       func(s *v1alpha1.LockedCronJobSpec) { s.Lock.TTL = d(30 * time.Second); s.Lock.RenewInterval = d(20 * time.Second) },
+		Name: "renewInterval over half the ttl",
+		Spec: func(s *v1alpha1.LockedCronJobSpec) {
+			s.Lock.TTL = d(30 * time.Second)
+			s.Lock.RenewInterval = d(20 * time.Second)
+		},
 		CRDMessage: "at most half of lock.ttl",
 		Flags:      []string{"--ttl", "30s", "--renew-interval", "20s"}, Flag: "--renew-interval", FlagMessage: "more than half the ttl",
 	},
@@ -82,8 +85,11 @@ var Cases = []Case{
 		Flags:      []string{"--ttl", "10s", "--kill-grace", "10s"}, Flag: "--ttl", FlagMessage: "raise --ttl or lower --kill-grace",
 	},
 	{
-		Name:       "killGracePeriod over an hour",
-		Spec:       func(s *v1alpha1.LockedCronJobSpec) { s.Lock.TTL = d(3 * time.Hour); s.Lock.KillGracePeriod = d(2 * time.Hour) },
+		Name: "killGracePeriod over an hour",
+		Spec: func(s *v1alpha1.LockedCronJobSpec) {
+			s.Lock.TTL = d(3 * time.Hour)
+			s.Lock.KillGracePeriod = d(2 * time.Hour)
+		},
 		CRDMessage: "lock.killGracePeriod must be between 0s and 1h",
 		Flags:      []string{"--ttl", "3h", "--kill-grace", "2h"}, Flag: "--kill-grace", FlagMessage: "must be between 0s and 1h",
 	},

@@ -88,11 +88,14 @@ type Report struct {
 const MaxWatermarkBytes = 256
 
 // ShortWatermark is wm cut to MaxWatermarkBytes (plus "…" when cut).
-func ShortWatermark(wm string) string {
-	if len(wm) <= MaxWatermarkBytes {
-		return wm
+func ShortWatermark(wm string) string { return Shorten(wm, MaxWatermarkBytes) }
+
+// Shorten cuts s to at most n bytes on a UTF-8 boundary, marking a cut with "…".
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return truncateRunes(wm, MaxWatermarkBytes) + "…"
+	return truncateRunes(s, n) + "…"
 }
 
 // ErrTooLarge is returned when a report does not fit MaxBytes even with an empty message.

@@ -74,7 +74,9 @@ func TestWatermarkThroughLockwrap(t *testing.T) {
 	s := redistest.Start(t)
 	dir := t.TempDir()
 	const key = "wm"
-	occ := func(n int) string { return mustTime(occurrence).Add(time.Duration(n) * time.Minute).Format(time.RFC3339) }
+	occ := func(n int) string {
+		return mustTime(occurrence).Add(time.Duration(n) * time.Minute).Format(time.RFC3339)
+	}
 
 	// First run: nothing before it; it stores "10".
 	r1 := wmRun(t, s.URL(), key, occ(0), dir, "10", 0)

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -38,9 +37,8 @@ type Locker interface {
 type Lease interface {
 	// Renew resets the ttl if the lock is still ours; lock.ErrLost if not.
 	Renew(ctx context.Context) error
-	// Finish records lock.StateSucceeded / lock.StateFailed and releases the lock.
-	Finish(ctx context.Context, state string) error
-	// FinishWith is Finish that also stores a watermark with a success (lock.Lease.FinishWith).
+	// FinishWith records lock.StateSucceeded / lock.StateFailed (with a success, also the
+	// watermark) and releases the lock (lock.Lease.FinishWith).
 	FinishWith(ctx context.Context, state string, opts lock.FinishOptions) (lock.FinishResult, error)
 	// Release releases the lock and forgets the run (it never started).
 	Release(ctx context.Context) error
@@ -312,14 +310,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		}
 		return fmt.Sprintf("Redis unreachable (%v)", lastFail)
 	}
-	lost := func(why string) {
-		if rep.LockLost {
-			return
-		}
-		rep.LockLost = true
-		rep.Message = joinMsg(rep.Message, why)
-		fmt.Fprintf(stderr, "lockwrap: %s\n", why)
-	}
+	lost := func(why string) { markLockLost(rep, stderr, why) }
 	stop := func(killBy time.Time) {
 		if stopped {
 			return
@@ -485,6 +476,16 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 }
 
 // warn adds a warning to the report and says it on stderr.
+// markLockLost records, once, that the run cannot prove it held the lock to the end.
+func markLockLost(rep *report.Report, stderr io.Writer, why string) {
+	if rep.LockLost {
+		return
+	}
+	rep.LockLost = true
+	rep.Message = joinMsg(rep.Message, why)
+	fmt.Fprintf(stderr, "lockwrap: %s\n", why)
+}
+
 func warn(rep *report.Report, stderr io.Writer, msg string) {
 	rep.Warnings = append(rep.Warnings, msg)
 	fmt.Fprintf(stderr, "lockwrap: warning: %s\n", msg)
@@ -553,27 +554,21 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string
 			rep.Watermark = report.ShortWatermark(wm)
 		case fr.Watermark == lock.WatermarkRefused:
 			warn(rep, stderr, fmt.Sprintf("watermark %q not stored: smaller than the stored %q (--watermark-monotonic)",
-				shorten(wm, 64), shorten(fr.Stored, 64)))
+				report.Shorten(wm, 64), report.Shorten(fr.Stored, 64)))
 		case fr.LastSuccess == lock.LastSuccessNotOurs && wm != "":
-			warn(rep, stderr, fmt.Sprintf("watermark %q not stored: the lock was not ours to the end", shorten(wm, 64)))
+			warn(rep, stderr, fmt.Sprintf("watermark %q not stored: the lock was not ours to the end", report.Shorten(wm, 64)))
 		}
 	}
-	if err == nil && fr.LastSuccess == lock.LastSuccessNotOurs && !rep.LockLost {
+	if err == nil && fr.LastSuccess == lock.LastSuccessNotOurs {
 		// The lock looked ours, but a later holder had been given a fencing token.
-		rep.LockLost = true
-		msg := "lock lost: a later holder was given a fencing token while the command ran"
-		rep.Message = joinMsg(rep.Message, msg)
-		fmt.Fprintf(stderr, "lockwrap: %s\n", msg)
+		markLockLost(rep, stderr, "lock lost: a later holder was given a fencing token while the command ran")
 	}
 	if err == nil {
 		return
 	}
 	warn := func(msg string) { warn(rep, stderr, msg) }
-	if errors.Is(err, lock.ErrLost) && !rep.LockLost {
-		rep.LockLost = true
-		msg := "lock lost: when the command ended the lock was no longer ours, so it may have run without it at the end"
-		rep.Message = joinMsg(rep.Message, msg)
-		fmt.Fprintf(stderr, "lockwrap: %s\n", msg)
+	if errors.Is(err, lock.ErrLost) {
+		markLockLost(rep, stderr, "lock lost: when the command ended the lock was no longer ours, so it may have run without it at the end")
 	}
 	switch {
 	case errors.Is(err, lock.ErrNotRecorded):
@@ -598,17 +593,6 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 			errors.Is(last, lock.ErrNotEnoughReplicas), nil
 	})
 	return fr, last // the last attempt's: nil, a lock sentinel, or why Redis did not answer
-}
-
-// shorten cuts s to n bytes (on a UTF-8 boundary) for a message.
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // earliest is the earlier of two instants, a zero one meaning none.
