@@ -16,6 +16,7 @@
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 LOG_TAG=demo
+cluster_lock
 WAIT=${DEMO_SECONDS:-60}
 
 remote=0

@@ -5,6 +5,7 @@
 # down again if this script brought it up (E2E_KEEP_CLUSTER=1 keeps it).
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
+cluster_lock
 
 was_up=0
 if cluster_up; then

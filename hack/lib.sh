@@ -35,3 +35,18 @@ fail() {
 cluster_up() {
   [ -f "$STATE/admin.kubeconfig" ] && $KUBECTL --kubeconfig "$STATE/admin.kubeconfig" get --raw /readyz >/dev/null 2>&1
 }
+
+# cluster_lock waits until no other script uses the local cluster, then holds it until the
+# calling script exits (one cluster per machine: two e2e runs, a soak and a demo from different
+# checkouts would otherwise redeploy the operator under each other). Re-entrant through
+# LOCKEDCRON_CLUSTER_LOCKED, so a script holding it can run another that asks for it.
+cluster_lock() {
+  [ "${LOCKEDCRON_CLUSTER_LOCKED:-}" = 1 ] && return 0
+  mkdir -p "$(dirname "$STATE")"
+  exec 9>"$STATE.lock"
+  if ! flock -n 9; then
+    log "waiting for another user of the local cluster ($STATE.lock)"
+    flock 9
+  fi
+  export LOCKEDCRON_CLUSTER_LOCKED=1
+}
