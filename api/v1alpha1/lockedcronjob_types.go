@@ -104,6 +104,17 @@ type LockedCronJobSpec struct {
 	// +optional
 	FailedRunsHistoryLimit *int32 `json:"failedRunsHistoryLimit,omitempty"`
 
+	// PrepareAheadSeconds creates an occurrence's pod this many seconds before its scheduled
+	// time, so that image pull and container start are done by then; lockwrap waits for the
+	// scheduled instant on the node's clock before it takes the lock, never earlier. A
+	// suspend, blackout, schedule change or deletion before the instant deletes the waiting
+	// pod. 0 (the default) creates the pod at the instant. See docs/performance.md.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	PrepareAheadSeconds *int32 `json:"prepareAheadSeconds,omitempty"`
+
 	// WrapContainer names the container lockwrap runs in front of; default the first.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
@@ -376,6 +387,60 @@ type RunRecord struct {
 	Duration *metav1.Duration `json:"duration,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Trigger is Scheduled or Manual (a run requested with the run-request annotation).
+	// +optional
+	Trigger string `json:"trigger,omitempty"`
+}
+
+// Triggers of a run (RunRecord.Trigger).
+const (
+	TriggerScheduled = "Scheduled"
+	TriggerManual    = "Manual"
+)
+
+// Manual runs are requested with annotations on the LockedCronJob (the pattern of Flux's
+// reconcile.fluxcd.io/requestedAt): setting AnnotationRunRequest to a new id asks for one
+// run; status.lastRunRequest records the id handled, so one id never makes two pods, also
+// across manager restarts. The other two annotations are read with it.
+const (
+	// AnnotationRunRequest is the request id: 1-63 characters [a-z0-9-], starting and
+	// ending alphanumeric.
+	AnnotationRunRequest = "scheduling.lockedcron.io/run-request"
+	// AnnotationRunOccurrence (optional) is a scheduled occurrence (RFC 3339) to run again;
+	// refused when the ledger says it succeeded.
+	AnnotationRunOccurrence = "scheduling.lockedcron.io/run-request-occurrence"
+	// AnnotationRunContention (optional) is Wait (the default: wait for the lock, bounded)
+	// or FailFast (skip if the lock is held).
+	AnnotationRunContention = "scheduling.lockedcron.io/run-request-contention"
+)
+
+// Contention of a manual run (AnnotationRunContention).
+const (
+	ManualContentionWait     = "Wait"
+	ManualContentionFailFast = "FailFast"
+)
+
+// RunRequest is the last manual run request the controller handled.
+type RunRequest struct {
+	// ID is the request id (the run-request annotation).
+	ID string `json:"id"`
+	// RequestedBy is the field manager that set the annotation (from managedFields).
+	// +optional
+	RequestedBy string `json:"requestedBy,omitempty"`
+	// Occurrence is the scheduled occurrence run again, if the request named one.
+	// +optional
+	Occurrence *metav1.Time `json:"occurrence,omitempty"`
+	// Contention is Wait or FailFast.
+	// +optional
+	Contention string `json:"contention,omitempty"`
+	// HandledAt is when the controller handled it.
+	HandledAt metav1.Time `json:"handledAt"`
+	// Pod is the pod created for it; empty when the request was refused.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+	// Refused says why no pod was created (invalid request, occurrence already succeeded).
+	// +optional
+	Refused string `json:"refused,omitempty"`
 }
 
 // UpcomingOccurrence previews an occurrence and the blackout expected to suppress it.
@@ -468,6 +533,10 @@ type LockedCronJobStatus struct {
 	ObservedSchedule string `json:"observedSchedule,omitempty"`
 	// +optional
 	ScheduleSince *metav1.Time `json:"scheduleSince,omitempty"`
+
+	// LastRunRequest is the last manual run request handled.
+	// +optional
+	LastRunRequest *RunRequest `json:"lastRunRequest,omitempty"`
 
 	// CountedPods is bookkeeping for exact counters: finished pods already counted but not
 	// yet marked as counted.
