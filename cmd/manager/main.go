@@ -42,7 +42,7 @@ func run() error {
 		metricsAddr, probeAddr, clusterName, wrapperImage, pullPolicy string
 		leaderElect, secureMetrics                                    bool
 		qps                                                           float64
-		burst                                                         int
+		burst, workers                                                int
 		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
@@ -55,6 +55,7 @@ func run() error {
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server.")
+	flag.IntVar(&workers, "max-concurrent-reconciles", 5, "How many LockedCronJobs are reconciled at once (kube-controller-manager's --concurrent-cron-job-syncs is 5 too).")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
 	opts := zap.Options{Development: false}
@@ -67,6 +68,9 @@ func run() error {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
 		return fmt.Errorf("--wrapper-image-pull-policy %q: want Always, IfNotPresent or Never", pullPolicy)
+	}
+	if workers < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles %d: want at least 1", workers)
 	}
 	if wrapperImage == "" {
 		return fmt.Errorf("--wrapper-image is empty: give the image that holds /lockwrap")
@@ -120,7 +124,8 @@ func run() error {
 	log.Info("starting", "watchNamespaces", watchNamespaces, "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect, "redisAllowedHosts", allowed.String())
 
 	if err := (&controller.LockedCronJobReconciler{
-		Client: mgr.GetClient(),
+		MaxConcurrentReconciles: workers,
+		Client:                  mgr.GetClient(),
 		Pod: runpod.Options{
 			ClusterName:            clusterName,
 			WrapperImage:           wrapperImage,

@@ -119,6 +119,10 @@ func (p *pass) dropUnstarted(blackout string) {
 	keep := p.active[:0]
 	for _, pod := range p.active {
 		occ, _ := runstatus.Occurrence(pod)
+		if occ.After(p.now) {
+			keep = append(keep, pod) // prepared ahead: withdrawn, not counted (prepare.go)
+			continue
+		}
 		if d := tracking.Decide(pod, occ, in); d.Verdict == tracking.NeverStarted {
 			p.count(pod, withoutReport(pod, occ, report.Missed, d.Reason))
 			continue

@@ -213,12 +213,19 @@ func pingProblem(err error) string {
 }
 
 // check reads the Secret, pings Redis and, once Redis answered, asks how durable it is:
-// the warnings (empty when none) say how it could lose the lock or the ledger.
+// the warnings (empty when none) say how it could lose the lock or the ledger. It waits
+// for Redis: passes use health.state instead, which never does.
 func (b *backends) check(ctx context.Context, namespace, secretName string) (redis.UniversalClient, []string, *backendError) {
 	c, addrs, berr := b.client(ctx, namespace, secretName)
 	if berr != nil {
 		return nil, nil, berr
 	}
+	warnings, berr := b.probe(ctx, types.NamespacedName{Namespace: namespace, Name: secretName}, c, addrs)
+	return c, warnings, berr
+}
+
+// probe pings the Secret's Redis (c, at addrs) and, if it answered, reads its durability.
+func (b *backends) probe(ctx context.Context, key types.NamespacedName, c redis.UniversalClient, addrs string) ([]string, *backendError) {
 	pctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
@@ -226,9 +233,9 @@ func (b *backends) check(ctx context.Context, namespace, secretName string) (red
 		if errors.Is(err, lock.ErrNotAllowed) { // a Sentinel's master, a Cluster node
 			reason = ReasonRedisNotAllowed
 		}
-		return c, nil, &backendError{reason, fmt.Sprintf("Redis at %s (Secret %s/%s): %s", addrs, namespace, secretName, pingProblem(err)), err}
+		return nil, &backendError{reason, fmt.Sprintf("Redis at %s (Secret %s): %s", addrs, key, pingProblem(err)), err}
 	}
-	return c, b.durability(ctx, types.NamespacedName{Namespace: namespace, Name: secretName}, c), nil
+	return b.durability(ctx, key, c), nil
 }
 
 // durability returns lock.Durability's warnings for the client of the Secret key, from

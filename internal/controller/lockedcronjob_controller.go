@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,9 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/metrics"
@@ -76,6 +78,14 @@ type LockedCronJobReconciler struct {
 	Pod runpod.Options
 
 	backends *backends
+	health   *health
+	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
+	// kube-controller-manager's --concurrent-cron-job-syncs).
+	MaxConcurrentReconciles int
+	// SecretTTL is how long a Secret read is reused (default one minute): a changed
+	// Secret is seen within it and one ProbeInterval. ProbeInterval is how often each
+	// Secret's Redis is pinged in the background (default 10s).
+	SecretTTL, ProbeInterval time.Duration
 	// workloads caches the Deployments, StatefulSets and DaemonSets that blackouts
 	// reference (see blackout.go).
 	workloads cache.Cache
@@ -108,6 +118,8 @@ type pass struct {
 	mark        []*corev1.Pod // to label counted and release (after the status write)
 	doomed      []*corev1.Pod // counted as never started: to delete
 	history     []*corev1.Pod // finished and marked: pruned to the history limits
+	withdrawn   []*corev1.Pod // prepared ahead, no longer wanted: deleted uncounted
+	seen        []string      // names of all the job's pods in the cache
 }
 
 type event struct{ typ, reason, note string }
@@ -141,6 +153,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
+			r.health.forget(req.NamespacedName)
 			// No pod of a deleted job keeps the tracking finalizer.
 			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
 		}
@@ -161,10 +174,19 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never
 	// started (deleted, or past their deadline) missed; the rest are active.
 	p.track(pods.Items)
+	noteScheduled(&job, p.status, pods.Items, p.now)
+	for i := range pods.Items {
+		p.seen = append(p.seen, pods.Items[i].Name)
+	}
 
-	// 4: is the lock backend usable?
-	backend, warnings, berr := r.backends.check(ctx, job.Namespace, job.Spec.Lock.Redis.SecretRef.Name)
+	// 4: is the lock backend usable? (As last seen: no Redis round trip here, and the
+	// Secret read at most once a minute; see health.go.)
+	bst := r.health.state(ctx, req.NamespacedName, job.Spec.Lock.Redis.SecretRef.Name)
+	warnings, berr := bst.warnings, bst.err
 	switch {
+	case !bst.known:
+		// Redis not probed yet: the condition stays as it was; the probe's answer wakes
+		// this job.
 	case berr != nil:
 		p.setCondition(ConditionLockBackendReady, false, berr.reason, berr.Error())
 		p.requeueAt(backendRetry)
@@ -179,7 +201,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	// 5: plan the schedule and start the due occurrence.
-	if created := r.schedule(ctx, p, backend, berr); created != nil {
+	if created := r.schedule(ctx, p, berr); created != nil {
 		p.active = append(p.active, created)
 	}
 
@@ -189,8 +211,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	p.status.LockKey = runpod.LockKey(&job)
 	p.status.ObservedGeneration = job.Generation
 
-	// 7: write status once, then act on what it records.
-	if !equality.Semantic.DeepEqual(&job.Status, p.status) {
+	// 7: write status once (unless it only records a pod not yet started: deferral.go),
+	// then act on what it records.
+	if !equality.Semantic.DeepEqual(&job.Status, p.status) && !deferrable(&job.Status, p.status, podNews(p.active)) {
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
 			if apierrors.IsConflict(err) {
@@ -206,6 +229,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	r.emit(&job, p)
 	if err := r.markCounted(ctx, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteWithdrawn(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.pruneHistory(ctx, p); err != nil {
@@ -250,7 +276,7 @@ func describe(r runstatus.Result) string {
 
 // schedule plans the occurrences since the last pass and starts the due one. It returns
 // the pod it created, if any.
-func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
+func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *backendError) *corev1.Pod {
 	job, st := p.job, p.status
 	sched, err := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
 	if err != nil {
@@ -261,6 +287,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		}
 		p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg)
 		st.NextScheduleTime, st.Upcoming = nil, nil
+		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.schedule is invalid")
 		return nil
 	}
 
@@ -280,6 +307,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	if suspended {
 		p.setCondition(ConditionReady, true, ReasonSuspended, "suspended: no new occurrences start; running pods go on")
 		st.NextScheduleTime, st.Upcoming, st.Deferred = nil, nil, nil
+		p.withdrawPrepared(func(time.Time) bool { return false }, "suspended")
 		return nil
 	}
 
@@ -298,8 +326,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 	// for a deferred occurrence, drop pods that a blackout now holds back.
 	bs := r.observeBlackout(ctx, p, sched, &plan, earliest(job, st), deadline)
 	if bs == nil {
+		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.blackout is invalid")
 		return nil // spec.blackout is invalid: Ready=False names the field
 	}
+	// A prepared pod stays only while it is for the next occurrence of this schedule
+	// and no blackout covers its instant (or holds everything now).
+	p.withdrawPrepared(func(occ time.Time) bool {
+		return occ.Equal(plan.Next) && bs.unreadable == nil && !bs.rules.At(occ, bs.rollouts).Blocked() && !bs.rules.At(p.now, bs.rollouts).Blocked()
+	}, "no longer the next occurrence to run (schedule change or blackout)")
 
 	if plan.Missed > 0 {
 		// Each occurrence is decided once: those before the due one are missed now, and
@@ -322,9 +356,15 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		if plan.Latest != nil {
 			st.LastScheduleTime = &metav1.Time{Time: *plan.Latest}
 		}
-		return nil
+		return r.prepare(ctx, p, &plan, bs, berr)
 	}
 	due := *plan.Due
+	if p.hasPod(runpod.Name(job.Name, due)) {
+		// Created ahead of its time (prepareAheadSeconds), or by a pass whose status
+		// write was deferred: nothing to do, and no POST to find out.
+		st.LastScheduleTime = &metav1.Time{Time: due}
+		return r.prepare(ctx, p, &plan, bs, berr)
+	}
 	// 5b: a blackout skips or defers the due occurrence.
 	if !applyBlackout(p, bs, due, deadline) {
 		return nil
@@ -341,7 +381,10 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, backend
 		p.record(runstatus.OutcomeMissed, due, backlogReason(waiting))
 		return nil
 	}
-	return r.startOccurrence(ctx, p, due, backend, berr, bs.rules.NextOpening(p.now))
+	if created := r.startOccurrence(ctx, p, due, bs.rules.NextOpening(p.now), time.Time{}); created != nil {
+		return created
+	}
+	return r.prepare(ctx, p, &plan, bs, berr)
 }
 
 func earliest(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus) time.Time {
@@ -362,22 +405,14 @@ func startingDeadline(job *v1alpha1.LockedCronJob) *time.Duration {
 	return &d
 }
 
-// startOccurrence creates the occurrence's pod, unless Redis says it already succeeded.
-// The pod must not start its job after the next blackout window opens (windowStart).
-func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, due time.Time, backend redis.UniversalClient, berr *backendError, windowStart time.Time) *corev1.Pod {
+// startOccurrence creates the occurrence's pod. The pod must not start its job after the
+// next blackout window opens (windowStart). It does not ask Redis whether the occurrence
+// already succeeded elsewhere: that round trip would hold a worker, and lockwrap decides
+// anyway (its report says SuppressedDuplicate, counted as such).
+// notBefore, when set, is the instant lockwrap waits for (a pod created ahead of it).
+func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, due time.Time, windowStart, notBefore time.Time) *corev1.Pod {
 	job, st := p.job, p.status
 	occ := due.UTC().Format(time.RFC3339)
-	if backend != nil && berr == nil {
-		done, err := r.backends.succeeded(ctx, backend, runpod.LockKey(job), due)
-		if err != nil {
-			logf.FromContext(ctx).V(1).Info("ledger check failed; the wrapper decides", "occurrence", occ, "error", err.Error())
-		} else if done {
-			st.LastScheduleTime = &metav1.Time{Time: due}
-			p.record(string(report.SuppressedDuplicate), due, fmt.Sprintf("already succeeded elsewhere (lock key %q); no pod created", runpod.LockKey(job)))
-			return nil
-		}
-	}
-
 	opts := r.Pod
 	opts.NotAfter = windowStart
 	pod, err := runpod.Build(job, due, opts)
@@ -388,6 +423,9 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		return nil
 	}
 	if err := r.Create(ctx, pod); err != nil {
+		if !notBefore.IsZero() && apierrors.IsAlreadyExists(err) {
+			return nil // prepared by an earlier pass whose pod the cache has not shown yet
+		}
 		if !apierrors.IsAlreadyExists(err) {
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "occurrence %s: creating pod %s: %v", occ, pod.Name, err)
 			p.setCondition(ConditionReady, false, ReasonInvalidTemplate, fmt.Sprintf("creating pod %s: %v", pod.Name, err))
@@ -402,9 +440,14 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		st.LastScheduleTime = &metav1.Time{Time: due}
 		return nil
 	}
+	if !notBefore.IsZero() {
+		p.log.Info("occurrence prepared", "occurrence", occ, "pod", pod.Name)
+		return pod
+	}
 	st.LastScheduleTime = &metav1.Time{Time: due}
 	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
-	p.eventf(corev1.EventTypeNormal, ReasonStarted, "occurrence %s: created pod %s", occ, pod.Name)
+	// No Event: the pod is the record (its own Events follow it); an Event per occurrence
+	// would double the API calls of the creation path.
 	p.log.Info("occurrence started", "occurrence", occ, "pod", pod.Name)
 	return pod
 }
@@ -486,6 +529,19 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.backends = newBackends(r.APIReader)
 	r.backends.allowed = r.Pod.RedisAllowedHosts // the same endpoints as lockwrap
+	r.health = newHealth(r.backends)
+	if r.SecretTTL > 0 {
+		r.health.secretTTL = r.SecretTTL
+	}
+	if r.ProbeInterval > 0 {
+		r.health.probeInterval = r.ProbeInterval
+	}
+	if err := mgr.Add(r.health); err != nil {
+		return err
+	}
+	if r.MaxConcurrentReconciles <= 0 {
+		r.MaxConcurrentReconciles = 5
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, ownerIndex, func(o client.Object) []string {
 		owner := metav1.GetControllerOf(o)
 		if owner == nil || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Kind != "LockedCronJob" {
@@ -504,5 +560,6 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	for _, src := range r.workloadSources() {
 		b = b.WatchesRawSource(src)
 	}
-	return b.Named("lockedcronjob").Complete(r)
+	b = b.WatchesRawSource(source.Channel(r.health.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.LockedCronJob]{}))
+	return b.Named("lockedcronjob").WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).Complete(r)
 }

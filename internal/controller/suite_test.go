@@ -106,6 +106,8 @@ func startManagerWith(clk clock.PassiveClock, cacheOpts cache.Options) (stop fun
 		Client: mgr.GetClient(),
 		Clock:  clk,
 		Pod:    runpod.Options{ClusterName: "test", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullNever},
+		// Specs change Secrets and wait for the condition to follow: read and probe often.
+		SecretTTL: 2 * time.Second, ProbeInterval: time.Second,
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)

@@ -1,0 +1,258 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/types"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+)
+
+// The lock backend off the reconcile path (issue 13): a pass never waits for Redis, and
+// reads each Secret at most once per secretTTL. Redis is probed per Secret by a
+// background loop (health.run); a pass reads the last answer. When an answer changes,
+// the jobs that use the Secret are woken through the health channel, so that their
+// LockBackendReady condition follows within one probe.
+
+const (
+	// secretTTL is how long a Secret read is reused (RBAC stays get-only: no watch).
+	secretTTL = time.Minute
+	// secretErrorTTL is how long a Secret problem (not found, no url) is reused: short,
+	// so that a fixed Secret is seen at the job's next backendRetry.
+	secretErrorTTL = backendRetry - time.Second
+	// probeInterval is how often a Secret's Redis is pinged in the background.
+	probeInterval = 10 * time.Second
+	// idleAfter: a Secret no pass asked about for this long is dropped (client closed).
+	idleAfter = 10 * time.Minute
+)
+
+// backendState is what a pass knows of a job's lock backend, without I/O.
+type backendState struct {
+	client   redis.UniversalClient
+	warnings []string
+	err      *backendError
+	// known is false until the first probe of the Secret's Redis has answered: the pass
+	// leaves LockBackendReady as it was and is woken when the answer comes.
+	known bool
+}
+
+// secretHealth is the cached view of one Secret.
+type secretHealth struct {
+	readAt time.Time // when the Secret was read
+	client redis.UniversalClient
+	addrs  string
+	// secretErr: the Secret itself is not usable (no probe runs).
+	secretErr *backendError
+	// The last probe: probedAt zero until it answered.
+	probedAt time.Time
+	probeErr *backendError
+	warnings []string
+	probing  bool
+	// lastAsked is when a pass last asked; jobs are the jobs that use the Secret.
+	lastAsked time.Time
+	jobs      map[types.NamespacedName]struct{}
+}
+
+// health is the background view of every Secret in use.
+type health struct {
+	b      *backends
+	now    func() time.Time
+	wake   chan ctrlevent.TypedGenericEvent[*v1alpha1.LockedCronJob]
+	mu     sync.Mutex
+	byName map[types.NamespacedName]*secretHealth
+	// probe runs one probe (b.probe); a test may replace it.
+	probe func(ctx context.Context, key types.NamespacedName, c redis.UniversalClient, addrs string) ([]string, *backendError)
+	// ctx is the manager's context once run has started (probes stop with it).
+	ctx context.Context
+	// secretTTL is how long a Secret read is reused (default the const secretTTL);
+	// probeInterval how often Start probes (default the const probeInterval).
+	secretTTL, probeInterval time.Duration
+}
+
+func newHealth(b *backends) *health {
+	h := &health{
+		b:         b,
+		now:       time.Now,
+		wake:      make(chan ctrlevent.TypedGenericEvent[*v1alpha1.LockedCronJob], 1024),
+		byName:    map[types.NamespacedName]*secretHealth{},
+		ctx:       context.Background(),
+		secretTTL: secretTTL, probeInterval: probeInterval,
+	}
+	h.probe = b.probe
+	return h
+}
+
+// state is the job's backend as last seen: a Secret read if the cached one is older
+// than secretTTL (one API GET, shared by every job naming the Secret), never a Redis
+// round trip. A Secret whose Redis was never probed gets a probe started now.
+func (h *health) state(ctx context.Context, job types.NamespacedName, secretName string) backendState {
+	key := types.NamespacedName{Namespace: job.Namespace, Name: secretName}
+	now := h.now()
+	h.mu.Lock()
+	s := h.byName[key]
+	if s == nil {
+		s = &secretHealth{jobs: map[types.NamespacedName]struct{}{}}
+		h.byName[key] = s
+	}
+	s.lastAsked = now
+	s.jobs[job] = struct{}{}
+	stale := s.readAt.IsZero() || now.Sub(s.readAt) >= h.secretTTL || (s.secretErr != nil && now.Sub(s.readAt) >= min(secretErrorTTL, h.secretTTL)) || now.Before(s.readAt)
+	h.mu.Unlock()
+
+	if stale {
+		h.refresh(ctx, key, s)
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.secretErr != nil {
+		return backendState{err: s.secretErr, known: true}
+	}
+	if s.probedAt.IsZero() {
+		h.startProbe(key, s)
+		return backendState{client: s.client}
+	}
+	return backendState{client: s.client, warnings: s.warnings, err: s.probeErr, known: true}
+}
+
+// refresh reads the Secret again; a changed Secret (a new client, or a new problem)
+// resets what is known of its Redis and wakes the jobs that use it.
+func (h *health) refresh(ctx context.Context, key types.NamespacedName, s *secretHealth) {
+	c, addrs, berr := h.b.client(ctx, key.Namespace, key.Name)
+	h.mu.Lock()
+	changed := !s.readAt.IsZero() && (s.client != c || !sameProbe(s.secretErr, nil, berr, nil))
+	if s.client != c {
+		// A new or changed Secret: its Redis is unknown until probed.
+		s.probedAt, s.probeErr, s.warnings = time.Time{}, nil, nil
+	}
+	s.readAt, s.client, s.addrs, s.secretErr = h.now(), c, addrs, berr
+	jobs := s.jobNames()
+	h.mu.Unlock()
+	if changed {
+		h.wakeJobs(jobs)
+	}
+}
+
+// startProbe probes the Secret's Redis in the background, once at a time. h.mu is held.
+func (h *health) startProbe(key types.NamespacedName, s *secretHealth) {
+	if s.probing || s.client == nil {
+		return
+	}
+	s.probing = true
+	c, addrs, ctx := s.client, s.addrs, h.ctx
+	go func() {
+		warnings, berr := h.probe(ctx, key, c, addrs)
+		h.mu.Lock()
+		s.probing = false
+		if s.client != c { // the Secret changed meanwhile: this answer is stale
+			h.mu.Unlock()
+			return
+		}
+		changed := s.probedAt.IsZero() || !sameProbe(s.probeErr, s.warnings, berr, warnings)
+		s.probedAt, s.probeErr, s.warnings = h.now(), berr, warnings
+		var jobs []types.NamespacedName
+		if changed {
+			jobs = s.jobNames()
+		}
+		h.mu.Unlock()
+		h.wakeJobs(jobs)
+	}()
+}
+
+// jobNames lists the jobs that use the Secret. h.mu is held.
+func (s *secretHealth) jobNames() []types.NamespacedName {
+	jobs := make([]types.NamespacedName, 0, len(s.jobs))
+	for j := range s.jobs {
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// wakeJobs queues a pass of each job.
+func (h *health) wakeJobs(jobs []types.NamespacedName) {
+	for _, j := range jobs {
+		obj := &v1alpha1.LockedCronJob{}
+		obj.Namespace, obj.Name = j.Namespace, j.Name
+		select {
+		case h.wake <- ctrlevent.TypedGenericEvent[*v1alpha1.LockedCronJob]{Object: obj}:
+		case <-h.ctx.Done():
+			return
+		}
+	}
+}
+
+func sameProbe(errA *backendError, wA []string, errB *backendError, wB []string) bool {
+	if (errA == nil) != (errB == nil) || (errA != nil && (errA.reason != errB.reason || errA.msg != errB.msg)) {
+		return false
+	}
+	if len(wA) != len(wB) {
+		return false
+	}
+	for i := range wA {
+		if wA[i] != wB[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// forget drops a deleted job from its Secret's list.
+func (h *health) forget(job types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.byName {
+		delete(s.jobs, job)
+	}
+}
+
+// Start probes every Secret in use each probeInterval, and drops Secrets no pass asked
+// about for idleAfter. It is a manager Runnable (it runs on every replica: probing is
+// read-only, and a standby is warm when it takes over).
+func (h *health) Start(ctx context.Context) error {
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
+	t := time.NewTicker(h.probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now := h.now()
+		var reread []types.NamespacedName
+		h.mu.Lock()
+		for key, s := range h.byName {
+			switch {
+			case now.Sub(s.lastAsked) > idleAfter:
+				delete(h.byName, key)
+			case !s.readAt.IsZero() && now.Sub(s.readAt) >= h.secretTTL:
+				reread = append(reread, key) // outside the lock: an API call
+			case s.secretErr == nil:
+				h.startProbe(key, s)
+			}
+		}
+		h.mu.Unlock()
+		for _, key := range reread {
+			h.mu.Lock()
+			s := h.byName[key]
+			h.mu.Unlock()
+			if s != nil {
+				h.refresh(ctx, key, s)
+				h.mu.Lock()
+				if s.secretErr == nil {
+					h.startProbe(key, s)
+				}
+				h.mu.Unlock()
+			}
+		}
+	}
+}
+
+// NeedLeaderElection: probing is read-only; every replica keeps its view warm.
+func (h *health) NeedLeaderElection() bool { return false }
