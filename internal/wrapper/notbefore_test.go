@@ -105,9 +105,16 @@ func notBeforeFlags(s *redistest.Server, key string, notBefore time.Time, more .
 	return flags(s.URL(), key, "a", append([]string{"--not-before", notBefore.UTC().Format(time.RFC3339Nano)}, more...)...)
 }
 
+// awaitWaiting waits until lockwrap says it waits for its instant; it fails at once if
+// lockwrap exited without waiting (it started after its --not-before: too slow a machine
+// for the test's lead).
 func awaitWaiting(t *testing.T, p *lockwrapProc) {
 	t.Helper()
-	eventually(t, "lockwrap to say it waits", func() bool { return strings.Contains(p.stderr.String(), "waiting") })
+	waiting := func() bool { return strings.Contains(p.stderr.String(), "waiting") }
+	eventually(t, "lockwrap to say it waits", func() bool { return waiting() || len(p.done) > 0 })
+	if !waiting() {
+		t.Fatalf("lockwrap did not wait (started after its --not-before?); stderr: %s", p.stderr)
+	}
 }
 
 // TestNotBeforeWaitsForTheInstant: a pod created ahead of its occurrence neither touches
@@ -212,11 +219,11 @@ func TestNotBeforePassedRunsAtOnce(t *testing.T) {
 // $LOCKEDCRON_NOT_BEFORE; a --not-before after --not-after is refused before any wait.
 func TestNotBeforeFromEnvironment(t *testing.T) {
 	s := redistest.Start(t)
-	obs := newObserver(t, s)
 	stamp := filepath.Join(t.TempDir(), "started")
-	notBefore := time.Now().Add(700 * time.Millisecond)
+	notBefore := time.Now().Add(1500 * time.Millisecond)
 	p := startLockwrap(t, []string{config.EnvNotBefore + "=" + notBefore.UTC().Format(time.RFC3339Nano)},
 		cmdArgs(flags(s.URL(), "env", "a"), stampCmd(stamp)...)...)
+	awaitWaiting(t, p)
 	rep, code := p.wait(t)
 	if code != 0 || rep.Outcome != report.Succeeded {
 		t.Fatalf("%d %+v", code, rep)
@@ -226,7 +233,7 @@ func TestNotBeforeFromEnvironment(t *testing.T) {
 	}
 
 	s2 := redistest.Start(t)
-	obs = newObserver(t, s2)
+	obs := newObserver(t, s2)
 	p = startLockwrap(t, nil, cmdArgs(notBeforeFlags(s2, "bad", time.Now().Add(time.Hour),
 		"--not-after", time.Now().Add(time.Minute).UTC().Format(time.RFC3339)), "true")...)
 	rep, code = p.wait(t)
