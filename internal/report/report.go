@@ -67,10 +67,14 @@ type Report struct {
 	Attempts     int     `json:"attempts,omitempty"`
 	WaitedMs     int64   `json:"waitedMs,omitempty"`
 	AcquiredAt   string  `json:"acquiredAt,omitempty"`
-	ReleasedAt   string  `json:"releasedAt,omitempty"`
-	ExitCode     int     `json:"exitCode,omitempty"`
-	LockLost     bool    `json:"lockLost,omitempty"`
-	Recovered    bool    `json:"recovered,omitempty"`
+	// StartedAt is when the command was started (RFC 3339 with nanoseconds, lockwrap's
+	// clock, taken right after the process was created); empty when it never started.
+	// StartedAt − occurrence is the run's start lag.
+	StartedAt  string `json:"startedAt,omitempty"`
+	ReleasedAt string `json:"releasedAt,omitempty"`
+	ExitCode   int    `json:"exitCode,omitempty"`
+	LockLost   bool   `json:"lockLost,omitempty"`
+	Recovered  bool   `json:"recovered,omitempty"`
 	// Watermark is the key's new watermark when this run advanced it (at most
 	// MaxWatermarkBytes of it: see Watermark's doc); PreviousWatermark is the one the run
 	// was given (the key's watermark when it acquired the lock), likewise shortened.
@@ -131,7 +135,7 @@ func Encode(r Report) ([]byte, error) {
 	// Still too long without the message: shorten the longest free-text field (halving)
 	// until the rest fits, so that a report is always written.
 	const ellipsis = "…"
-	fields := []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.ReleasedAt,
+	fields := []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.StartedAt, &r.ReleasedAt,
 		&r.Watermark, &r.PreviousWatermark}
 	for len(base) > MaxBytes {
 		longest := fields[0]

@@ -12,7 +12,7 @@ func full(msg string) Report {
 	return Report{
 		Outcome: LockLost, Occurrence: "2026-11-30T06:00:00Z", Key: "ns/job", Holder: "c/ns/pod-1",
 		HeldBy: "c/ns/pod-0", FencingToken: 42, Attempts: 3, WaitedMs: 1500,
-		AcquiredAt: "2026-11-30T06:00:01.000Z", ReleasedAt: "2026-11-30T06:00:09.000Z",
+		AcquiredAt: "2026-11-30T06:00:01.000Z", StartedAt: "2026-11-30T06:00:01.001234567Z", ReleasedAt: "2026-11-30T06:00:09.000Z",
 		ExitCode: 143, LockLost: true, Recovered: true, Message: msg,
 	}
 }
@@ -47,7 +47,9 @@ func TestEncodeTruncatesMessage(t *testing.T) {
 			t.Fatalf("%d bytes, %v", len(b), err)
 		}
 		r, err := Decode(b)
-		if err != nil || !strings.HasSuffix(r.Message, "…") || r.Key != "ns/job" || r.ExitCode != 143 {
+		// The message gives way; the start time (the start lag's source) is kept whole.
+		if err != nil || !strings.HasSuffix(r.Message, "…") || r.Key != "ns/job" || r.ExitCode != 143 ||
+			r.StartedAt != full("").StartedAt {
 			t.Fatalf("%v %+v", err, r)
 		}
 		if len(b) < MaxBytes-64 {

@@ -80,7 +80,9 @@ type Options struct {
 	WrapperImagePullPolicy corev1.PullPolicy
 	// NotAfter, per pod: an instant before which the job must start, in addition to
 	// occurrence + startingDeadlineSeconds (the controller sets the next known blackout
-	// window start). lockwrap gets the earlier of the two; zero: only the deadline.
+	// window start). lockwrap gets the earlier of the two; zero: only the deadline. For a
+	// pod created ahead of its occurrence (spec.prepareAheadSeconds) it must not be before
+	// the occurrence (the first window start at or after it): Build refuses that.
 	NotAfter time.Time
 	// RedisAllowedHosts, when set, is passed to lockwrap
 	// ($LOCKEDCRON_REDIS_ALLOWED_HOSTS): it refuses other Redis endpoints, as the
@@ -160,6 +162,11 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
 	default:
 		return nil, fmt.Errorf("spec.template.spec.restartPolicy: %q; must be Never or OnFailure", spec.RestartPolicy)
+	}
+
+	if nb, na := NotBefore(job, occurrence), NotAfter(job, occurrence, opts.NotAfter); !nb.IsZero() && !na.IsZero() && na.Before(nb) {
+		return nil, fmt.Errorf("occurrence %s: the blackout window start %s given as its deadline is before the occurrence, so the pod could never run; give the first window start at or after the occurrence (or skip an occurrence inside a window)",
+			occurrence.UTC().Format(time.RFC3339), na.UTC().Format(time.RFC3339))
 	}
 
 	name := Name(job.Name, occurrence)
@@ -319,7 +326,23 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 	if na := NotAfter(job, occurrence, notAfter); !na.IsZero() {
 		env = append(env, lit(config.EnvNotAfter, na.UTC().Format(time.RFC3339)))
 	}
+	// A pod created ahead of its occurrence waits for it: no lock, no job before the
+	// instant on the node's clock.
+	if nb := NotBefore(job, occurrence); !nb.IsZero() {
+		env = append(env, lit(config.EnvNotBefore, nb.UTC().Format(time.RFC3339Nano)))
+	}
 	return env
+}
+
+// NotBefore is the instant before which a pod of the occurrence must neither take the
+// lock nor start its job: the occurrence itself when the job's pods are created ahead of
+// it (spec.prepareAheadSeconds > 0), else zero (such a pod is created at or after its
+// instant and starts at once). Deadlines (NotAfter) stay relative to the occurrence.
+func NotBefore(job *v1alpha1.LockedCronJob, occurrence time.Time) time.Time {
+	if p := job.Spec.PrepareAheadSeconds; p == nil || *p <= 0 {
+		return time.Time{}
+	}
+	return occurrence
 }
 
 // NotAfter is the instant after which a pod of the occurrence must not start its job:

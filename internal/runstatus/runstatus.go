@@ -33,6 +33,20 @@ type Result struct {
 	Report     report.Report
 	// Invalid is set when the pod left no readable report; Report.Outcome is then Error.
 	Invalid error
+	// StartedAt is when lockwrap started the job's command (the report's startedAt, the
+	// node's clock); zero when the command never started or the report does not say.
+	StartedAt time.Time
+}
+
+// StartLag is how long after its occurrence the job's command started (StartedAt −
+// Occurrence: pod creation, scheduling, image pull, container start, the lock), and
+// whether it is known (the command started and the pod names its occurrence). It can be
+// slightly negative when the node's clock is behind the controller's.
+func (r Result) StartLag() (time.Duration, bool) {
+	if r.StartedAt.IsZero() || r.Occurrence.IsZero() {
+		return 0, false
+	}
+	return r.StartedAt.Sub(r.Occurrence), true
 }
 
 // Finished reports whether a pod has ended for good.
@@ -83,6 +97,9 @@ func ResultOf(pod *corev1.Pod) Result {
 		return invalid(fmt.Errorf("container %s exited %d without a valid report: %w", name, term.ExitCode, err))
 	}
 	res.Report = r
+	if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
+		res.StartedAt = t
+	}
 	return res
 }
 

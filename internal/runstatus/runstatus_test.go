@@ -214,3 +214,33 @@ func TestResultOfKeepsWarnings(t *testing.T) {
 		t.Errorf("message = %q", got)
 	}
 }
+
+// TestStartLag: the report's startedAt becomes Result.StartedAt, and the start lag is
+// measured from the occurrence the pod was created for; a run whose command never started
+// (or an older lockwrap's report without startedAt) has none.
+func TestStartLag(t *testing.T) {
+	r := ResultOf(finishedPod("p", t0, corev1.PodSucceeded,
+		`{"v":1,"outcome":"Succeeded","startedAt":"2026-11-30T02:00:00.012345678Z"}`))
+	if r.Invalid != nil {
+		t.Fatal(r.Invalid)
+	}
+	if want := t0.Add(12345678 * time.Nanosecond); !r.StartedAt.Equal(want) {
+		t.Fatalf("StartedAt %v, want %v", r.StartedAt, want)
+	}
+	if lag, ok := r.StartLag(); !ok || lag != 12345678*time.Nanosecond {
+		t.Fatalf("StartLag %v %v", lag, ok)
+	}
+	for name, msg := range map[string]string{
+		"interrupted while waiting": `{"v":1,"outcome":"Interrupted","message":"interrupted by terminated while waiting"}`,
+		"no startedAt":              `{"v":1,"outcome":"Succeeded"}`,
+		"unreadable startedAt":      `{"v":1,"outcome":"Succeeded","startedAt":"soon"}`,
+	} {
+		r := ResultOf(finishedPod("p", t0, corev1.PodSucceeded, msg))
+		if lag, ok := r.StartLag(); ok || !r.StartedAt.IsZero() {
+			t.Errorf("%s: start lag %v", name, lag)
+		}
+	}
+	if _, ok := (Result{StartedAt: t0}).StartLag(); ok {
+		t.Error("start lag without an occurrence")
+	}
+}

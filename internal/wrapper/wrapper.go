@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 
 	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
@@ -79,6 +80,7 @@ type Deps struct {
 	Signals <-chan os.Signal // signals for the child; default: none
 	Stderr  io.Writer        // default: os.Stderr
 	Environ []string         // the child's base environment; default: os.Environ()
+	Clock   clock.Clock      // waits for --not-before and stamps startedAt; default: the real clock
 }
 
 // Run runs one occurrence of cmd under cfg's lock and returns the report and the exit
@@ -98,6 +100,9 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	}
 	if d.Environ == nil {
 		d.Environ = os.Environ()
+	}
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
 	}
 	rep = report.Report{
 		Outcome:    report.Error,
@@ -125,12 +130,6 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		return rep, 0
 	}
 
-	// 0: a run that starts after its deadline (a pod stuck Pending for hours, a blackout
-	// that began) does not run the command, whatever the contention policy.
-	if now := time.Now(); !cfg.NotAfter.IsZero() && now.After(cfg.NotAfter) {
-		return missed(now)
-	}
-
 	// Signals before the command starts cancel the acquisition.
 	actx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -152,6 +151,33 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	}()
 	endPre := sync.OnceFunc(func() { close(preDone); <-preExited })
 	defer endPre()
+
+	// 0: a pod created ahead of its occurrence waits for the instant (--not-before) before
+	// anything else: no Redis connection, no command. A signal meanwhile (the controller
+	// deleted the pod: suspend, blackout, schedule change) ends the run as Interrupted.
+	if !cfg.NotBefore.IsZero() {
+		if left := cfg.NotBefore.Sub(d.Clock.Now().Round(0)); left > 0 {
+			fmt.Fprintf(d.Stderr, "lockwrap: waiting %v for the occurrence's instant (--not-before %s)\n",
+				left.Round(time.Millisecond), cfg.NotBefore.UTC().Format(time.RFC3339Nano))
+		}
+		if err := waitUntil(actx, d.Clock, cfg.NotBefore, maxWaitSlice); err != nil {
+			var intr *interruptError
+			if errors.As(err, &intr) {
+				rep.Outcome = report.Interrupted
+				rep.Message = fmt.Sprintf("interrupted by %v while waiting for the occurrence's instant (--not-before %s); the command did not run",
+					intr.sig, cfg.NotBefore.UTC().Format(time.RFC3339Nano))
+				fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
+				return rep, ExitInternal
+			}
+			return fail(err)
+		}
+	}
+
+	// A run that starts after its deadline (a pod stuck Pending for hours, a blackout that
+	// began) does not run the command, whatever the contention policy.
+	if now := time.Now(); !cfg.NotAfter.IsZero() && now.After(cfg.NotAfter) {
+		return missed(now)
+	}
 
 	if d.Locker == nil {
 		c, err := lock.NewGuardedClient(cfg.Redis, cfg.RedisAllowed)
@@ -231,6 +257,9 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	defer cleanup()
 	env := childEnv(d.Environ, cfg, g.Fence, g.LastSuccess, wmFile)
 	proc, err := d.Runner.Start(cmd, env)
+	if err == nil {
+		rep.StartedAt = d.Clock.Now().UTC().Format(time.RFC3339Nano)
+	}
 	if err != nil {
 		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", &rep, d.Stderr)
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
@@ -259,6 +288,32 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		rep.Outcome = report.Failed
 	}
 	return rep, code
+}
+
+// maxWaitSlice is the longest single timer of a --not-before wait: the wall clock is read
+// again at least this often, so a clock stepped forward meanwhile delays the start by at
+// most this much.
+const maxWaitSlice = time.Second
+
+// waitUntil returns when clk's wall time is at or after t, or ctx's cause when ctx ends
+// first. Timers run on the monotonic clock and each is at most slice long; after every
+// one the wall clock is read again, and while it is still before t (the clock was stepped
+// back meanwhile, or a timer woke a little early) it waits again: never returns early.
+func waitUntil(ctx context.Context, clk clock.Clock, t time.Time, slice time.Duration) error {
+	for {
+		// Round(0) drops the monotonic reading: the comparison is on the wall clock.
+		left := t.Sub(clk.Now().Round(0))
+		if left <= 0 {
+			return nil
+		}
+		timer := clk.NewTimer(min(left, slice))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return context.Cause(ctx)
+		case <-timer.C():
+		}
+	}
 }
 
 // interruptError is a signal that arrived before the command started.

@@ -29,6 +29,9 @@ import (
 const asLockwrap = "LOCKWRAP_TEST_AS_MAIN"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == stampArg {
+		os.Exit(stampMain(os.Args[2]))
+	}
 	if os.Getenv(asLockwrap) == "1" {
 		os.Exit(wrapper.Main(os.Args[1:], os.Getenv, os.Stderr))
 	}
@@ -282,7 +285,7 @@ type lockwrapProc struct {
 	done   chan int
 }
 
-func startLockwrap(t *testing.T, env []string, args ...string) *lockwrapProc {
+func startLockwrap(t testing.TB, env []string, args ...string) *lockwrapProc {
 	t.Helper()
 	p := &lockwrapProc{report: filepath.Join(t.TempDir(), "report.json"), stderr: &syncBuf{}, done: make(chan int, 1)}
 	p.cmd = exec.Command(os.Args[0], append([]string{"--termination-log", p.report}, args...)...)
@@ -308,7 +311,7 @@ func startLockwrap(t *testing.T, env []string, args ...string) *lockwrapProc {
 	return p
 }
 
-func (p *lockwrapProc) wait(t *testing.T) (report.Report, int) {
+func (p *lockwrapProc) wait(t testing.TB) (report.Report, int) {
 	t.Helper()
 	select {
 	case code := <-p.done:

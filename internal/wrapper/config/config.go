@@ -52,7 +52,10 @@ type Config struct {
 	RetryMaxBackoff time.Duration // largest backoff cap
 	RetryDeadline   time.Time     // zero: none
 	NotAfter        time.Time     // zero: none; a job not started by then is not started (Missed)
-	OnLost          string        // OnLostTerminate | OnLostContinue
+	// NotBefore: zero: none. Nothing (no Redis connection, no command) happens before this
+	// instant on this host's wall clock: a pod created ahead of its occurrence waits for it.
+	NotBefore       time.Time
+	OnLost          string // OnLostTerminate | OnLostContinue
 	KillGrace       time.Duration
 	MinReplicas     int
 	DedupeRetention time.Duration
@@ -92,6 +95,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"retry-max-backoff", EnvRetryMaxBackoff},
 	{"retry-deadline", EnvRetryDeadline},
 	{"not-after", EnvNotAfter},
+	{"not-before", EnvNotBefore},
 	{"on-lost", EnvOnLost},
 	{"kill-grace", EnvKillGrace},
 	{"min-replicas", EnvMinReplicas},
@@ -240,6 +244,7 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.Var(duration{&cfg.RetryMaxBackoff}, "retry-max-backoff", "")
 	fs.Var(instant{t: &cfg.RetryDeadline}, "retry-deadline", "")
 	fs.Var(instant{t: &cfg.NotAfter}, "not-after", "")
+	fs.Var(instant{t: &cfg.NotBefore}, "not-before", "")
 	fs.Var(choice{&cfg.OnLost, []string{OnLostTerminate, OnLostContinue}}, "on-lost", "")
 	fs.Var(duration{&cfg.KillGrace}, "kill-grace", "")
 	fs.IntVar(&cfg.MinReplicas, "min-replicas", 0, "")
@@ -412,6 +417,10 @@ func (cfg *Config) validate(now time.Time) error {
 	}
 	if cfg.RetryMaxBackoff < cfg.RetryBackoff {
 		return bad("retry-max-backoff", "%v is less than --retry-backoff %v", cfg.RetryMaxBackoff, cfg.RetryBackoff)
+	}
+	if !cfg.NotBefore.IsZero() && !cfg.NotAfter.IsZero() && cfg.NotBefore.After(cfg.NotAfter) {
+		return &Error{Flag: "--not-before", Msg: fmt.Sprintf("%s is after --not-after %s: the command could never start; give a --not-before at or before --not-after ($%s, $%s)",
+			cfg.NotBefore.UTC().Format(time.RFC3339Nano), cfg.NotAfter.UTC().Format(time.RFC3339Nano), EnvNotBefore, EnvNotAfter)}
 	}
 	if cfg.MinReplicas < 0 {
 		return bad("min-replicas", "%d is negative", cfg.MinReplicas)

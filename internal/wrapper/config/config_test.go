@@ -96,6 +96,8 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--redis-url", "rediss://r", "--", "x"), map[string]string{EnvRedisCACert: "not pem"}, "--redis-ca-file"},
 		{append(base, "--", "x"), map[string]string{EnvOnLost: "explode"}, "--on-lost"},
 		{append(base, "--key"), nil, "-key"},
+		{append(base, "--not-before", "06:00:00.5", "--", "x"), nil, "--not-before"},
+		{append(base, "--", "x"), map[string]string{EnvNotBefore: "soon"}, "--not-before"},
 	} {
 		_, _, err := parseAt(tc.args, env(tc.env), now)
 		var e *Error
@@ -143,6 +145,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("--ttl 0 --renew-interval 1s -- x", "redis+sentinel://a/0?master=m", "-1")
 	f.Add("--contention retry --retry-deadline 2026-01-01T00:00:00Z -- x", "rediss://h", "1m")
 	f.Add("-- --", "redis://[::1]:6379", "1ns")
+	f.Add("--not-before 2026-01-01T00:00:00.5Z --not-after 2026-01-01T00:00:00Z -- x", "redis://h", "")
 	f.Fuzz(func(t *testing.T, line, url, ttl string) {
 		args := strings.Fields(line)
 		cfg, cmd, err := parseAt(args, env(map[string]string{EnvRedisURL: url, EnvKey: "k", EnvTTL: ttl}), now)
@@ -153,6 +156,9 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if !cfg.NotBefore.IsZero() && !cfg.NotAfter.IsZero() && cfg.NotBefore.After(cfg.NotAfter) {
+			t.Fatalf("accepted --not-before after --not-after: %+v", cfg)
+		}
 		if len(cmd) == 0 || cfg.TTL <= 0 || cfg.RenewInterval <= 0 || cfg.RenewInterval > cfg.TTL/2 ||
 			strings.TrimSpace(cfg.Key) == "" || cfg.Holder == "" || cfg.Occurrence.Nanosecond() != 0 {
 			t.Fatalf("accepted a bad config %+v %q", cfg, cmd)
@@ -161,4 +167,42 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted url: %v", err)
 		}
 	})
+}
+
+// TestParseNotBefore: --not-before (or its variable) keeps fractions of a second; unset it
+// is zero (no wait); one after --not-after is refused, naming both flags.
+func TestParseNotBefore(t *testing.T) {
+	base := []string{"--redis-url", "redis://r", "--key", "k"}
+	want := time.Date(2026, 11, 30, 6, 0, 0, 123456789, time.UTC)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"flag", []string{"--not-before", "2026-11-30T06:00:00.123456789Z"}, nil},
+		{"variable", nil, map[string]string{EnvNotBefore: "2026-11-30T07:00:00.123456789+01:00"}},
+		{"flag wins", []string{"--not-before=2026-11-30T06:00:00.123456789Z"}, map[string]string{EnvNotBefore: "2020-01-01T00:00:00Z"}},
+		{"at --not-after", []string{"--not-before", "2026-11-30T06:00:00.123456789Z", "--not-after", "2026-11-30T06:00:00.123456789Z"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, _, err := parseAt(append(append(append([]string{}, base...), tc.args...), "--", "x"), env(tc.env), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cfg.NotBefore.Equal(want) {
+				t.Fatalf("NotBefore = %v, want %v", cfg.NotBefore, want)
+			}
+		})
+	}
+	cfg, _, err := parseAt(append(append([]string{}, base...), "--", "x"), nil, now)
+	if err != nil || !cfg.NotBefore.IsZero() {
+		t.Fatalf("unset: %v %v", cfg.NotBefore, err)
+	}
+	_, _, err = parseAt(append(append([]string{}, base...), "--not-before", "2026-11-30T06:00:00.5Z",
+		"--not-after", "2026-11-30T06:00:00Z", "--", "x"), nil, now)
+	var e *Error
+	if !errors.As(err, &e) || e.Flag != "--not-before" || !strings.Contains(err.Error(), "is after --not-after 2026-11-30T06:00:00Z") ||
+		!strings.Contains(err.Error(), EnvNotBefore) || !strings.Contains(err.Error(), EnvNotAfter) {
+		t.Fatalf("not-before after not-after: %v", err)
+	}
 }

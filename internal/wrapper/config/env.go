@@ -29,6 +29,11 @@ const (
 	// then does not start it (outcome Missed, exit 0). The controller passes the earlier
 	// of occurrence + startingDeadlineSeconds and the next blackout start.
 	EnvNotAfter = "LOCKEDCRON_NOT_AFTER"
+	// EnvNotBefore: --not-before (RFC 3339 instant, fractions of a second allowed): lockwrap
+	// neither contacts Redis nor starts the command before this instant on the host's
+	// clock. The controller passes the occurrence to a pod it created ahead of it
+	// (spec.prepareAheadSeconds).
+	EnvNotBefore = "LOCKEDCRON_NOT_BEFORE"
 
 	// EnvRedisAllowedHosts: --redis-allowed-hosts, the endpoints lockwrap may dial
 	// (lock.ParseAllowedHosts; the controller passes its own --redis-allowed-hosts).
