@@ -32,8 +32,10 @@ func deferrable(old, next *v1alpha1.LockedCronJobStatus, news func(name string) 
 		}
 	}
 	for _, ref := range next.Active {
-		if news(ref.Name) && !slices.ContainsFunc(old.Active, func(r corev1.ObjectReference) bool { return r.Name == ref.Name }) {
-			return false // a pod started or is stuck: users see it in ACTIVE
+		if news(ref.Name) {
+			// A pod started or is stuck: users see it in ACTIVE, and while one runs the
+			// schedule columns stay current (a prepared pod reaching its instant).
+			return false
 		}
 	}
 	a, b := old.DeepCopy(), next.DeepCopy()

@@ -67,6 +67,10 @@ func TestDeferrable(t *testing.T) {
 			t.Errorf("%s: deferrable %t, want %t", c.name, got, c.want)
 		}
 	}
+	// While a started pod is active, the schedule columns are kept current.
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-1"), started) {
+		t.Error("lastScheduleTime deferred while a pod runs")
+	}
 	// A pod that leaves active is always news, started or not.
 	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0, t0.Add(m)), notStarted) {
 		t.Error("a pod leaving active was deferred")

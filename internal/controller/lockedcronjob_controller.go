@@ -49,10 +49,12 @@ const (
 	ReasonScheduleNeverFires = "ScheduleNeverFires"
 	ReasonInvalidTemplate    = "InvalidTemplate"
 	ReasonLockBackend        = "LockBackendUnavailable"
-	ReasonStarted            = "Started"
-	ReasonMissed             = "Missed"
-	ReasonPodNameTaken       = "PodNameTaken"
-	ReasonReportInvalid      = "ReportInvalid"
+	// ReasonStarted is no longer emitted: a routine pod creation has no Event (the pod is
+	// the record; issue 13). Kept so that nothing else reuses the reason.
+	ReasonStarted       = "Started"
+	ReasonMissed        = "Missed"
+	ReasonPodNameTaken  = "PodNameTaken"
+	ReasonReportInvalid = "ReportInvalid"
 )
 
 // ownerIndex indexes pods by the name of their controlling LockedCronJob.
