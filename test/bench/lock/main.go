@@ -144,6 +144,7 @@ func impls(c *redis.Client) []impl {
 type serverStats struct {
 	calls map[string]float64 // command → calls
 	usec  float64            // command time, scripts' inner commands excluded (counted in EVALSHA)
+	each  map[string]float64 // command → usec, inner commands included
 	cpu   float64            // used_cpu_sys + used_cpu_user, seconds
 }
 
@@ -225,8 +226,8 @@ func run(rounds, n, par int, aof bool) error {
 	fmt.Printf("benchlock: %s, go-redis client, GOMAXPROCS %d, %d rounds × %d ops, appendonly %v\n",
 		strings.TrimSpace(infoField(version, "redis_version")), runtime.GOMAXPROCS(0), rounds, n, aof)
 	fmt.Printf("uptime: %s\n\n", strings.TrimSpace(string(up)))
-	fmt.Println("| scenario | implementation | median µs/op | lockedcron speed ratio (their µs / ours) | Redis commands/op | Redis command µs/op | Redis CPU µs/op |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| scenario | implementation | median µs/op | best round µs/op | lockedcron speed ratio (their µs / ours) | Redis commands/op | Redis command µs/op (best round) | Redis CPU µs/op (best round) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, sc := range scenarios {
 		ourMed := median(perOp[sc.name+"/lockedcron"])
 		for _, im := range all {
@@ -241,15 +242,40 @@ func run(rounds, n, par int, aof bool) error {
 			} else if im.name == "lockedcron-finish" {
 				ratio = fmt.Sprintf("(vs lockedcron %.2f×)", ourMed/m)
 			}
-			cmds, usec, cpu := perCycle(srv[k], n)
-			fmt.Printf("| %s | %s | %.1f | %s | %s | %.1f | %.1f |\n", sc.name, im.name, m, ratio, cmds, usec, cpu)
+			cmds, usec, cpu, bestUsec, bestCPU := perCycle(srv[k], n)
+			fmt.Printf("| %s | %s | %.1f | %.1f | %s | %s | %.1f (%.1f) | %.1f (%.1f) |\n", sc.name, im.name, m, slices.Min(perOp[k]),
+				ratio, cmds, usec, bestUsec, cpu, bestCPU)
 		}
 	}
 	fmt.Println()
 	fmt.Println("µs/op: wall time of one operation (×N: of N concurrent ones, total time / ops), median over rounds.")
 	fmt.Println("Ratio > 1: lockedcron is faster. Commands: calls per op from INFO commandstats, a script's")
 	fmt.Println("inner commands included; command µs: their usec (EVALSHA's includes its inner ones, counted once);")
-	fmt.Println("CPU: redis-server's used_cpu_sys+used_cpu_user per op (network I/O included); medians over rounds.")
+	fmt.Println("CPU: redis-server's used_cpu_sys+used_cpu_user per op (network I/O included); medians over rounds,")
+	fmt.Println("and in brackets the best round (least disturbed by other processes).")
+	fmt.Println()
+	fmt.Printf("Redis command time per op by command (µs, inner commands of scripts included, best round), %s:\n", scenarios[0].name)
+	for _, im := range all {
+		k := scenarios[0].name + "/" + im.name
+		best := map[string]float64{}
+		for _, st := range srv[k] {
+			for c, u := range st.each {
+				if v, ok := best[c]; !ok || u < v {
+					best[c] = u
+				}
+			}
+		}
+		names := make([]string, 0, len(best))
+		for c := range best {
+			names = append(names, c)
+		}
+		sort.Slice(names, func(i, j int) bool { return best[names[i]] > best[names[j]] })
+		parts := make([]string, 0, len(names))
+		for _, c := range names {
+			parts = append(parts, fmt.Sprintf("%s %.2f", c, best[c]/float64(n)))
+		}
+		fmt.Printf("  %-18s %s\n", im.name, strings.Join(parts, ", "))
+	}
 	return nil
 }
 
@@ -299,7 +325,7 @@ func measure(ctx context.Context, c *redis.Client, prep func(context.Context, im
 	if err != nil {
 		return 0, serverStats{}, err
 	}
-	st := serverStats{calls: map[string]float64{}, cpu: cpu1 - cpu0}
+	st := serverStats{calls: map[string]float64{}, each: map[string]float64{}, cpu: cpu1 - cpu0}
 	for _, line := range strings.Split(cs, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
@@ -315,6 +341,7 @@ func measure(ctx context.Context, c *redis.Client, prep func(context.Context, im
 			f[k], _ = strconv.ParseFloat(v, 64)
 		}
 		st.calls[name] += f["calls"]
+		st.each[name] += f["usec"]
 		if !inScript(name, im) {
 			st.usec += f["usec"]
 		}
@@ -346,8 +373,8 @@ func cpuSeconds(ctx context.Context, c *redis.Client) (float64, error) {
 }
 
 // perCycle summarises the rounds' server figures per op: commands ("3: evalsha 1, get 1, …"),
-// command µs, CPU µs — medians over the rounds.
-func perCycle(sts []serverStats, n int) (string, float64, float64) {
+// command µs, CPU µs — medians over the rounds —, and the best round's command µs and CPU µs.
+func perCycle(sts []serverStats, n int) (string, float64, float64, float64, float64) {
 	var total, usec, cpu []float64
 	names := map[string][]float64{}
 	for _, st := range sts {
@@ -375,7 +402,7 @@ func perCycle(sts []serverStats, n int) (string, float64, float64) {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %s", k, trim(median(names[k]))))
 	}
-	return trim(median(total)) + " (" + strings.Join(parts, ", ") + ")", median(usec), median(cpu)
+	return trim(median(total)) + " (" + strings.Join(parts, ", ") + ")", median(usec), median(cpu), slices.Min(usec), slices.Min(cpu)
 }
 
 // trim formats f with at most two decimals, without trailing zeros.
