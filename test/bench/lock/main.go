@@ -153,14 +153,15 @@ func main() {
 	n := flag.Int("n", 2000, "operations per implementation, scenario and round")
 	par := flag.Int("par", 16, "goroutines of the parallel scenario (each on its own key)")
 	aof := flag.Bool("aof", true, "run Redis with appendonly yes, appendfsync everysec (the recommended setup)")
+	scripts := flag.Bool("scripts", false, "also run the acquire and release scripts of commit 757b081 (before the trim) and of this checkout directly")
 	flag.Parse()
-	if err := run(*rounds, *n, *par, *aof); err != nil {
+	if err := run(*rounds, *n, *par, *aof, *scripts); err != nil {
 		fmt.Fprintln(os.Stderr, "benchlock:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds, n, par int, aof bool) error {
+func run(rounds, n, par int, aof, scripts bool) error {
 	addr, stop, err := startRedis(aof)
 	if err != nil {
 		return err
@@ -171,6 +172,13 @@ func run(rounds, n, par int, aof bool) error {
 	ctx := context.Background()
 	version, _ := c.Info(ctx, "server").Result()
 	all := impls(c)
+	if scripts {
+		si, err := scriptImpls(c)
+		if err != nil {
+			return err
+		}
+		all = append(all, si...)
+	}
 
 	type scenario struct {
 		name string
@@ -237,10 +245,12 @@ func run(rounds, n, par int, aof bool) error {
 			}
 			m := median(perOp[k])
 			ratio := "—"
-			if im.name != "lockedcron" && im.name != "lockedcron-finish" {
+			switch {
+			case im.name == "lockedcron":
+			case strings.HasPrefix(im.name, "lockedcron") || strings.HasPrefix(im.name, "scripts-"):
+				ratio = fmt.Sprintf("(lockedcron's µs / these: %.2f×)", ourMed/m)
+			default:
 				ratio = fmt.Sprintf("%.2f×", m/ourMed)
-			} else if im.name == "lockedcron-finish" {
-				ratio = fmt.Sprintf("(vs lockedcron %.2f×)", ourMed/m)
 			}
 			cmds, usec, cpu, bestUsec, bestCPU := perCycle(srv[k], n)
 			fmt.Printf("| %s | %s | %.1f | %.1f | %s | %s | %.1f (%.1f) | %.1f (%.1f) |\n", sc.name, im.name, m, slices.Min(perOp[k]),
