@@ -32,7 +32,7 @@
 -- job learns its predecessor's watermark in the same round trip.
 --
 -- Commands, cheapest path first: a free lock on a new occurrence runs HGET (ledger state),
--- SET NX PX, GET + TIME + SET (fence), HSET + PEXPIRE (ledger), INFO ×2 (durability) and
+-- SET NX PX, TIME + SET … GET (fence), HSET + PEXPIRE (ledger), INFO ×2 (durability) and
 -- HGET ×1 (no last success) or ×5. The lock is only read (GET) when SET NX did not take
 -- it, the ledger entry only deleted (DEL, for a fresh hash) when one was there, and the
 -- entry's token only read when it has a state. Only commands of the documented ACL user are
@@ -82,19 +82,30 @@ local function grant(fence, recovered, tookover)
   return reply
 end
 
--- nextFence returns and stores max(counter + 1, server time in µs).
+-- nextFence returns and stores max(counter + 1, server time in µs): SET … GET stores the
+-- time and reads the counter in one command (Redis ≥ 6.2; GET and SET before that), and
+-- only a counter ahead of the clock needs a second SET.
 local function nextFence()
-  local fence = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
   local t = redis.pcall('TIME')
   if t.err then
     table.insert(problems, 'time')
-  else
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if now > fence then
-      fence = now
+    local fence = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
+    redis.call('SET', KEYS[2], string.format('%d', fence))
+    return fence
+  end
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- %d: a plain integer (tostring would give 1.7e+15).
+  local prev = redis.pcall('SET', KEYS[2], string.format('%d', now), 'GET')
+  if type(prev) == 'table' and prev.err then
+    prev = redis.call('GET', KEYS[2]) -- a Redis without SET … GET
+    if (tonumber(prev) or 0) + 1 <= now then
+      redis.call('SET', KEYS[2], string.format('%d', now))
     end
   end
-  -- %d: a plain integer (tostring would give 1.7e+15).
+  local fence = (tonumber(prev) or 0) + 1
+  if fence <= now then
+    return now
+  end
   redis.call('SET', KEYS[2], string.format('%d', fence))
   return fence
 end
