@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -488,16 +489,22 @@ func startRedis(aof bool) (string, func(), error) {
 	}, nil
 }
 
+// waitPing says whether addr answers PING within 10 s (raw RESP, so that go-redis logs no
+// refused dials while the server starts).
 func waitPing(addr string) bool {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return true
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 7)
+			_, err = c.Write([]byte("PING\r\n"))
+			if err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			c.Close()
+			if err == nil && string(buf) == "+PONG\r\n" {
+				return true
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
