@@ -69,6 +69,10 @@ bench: ## Benchmarks (schedule maths, lock round trips against a loopback Redis;
 	$(GO) test ./... -run '^$$' -bench . -benchmem
 	hack/bench-lockwrap.sh
 
+.PHONY: bench-lock
+bench-lock: ## The lock cycle vs bsm/redislock and go-redsync on one Redis (module test/bench/lock; BENCH_LOCK_ARGS='-rounds 9 -n 3000').
+	cd test/bench/lock && $(GO) run . $(BENCH_LOCK_ARGS)
+
 ##@ Demo and local cluster
 
 .PHONY: demo

@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +12,8 @@ import (
 )
 
 // BenchmarkAcquireRelease is one uncontended acquire + release against loopback Redis;
-// roundtrips/op counts commands sent (2: the acquire script, the finish script).
+// roundtrips/op counts commands sent (2: the acquire script, the finish script),
+// redis-cmds/op the commands Redis ran (INFO commandstats: the scripts and theirs).
 func BenchmarkAcquireRelease(b *testing.B) {
 	s := redistest.Start(b)
 	c := client(b, lock.ClientConfig{URL: s.URL()})
@@ -25,6 +28,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 	_ = warm.Release(ctx)
 	h.n.Store(0)
+	s.Do("CONFIG", "RESETSTAT")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -36,7 +40,9 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
 	b.ReportMetric(float64(h.n.Load())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(serverCalls(b, s))/float64(b.N), "redis-cmds/op")
 }
 
 // BenchmarkRenew is one compare-and-pexpire; roundtrips/op should be 1.
@@ -60,4 +66,25 @@ func BenchmarkRenew(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(h.n.Load())/float64(b.N), "roundtrips/op")
+}
+
+// serverCalls sums the calls in s's INFO commandstats but those of the administrative
+// connections (CONFIG RESETSTAT, HELLO, CLIENT).
+func serverCalls(b *testing.B, s *redistest.Server) int64 {
+	info, _ := s.Do("INFO", "commandstats").(string)
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		switch cmd, _, _ := strings.Cut(strings.TrimPrefix(name, "cmdstat_"), "|"); cmd {
+		case "config", "hello", "client":
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, _ := strconv.ParseInt(calls, 10, 64)
+		n += c
+	}
+	return n
 }

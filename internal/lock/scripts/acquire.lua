@@ -30,6 +30,13 @@
 -- ACL user without them still gets the lock (the problems field says what was denied).
 -- The key's last success (written by finish.lua) comes back with every grant, so that the
 -- job learns its predecessor's watermark in the same round trip.
+--
+-- Commands, cheapest path first: a free lock on a new occurrence runs HGET (ledger state),
+-- SET NX PX, TIME + SET … GET (fence), HSET + PEXPIRE (ledger), INFO ×2 (durability) and
+-- HGET ×1 (no last success) or ×5. The lock is only read (GET) when SET NX did not take
+-- it, the ledger entry only deleted (DEL, for a fresh hash) when one was there, and the
+-- entry's token only read when it has a state. Only commands of the documented ACL user are
+-- used (+get +set +del +hset +hget +pexpire +time +info).
 redis.replicate_commands() -- needed before Redis 5 for TIME before writes; a no-op after
 
 local ttl = tonumber(ARGV[2])
@@ -40,13 +47,16 @@ local function durability()
   local aof, policy = '', ''
   local p = redis.pcall('INFO', 'persistence')
   if type(p) == 'string' then
-    aof = string.match(p, 'aof_enabled:(%d)') or ''
+    -- Plain find, then a match anchored there: cheaper than a pattern scan of the reply.
+    local i = string.find(p, 'aof_enabled:', 1, true)
+    aof = i and string.match(p, '^%d', i + 12) or ''
   else
     table.insert(problems, 'info')
   end
   local m = redis.pcall('INFO', 'memory')
   if type(m) == 'string' then
-    policy = string.match(m, 'maxmemory_policy:([%w%-]+)') or ''
+    local i = string.find(m, 'maxmemory_policy:', 1, true)
+    policy = i and string.match(m, '^[%w%-]+', i + 17) or ''
   elseif problems[#problems] ~= 'info' then
     table.insert(problems, 'info')
   end
@@ -56,94 +66,131 @@ end
 local function grant(fence, recovered, tookover)
   local aof, policy = durability()
   local reply = {'acquired', fence, recovered, tookover, aof, policy, table.concat(problems, ',')}
-  -- HGET, not HMGET: the documented ACL user has +hget.
-  for _, f in ipairs({'occurrence', 'finishedAt', 'fence', 'holder', 'watermark'}) do
+  -- HGET, not HMGET: the documented ACL user has +hget. finish.lua writes the five fields
+  -- together, so no occurrence means no last success.
+  local occurrence = redis.call('HGET', KEYS[4], 'occurrence')
+  if not occurrence then
+    for _ = 1, 5 do
+      table.insert(reply, '')
+    end
+    return reply
+  end
+  table.insert(reply, occurrence)
+  for _, f in ipairs({'finishedAt', 'fence', 'holder', 'watermark'}) do
     table.insert(reply, redis.call('HGET', KEYS[4], f) or '')
   end
   return reply
 end
 
--- nextFence returns and stores max(counter + 1, server time in µs).
+-- nextFence returns and stores max(counter + 1, server time in µs): SET … GET stores the
+-- time and reads the counter in one command (Redis ≥ 6.2; GET and SET before that), and
+-- only a counter ahead of the clock needs a second SET.
 local function nextFence()
-  local fence = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
   local t = redis.pcall('TIME')
   if t.err then
     table.insert(problems, 'time')
-  else
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if now > fence then
-      fence = now
+    local fence = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
+    redis.call('SET', KEYS[2], string.format('%d', fence))
+    return fence
+  end
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- %d: a plain integer (tostring would give 1.7e+15).
+  local prev = redis.pcall('SET', KEYS[2], string.format('%d', now), 'GET')
+  if type(prev) == 'table' and prev.err then
+    prev = redis.call('GET', KEYS[2]) -- a Redis without SET … GET
+    if (tonumber(prev) or 0) + 1 <= now then
+      redis.call('SET', KEYS[2], string.format('%d', now))
     end
   end
-  -- %d: a plain integer (tostring would give 1.7e+15).
+  local fence = (tonumber(prev) or 0) + 1
+  if fence <= now then
+    return now
+  end
   redis.call('SET', KEYS[2], string.format('%d', fence))
   return fence
 end
 
-local function writeLedger(fence, recovered)
-  redis.call('DEL', KEYS[3])
-  redis.call('HSET', KEYS[3], 'state', 'running', 'holder', ARGV[5], 'token', ARGV[4],
-    'fence', string.format('%d', fence), 'recovered', recovered, 'acquiredAt', ARGV[6])
+-- writeLedger writes our running entry; existed says an entry (any state) was there, whose
+-- other fields (finishedAt, released, tookOver, …) must not survive into ours.
+local function writeLedger(fence, recovered, existed, tookover)
+  if existed then
+    redis.call('DEL', KEYS[3])
+  end
+  if tookover == 1 then
+    redis.call('HSET', KEYS[3], 'state', 'running', 'holder', ARGV[5], 'token', ARGV[4],
+      'fence', string.format('%d', fence), 'recovered', recovered, 'acquiredAt', ARGV[6], 'tookOver', 1)
+  else
+    redis.call('HSET', KEYS[3], 'state', 'running', 'holder', ARGV[5], 'token', ARGV[4],
+      'fence', string.format('%d', fence), 'recovered', recovered, 'acquiredAt', ARGV[6])
+  end
   redis.call('PEXPIRE', KEYS[3], keep)
 end
 
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
-  -- Our own token: this is the caller retrying this very call after losing its reply.
-  if redis.call('HGET', KEYS[3], 'token') == ARGV[4] then
-    return grant(tonumber(redis.call('HGET', KEYS[3], 'fence')) or 0,
-      tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0,
-      tonumber(redis.call('HGET', KEYS[3], 'tookOver')) or 0)
-  end
-  -- The entry vanished (evicted) or a stale run wrote its outcome there since: nobody saw
-  -- our first fence. Another run's success stands (we let the lock go); otherwise the
-  -- entry is ours again, with a new fence.
-  local st = redis.call('HGET', KEYS[3], 'state')
-  if st == 'succeeded' then
-    redis.call('DEL', KEYS[1])
-    return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or ''}
-  end
-  local fence = nextFence()
-  local recovered = 0
-  if st == 'running' then
-    recovered = 1
-  end
-  writeLedger(fence, recovered)
-  return grant(fence, recovered, 0)
+-- regrant answers a resent call whose entry still carries our token with the first grant.
+local function regrant()
+  return grant(tonumber(redis.call('HGET', KEYS[3], 'fence')) or 0,
+    tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0,
+    tonumber(redis.call('HGET', KEYS[3], 'tookOver')) or 0)
 end
 
 local state = redis.call('HGET', KEYS[3], 'state')
 if state == 'succeeded' then
+  local cur = redis.call('GET', KEYS[1])
+  if cur == ARGV[1] then
+    -- Our own token (a resent call): the first grant stands if the entry is still ours;
+    -- otherwise another run's success stands and we let the lock go.
+    if redis.call('HGET', KEYS[3], 'token') == ARGV[4] then
+      return regrant()
+    end
+    redis.call('DEL', KEYS[1])
+  end
   return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or ''}
 end
-local entryToken = redis.call('HGET', KEYS[3], 'token')
 
-if cur then
-  -- Held. Ours only if it is our crashed predecessor: the lock's holder is us (non-empty)
-  -- and its token is the one this occurrence's running entry was written with by us.
-  local tok, holder = string.match(cur, '^(%S+) (.*)$')
-  if ARGV[5] == '' or holder ~= ARGV[5] or state ~= 'running' or entryToken ~= tok
-      or redis.call('HGET', KEYS[3], 'holder') ~= ARGV[5] then
-    return {'held', cur}
-  end
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ttl) then
+  -- The lock was free.
   local fence = nextFence()
-  writeLedger(fence, 1)
-  redis.call('HSET', KEYS[3], 'tookOver', 1)
-  return grant(fence, 1, 1)
+  local recovered = 0
+  if state == 'running' then
+    if redis.call('HGET', KEYS[3], 'token') == ARGV[4] then
+      -- Our own entry (a retry whose first reply was lost, after the lock expired).
+      recovered = tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0
+    else
+      -- The lock had expired while the ledger still said running: that run crashed.
+      recovered = 1
+    end
+  end
+  writeLedger(fence, recovered, state, 0)
+  return grant(fence, recovered, 0)
 end
 
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-local fence = nextFence()
-local recovered = 0
-if state == 'running' then
+-- Held (a script sees no key expire while it runs, so the GET finds what SET NX found).
+local cur = redis.call('GET', KEYS[1]) or ''
+local entryToken = state and redis.call('HGET', KEYS[3], 'token')
+if cur == ARGV[1] then
+  -- Our own token: this is the caller retrying this very call after losing its reply.
   if entryToken == ARGV[4] then
-    -- Our own entry (a retry whose first reply was lost, after the lock expired).
-    recovered = tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0
-  else
-    -- The lock had expired while the ledger still said running: that run crashed.
+    return regrant()
+  end
+  -- The entry vanished (evicted) or a stale run wrote its failure there since: nobody saw
+  -- our first fence. The entry is ours again, with a new fence.
+  local fence = nextFence()
+  local recovered = 0
+  if state == 'running' then
     recovered = 1
   end
+  writeLedger(fence, recovered, state, 0)
+  return grant(fence, recovered, 0)
 end
-writeLedger(fence, recovered)
-return grant(fence, recovered, 0)
+
+-- Ours only if it is our crashed predecessor: the lock's holder is us (non-empty) and its
+-- token is the one this occurrence's running entry was written with by us.
+local tok, holder = string.match(cur, '^(%S+) (.*)$')
+if ARGV[5] == '' or holder ~= ARGV[5] or state ~= 'running' or entryToken ~= tok
+    or redis.call('HGET', KEYS[3], 'holder') ~= ARGV[5] then
+  return {'held', cur}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+local fence = nextFence()
+writeLedger(fence, 1, state, 1)
+return grant(fence, 1, 1)

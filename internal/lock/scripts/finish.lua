@@ -87,34 +87,47 @@ local function isInt(s)
   return string.match(s, '^%-?%d+$') ~= nil
 end
 
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], 'token') == ARGV[2]
-    and redis.call('HGET', KEYS[2], 'state') == ARGV[3] then
-  local r = redis.call('HGET', KEYS[2], 'released')
-  if r then
-    return {tonumber(r), 1, tonumber(redis.call('HGET', KEYS[2], 'last')) or 0,
-      tonumber(redis.call('HGET', KEYS[2], 'watermarkStored')) or 0, ''}
-  end
-end
-
+-- Commands: HGET token, GET (the lock), then DEL when it is ours — a lock still ours means
+-- no earlier call of ours finished (it would have deleted it), so only otherwise is the
+-- entry checked for a resent call (HGET released, state). Then for a release DEL (our
+-- entry); for an outcome HSET + PEXPIRE (the entry), and for a success GET (the newest
+-- fence) and HSET (the last success; plus an HGET of the stored watermark when a monotonic
+-- one is given).
+local tok = redis.call('HGET', KEYS[2], 'token')
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   released = 1
+elseif ARGV[3] ~= '' and tok == ARGV[2] then
+  local r = redis.call('HGET', KEYS[2], 'released')
+  if r and redis.call('HGET', KEYS[2], 'state') == ARGV[3] then
+    return {tonumber(r), 1, tonumber(redis.call('HGET', KEYS[2], 'last')) or 0,
+      tonumber(redis.call('HGET', KEYS[2], 'watermarkStored')) or 0, ''}
+  end
 end
-local tok = redis.call('HGET', KEYS[2], 'token')
 if tok and tok ~= ARGV[2] then
   return {released, 0, 0, 0, ''}
 end
 if ARGV[3] == '' then
-  redis.call('DEL', KEYS[2])
+  if tok then
+    redis.call('DEL', KEYS[2])
+  end
   return {released, 1, 0, 0, ''}
 end
-if not tok then
-  redis.call('HSET', KEYS[2], 'holder', ARGV[6], 'token', ARGV[2], 'fence', ARGV[7])
+
+-- entry writes the outcome (and, when the entry vanished, who we are) and its retention.
+local function entry(...)
+  if tok then
+    redis.call('HSET', KEYS[2], 'state', ARGV[3], 'finishedAt', ARGV[5], 'released', released, ...)
+  else
+    redis.call('HSET', KEYS[2], 'state', ARGV[3], 'finishedAt', ARGV[5], 'released', released,
+      'holder', ARGV[6], 'token', ARGV[2], 'fence', ARGV[7], ...)
+  end
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
-redis.call('HSET', KEYS[2], 'state', ARGV[3], 'finishedAt', ARGV[5], 'released', released)
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
+
 if ARGV[3] ~= 'succeeded' then
+  entry()
   return {released, 1, 0, 0, ''}
 end
 
@@ -122,14 +135,16 @@ end
 -- later holder was given a fencing token (ours is the newest).
 local newest = redis.call('GET', KEYS[3])
 if released ~= 1 or (newest and cmpInt(newest, ARGV[7]) > 0) then
-  redis.call('HSET', KEYS[2], 'last', 2)
+  entry('last', 2)
   return {released, 1, 2, 0, ''}
 end
 local stored = 0
-local current = redis.call('HGET', KEYS[4], 'watermark') or ''
-local wm = current
+local current = ''
 if ARGV[9] ~= '' then
-  if ARGV[10] == '1' and current ~= '' then
+  if ARGV[10] == '1' then
+    current = redis.call('HGET', KEYS[4], 'watermark') or ''
+  end
+  if current ~= '' then
     local c
     if isInt(ARGV[9]) and isInt(current) then
       c = cmpInt(ARGV[9], current)
@@ -141,13 +156,18 @@ if ARGV[9] ~= '' then
     end
   end
   if stored == 0 then
-    wm = ARGV[9]
     stored = 1
   end
 end
-redis.call('HSET', KEYS[4], 'occurrence', ARGV[8], 'finishedAt', ARGV[5], 'fence', ARGV[7],
-  'holder', ARGV[6], 'watermark', wm)
-redis.call('HSET', KEYS[2], 'last', 1, 'watermarkStored', stored)
+if stored == 1 then
+  redis.call('HSET', KEYS[4], 'occurrence', ARGV[8], 'finishedAt', ARGV[5], 'fence', ARGV[7],
+    'holder', ARGV[6], 'watermark', ARGV[9])
+else
+  -- No watermark given, or refused: the stored one stays.
+  redis.call('HSET', KEYS[4], 'occurrence', ARGV[8], 'finishedAt', ARGV[5], 'fence', ARGV[7],
+    'holder', ARGV[6])
+end
+entry('last', 1, 'watermarkStored', stored)
 if stored == 2 then
   return {released, 1, 1, 2, current}
 end

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+)
+
+// The acquire and finish scripts before issue 13's trim (commit 757b081), to compare them
+// with the current ones on the same server, in the same rounds (-scripts).
+var (
+	//go:embed before/acquire.lua
+	beforeAcquire string
+	//go:embed before/finish.lua
+	beforeFinish string
+)
+
+// scriptImpls runs the scripts of before and of the checkout (read from
+// internal/lock/scripts; the benchmark runs from test/bench/lock) directly, with the
+// arguments internal/lock passes: acquire, then finish as a release. Their client-side
+// work is the same, so the difference is the scripts'.
+func scriptImpls(c *redis.Client) ([]impl, error) {
+	dir := filepath.Join("..", "..", "..", "internal", "lock", "scripts")
+	acq, err := os.ReadFile(filepath.Join(dir, "acquire.lua"))
+	if err != nil {
+		return nil, fmt.Errorf("-scripts needs the checkout's scripts (run from test/bench/lock): %w", err)
+	}
+	fin, err := os.ReadFile(filepath.Join(dir, "finish.lua"))
+	if err != nil {
+		return nil, fmt.Errorf("-scripts: %w", err)
+	}
+	noInfo, err := withoutInfo(string(acq))
+	if err != nil {
+		return nil, err
+	}
+	return []impl{
+		scriptImpl(c, "scripts-757b081", beforeAcquire, beforeFinish),
+		scriptImpl(c, "scripts-now", string(acq), string(fin)),
+		// What the durability check costs: the same scripts with INFO's replies made up.
+		scriptImpl(c, "scripts-now-no-INFO", noInfo, string(fin)),
+	}, nil
+}
+
+// withoutInfo replaces acquire.lua's two INFO calls by constant replies (a measurement
+// only: the lock must report what the server says).
+func withoutInfo(src string) (string, error) {
+	p, m := "redis.pcall('INFO', 'persistence')", "redis.pcall('INFO', 'memory')"
+	if !strings.Contains(src, p) || !strings.Contains(src, m) {
+		return "", fmt.Errorf("-scripts: acquire.lua no longer has %s and %s; update withoutInfo", p, m)
+	}
+	src = strings.Replace(src, p, "'aof_enabled:1'", 1)
+	return strings.Replace(src, m, "'maxmemory_policy:noeviction'", 1), nil
+}
+
+func scriptImpl(c *redis.Client, name, acquireSrc, finishSrc string) impl {
+	acquire, finish := redis.NewScript(acquireSrc), redis.NewScript(finishSrc)
+	occ := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return impl{
+		name: name,
+		cycle: func(key string) func(context.Context) error {
+			keysA := []string{lock.LockKey(key), lock.FenceKey(key), lock.RunKey(key, occ), lock.LastKey(key)}
+			keysF := []string{lock.LockKey(key), lock.RunKey(key, occ), lock.FenceKey(key), lock.LastKey(key)}
+			return func(ctx context.Context) error {
+				token, err := lock.NewToken()
+				if err != nil {
+					return err
+				}
+				value := token + " bench"
+				res, err := acquire.Run(ctx, c, keysA, value, ttl.Milliseconds(), lock.DefaultRetention.Milliseconds(),
+					token, "bench", time.Now().UnixMilli()).Slice()
+				if err != nil {
+					return err
+				}
+				if len(res) == 0 || res[0] != "acquired" {
+					return fmt.Errorf("%s: acquire: %v", name, res)
+				}
+				fence, _ := res[1].(int64)
+				out, err := finish.Run(ctx, c, keysF, value, token, "", lock.DefaultRetention.Milliseconds(),
+					time.Now().UnixMilli(), "bench", fence, occ.Unix(), "", "0").Slice()
+				if err != nil {
+					return err
+				}
+				if len(out) != 5 || out[0] != int64(1) {
+					return fmt.Errorf("%s: release: %v", name, out)
+				}
+				return nil
+			}
+		},
+	}
+}
