@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -90,22 +91,28 @@ func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
 	p.active = active
 }
 
-// deleteWithdrawn deletes the withdrawn pods, then releases them uncounted. Deleted
-// first: if releasing fails, the pod's Interrupted report is counted by a later pass
-// rather than a prepared pod surviving to run.
+// deleteWithdrawn releases the withdrawn pods as counted (so that no pass counts them),
+// then deletes them. In that order: the cache delivers the two changes in order, so a
+// later pass sees the pod released before it sees it deleted (never deleted and
+// uncounted, which would count it missed); and a pod released but not deleted (the
+// delete failed) is deleted by the next pass, as any counted pod that never started
+// (settle).
 func (r *LockedCronJobReconciler) deleteWithdrawn(ctx context.Context, p *pass) error {
 	for _, pod := range p.withdrawn {
-		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("withdrawing prepared pod %s: %w", pod.Name, err)
-		}
 		patch := client.StrategicMergeFrom(pod.DeepCopy())
 		if pod.Labels == nil {
 			pod.Labels = map[string]string{}
 		}
 		pod.Labels[runpod.LabelCounted] = "true"
 		controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
-		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+		if err := r.Patch(ctx, pod, patch); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
 			return fmt.Errorf("releasing withdrawn pod %s: %w", pod.Name, err)
+		}
+		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("withdrawing prepared pod %s: %w", pod.Name, err)
 		}
 	}
 	return nil
