@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -89,6 +91,7 @@ func main() {
 	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
