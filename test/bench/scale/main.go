@@ -151,16 +151,18 @@ func printMachine(c config) {
 
 // result is one controller's figures at one N.
 type result struct {
-	kind     string
-	n        int
-	lag      lagStats
-	created  int
-	expected int
-	calls    map[string]float64 // by method, over the window
-	inWindow int                // children first seen in the window (the calls' denominator)
-	cpu      time.Duration
-	rss, hwm int64
-	early    int // lockedcron with prepare-ahead: pods seen before their instant
+	kind      string
+	n         int
+	lag       lagStats
+	created   int
+	expected  int
+	calls     map[string]float64 // by method, over the window
+	inWindow  int                // children first seen in the window (the calls' denominator)
+	cpu       time.Duration
+	rss, hwm  int64
+	early     int     // lockedcron with prepare-ahead: pods seen before their instant
+	adds      float64 // work queue adds over the window
+	peakDepth float64 // the work queues' peak depth in the window
 }
 
 func (r result) callsPerOcc() float64 {
@@ -497,7 +499,31 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sleepUntil(ctx, to, kcm, mgr); err != nil {
+	// The controllers' work queues, sampled through the window: their peak depth.
+	peak := map[string]float64{}
+	var peakMu sync.Mutex
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			if s, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics); err == nil {
+				peakMu.Lock()
+				for k, f := range s {
+					peak[k] = max(peak[k], f.depth)
+				}
+				peakMu.Unlock()
+			}
+			select {
+			case <-sampleCtx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
+	err = sleepUntil(ctx, to, kcm, mgr)
+	stopSampling()
+	<-sampled
+	if err != nil {
 		return nil, err
 	}
 	after, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
@@ -538,6 +564,8 @@ func run(c config, n int) (res []result, err error) {
 				r.calls[m] = d
 			}
 		}
+		r.adds = a.adds - b.adds
+		r.peakDepth = max(peak[kind], a.depth)
 		r.cpu = a.proc.CPU - b.proc.CPU
 		r.rss, r.hwm = a.proc.RSS, a.proc.HWM
 		res = append(res, r)
@@ -606,6 +634,8 @@ func jobScheduled(job *batchv1.Job) (time.Time, bool) {
 
 type procFigures struct {
 	calls map[string]float64
+	adds  float64 // workqueue_adds_total, all queues
+	depth float64 // workqueue_depth, all queues
 	proc  procSample
 }
 
@@ -624,11 +654,19 @@ func snapshot(kcm, mgr *proc, kcmURL, mgrURL string) (map[string]procFigures, er
 		if err != nil {
 			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
 		}
+		adds, err := sumBy(text, "workqueue_adds_total", "name")
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+		}
+		depth, err := sumBy(text, "workqueue_depth", "name")
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+		}
 		ps, err := sampleProc(p.cmd.Process.Pid)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
-		out[kind] = procFigures{calls: calls, proc: ps}
+		out[kind] = procFigures{calls: calls, adds: total(adds), depth: total(depth), proc: ps}
 	}
 	return out, nil
 }
@@ -760,6 +798,7 @@ func printResults(c config, n int, rs []result) {
 			parts = append(parts, fmt.Sprintf("%s %.2f", m, r.calls[m]/float64(max(r.inWindow, 1))))
 		}
 		fmt.Printf("  %-10s API calls per occurrence by method: %s (%d children created in the window)\n", r.kind, strings.Join(parts, ", "), r.inWindow)
+		fmt.Printf("  %-10s work queue: %.2f adds per occurrence, peak depth %.0f\n", r.kind, r.adds/float64(max(r.inWindow, 1)), r.peakDepth)
 		if r.kind == kindLocked && c.prepareAhead > 0 {
 			fmt.Printf("  %-10s pods that existed before their instant: %d of %d (%.1f%%)\n", r.kind, r.early, r.expected, 100*float64(r.early)/float64(max(r.expected, 1)))
 		}

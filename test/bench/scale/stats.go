@@ -45,31 +45,55 @@ func occurrences(after time.Time, k int) []time.Time {
 // requestsByMethod sums client-go's rest_client_requests_total by method from a
 // Prometheus text exposition.
 func requestsByMethod(exposition string) (map[string]float64, error) {
+	return sumBy(exposition, "rest_client_requests_total", "method")
+}
+
+// sumBy sums the samples of metric (without labels too) in a Prometheus text
+// exposition by the value of label ("?" where it is absent).
+func sumBy(exposition, metric, label string) (map[string]float64, error) {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(exposition))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+		rest, ok := strings.CutPrefix(line, metric)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
 			continue
 		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
+		labels, value := "", rest
+		if rest[0] == '{' {
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				return nil, fmt.Errorf("malformed sample %q", line)
+			}
+			labels, value = rest[1:end], rest[end+1:]
+		}
+		f := strings.Fields(value)
+		if len(f) == 0 {
 			return nil, fmt.Errorf("malformed sample %q", line)
 		}
-		v, err := strconv.ParseFloat(strings.Fields(line[end+1:])[0], 64)
+		v, err := strconv.ParseFloat(f[0], 64)
 		if err != nil {
 			return nil, fmt.Errorf("sample %q: %w", line, err)
 		}
-		method := "?"
-		for _, kv := range strings.Split(line[len("rest_client_requests_total{"):end], ",") {
-			if k, val, ok := strings.Cut(kv, "="); ok && k == "method" {
-				method = strings.Trim(val, `"`)
+		key := "?"
+		for _, kv := range strings.Split(labels, ",") {
+			if k, val, ok := strings.Cut(kv, "="); ok && k == label {
+				key = strings.Trim(val, `"`)
 			}
 		}
-		out[method] += v
+		out[key] += v
 	}
 	return out, sc.Err()
+}
+
+// total is the sum of m's values.
+func total(m map[string]float64) float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
 }
 
 // procSample is a process's CPU time (user+system) and memory, from /proc.

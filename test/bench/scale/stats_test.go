@@ -51,3 +51,25 @@ rest_client_request_duration_seconds_count{host="127.0.0.1:1",verb="GET"} 99
 		t.Fatalf("requestsByMethod = %v", got)
 	}
 }
+
+func TestSumByWorkqueue(t *testing.T) {
+	const text = `workqueue_depth{controller="lockedcronjob",name="lockedcronjob",priority=""} 12
+workqueue_depth_other 5
+workqueue_adds_total{name="cronjob"} 40
+workqueue_adds_total{name="DynamicServingCertificateController"} 2
+`
+	depth, err := sumBy(text, "workqueue_depth", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if depth["lockedcronjob"] != 12 || len(depth) != 1 {
+		t.Fatalf("depth = %v (workqueue_depth_other is another metric)", depth)
+	}
+	adds, err := sumBy(text, "workqueue_adds_total", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total(adds) != 42 {
+		t.Fatalf("adds = %v", adds)
+	}
+}
