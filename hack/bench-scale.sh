@@ -22,6 +22,8 @@ log "building the manager and the harness"
 CGO_ENABLED=0 go build -trimpath -o "$work/manager" ./cmd/manager
 go build -o "$work/scale" ./test/bench/scale
 echo "== manager built from $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with uncommitted changes)'); $(go env GOVERSION); kube $(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' hack/tools/k8s/go.mod)"
+# BENCH_ARGS is split into words on purpose: several harness flags.
+# shellcheck disable=SC2086
 "$work/scale" -assets "$assets" -manager "$work/manager" -crds config/crd/bases \
   -n "${N:-20,1000}" -window "${WINDOW:-3}" -warmup "${WARMUP:-1}" \
   -qps "${QPS:-100}" -burst "${BURST:-200}" -prepare-ahead "${PREPARE_AHEAD:-0}" \
