@@ -785,7 +785,9 @@ func printResults(c config, n int, rs []result) {
 	if n <= 20 {
 		label += " (idle)"
 	}
-	fmt.Printf("\n== %s: %d LockedCronJobs and %d CronJobs, \"* * * * *\", %d namespaces, client QPS %g / burst %d each\n", label, n, n, c.namespaces, c.qps, c.burst)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\n== %s: %d LockedCronJobs and %d CronJobs, \"* * * * *\", %d namespaces, client QPS %g / burst %d each; load average after the window %s\n",
+		label, n, n, c.namespaces, c.qps, c.burst, strings.Join(strings.Fields(string(load))[:3], " "))
 	printTable(rs)
 	for _, r := range rs {
 		methods := make([]string, 0, len(r.calls))
