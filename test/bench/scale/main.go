@@ -474,7 +474,7 @@ func run(c config, n int) (res []result, err error) {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	var simErrs sync.Map
+	var simErrs errCounts
 	for range 8 {
 		go markRunning(ctx, cs, running, &simErrs)
 	}
@@ -530,9 +530,8 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	simErrs.Range(func(k, v any) bool {
-		logf("warning: marking pods running failed %d times: %v", v.(*countErr).n, k)
-		return true
+	simErrs.each(func(msg string, n int) {
+		logf("warning: marking a pod running failed %d times: %s", n, msg)
 	})
 
 	cancel() // informers and pod marking stop before the processes and the control plane
@@ -574,10 +573,8 @@ func run(c config, n int) (res []result, err error) {
 	return res, nil
 }
 
-type countErr struct{ n int }
-
 // markRunning plays the kubelet for the manager's pods: the wrapped container runs.
-func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, errs *sync.Map) {
+func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, errs *errCounts) {
 	for {
 		var pod *corev1.Pod
 		select {
@@ -600,17 +597,37 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 		}
 		patch := fmt.Sprintf(`{"status":{"phase":"Running","startTime":%q,"initContainerStatuses":[%s],"containerStatuses":[{"name":%q,"image":%q,"imageID":"","ready":true,"started":true,"restartCount":0,"state":{"running":{"startedAt":%q}}}]}}`,
 			now, strings.Join(inits, ","), wrapped, image, now)
-		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 5}, func(ctx context.Context) (bool, error) {
-			_, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
-			return err == nil, nil
+		var last error
+		_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
+			_, last = cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			return last == nil, nil
 		})
-		if err != nil && ctx.Err() == nil {
-			_, err2 := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
-			if err2 != nil {
-				v, _ := errs.LoadOrStore(err2.Error(), &countErr{})
-				v.(*countErr).n++
-			}
+		if last != nil && ctx.Err() == nil {
+			errs.add(last)
 		}
+	}
+}
+
+// errCounts counts errors by message, for one warning line each.
+type errCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *errCounts) add(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[err.Error()]++
+}
+
+func (e *errCounts) each(f func(msg string, n int)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for m, n := range e.n {
+		f(m, n)
 	}
 }
 
