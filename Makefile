@@ -130,3 +130,14 @@ undeploy: ## Remove the operator.
 controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into ./bin.
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+##@ Benchmarks at scale (issue 13)
+
+N ?= 20,1000
+.PHONY: bench-scale
+bench-scale: manifests ## Creation lag, API calls, RSS/CPU: manager vs kube-controller-manager's CronJob controller on one apiserver (N=20,1000,5000 …).
+	N=$(N) hack/bench-scale.sh
+
+.PHONY: bench-start
+bench-start: manifests ## Start lag on the local cluster: lockedcron (with and without prepareAheadSeconds) vs native CronJob (M=30).
+	hack/bench-start.sh

@@ -1,0 +1,856 @@
+// Command scale measures how late lockedcron's manager and the native CronJob controller
+// (kube-controller-manager --controllers=cronjob-controller) create the children of N
+// objects each scheduled every minute, side by side on one real etcd + kube-apiserver
+// (envtest's control plane), with a real redis-server for the manager. No kubelet, no
+// scheduler: the harness plays the kubelet only as far as the manager needs (it marks
+// each new pod's wrapped container running, so that the next occurrence is not held back
+// by the backlog bound "at most one pod per job waits to start"; native Jobs need nothing).
+//
+// It prints, per controller and N: creation lag p50/p90/p99/max (first seen by the
+// harness's informer − scheduled minute), created/expected, API calls per occurrence
+// (rest_client_requests_total from both processes' metrics endpoints), RSS and CPU
+// seconds, and the ratio lockedcron/native. Run through hack/bench-scale.sh.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+const (
+	kindLocked = "lockedcron"
+	kindNative = "native"
+	// jobScheduledAnnotation is what the CronJob controller stamps on each Job.
+	jobScheduledAnnotation = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+	benchLabel             = "bench.lockedcron.io/scale"
+)
+
+type config struct {
+	ns           []int
+	namespaces   int
+	window       int
+	warmup       int
+	qps          float64
+	burst        int
+	cronSyncs    int
+	prepareAhead int
+	assets       string
+	manager      string
+	crds         string
+	keep         bool
+}
+
+func main() {
+	var c config
+	var ns string
+	flag.StringVar(&ns, "n", "20,1000", "Comma list of object counts N (N LockedCronJobs and N CronJobs each); 20 is the idle case.")
+	flag.IntVar(&c.namespaces, "namespaces", 10, "Namespaces the objects are spread over.")
+	flag.IntVar(&c.window, "window", 3, "Measured occurrences (minutes).")
+	flag.IntVar(&c.warmup, "warmup", 1, "Occurrences after the objects exist that are not measured.")
+	flag.Float64Var(&c.qps, "qps", 100, "Client QPS of both controllers (--kube-api-qps of each).")
+	flag.IntVar(&c.burst, "burst", 200, "Client burst of both controllers (--kube-api-burst of each).")
+	flag.IntVar(&c.cronSyncs, "concurrent-cron-job-syncs", 5, "kube-controller-manager --concurrent-cron-job-syncs (its default is 5).")
+	flag.IntVar(&c.prepareAhead, "prepare-ahead", 0, "spec.prepareAheadSeconds of every LockedCronJob (0: unset).")
+	flag.StringVar(&c.assets, "assets", "", "Folder with etcd, kube-apiserver and kube-controller-manager (hack/k8s-binaries.sh kube-controller-manager).")
+	flag.StringVar(&c.manager, "manager", "", "The manager binary (go build ./cmd/manager).")
+	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
+	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
+	flag.Parse()
+	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
+	for _, s := range strings.Split(ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fatalf("-n %q: want a comma list of positive counts, e.g. 1000,5000", ns)
+		}
+		c.ns = append(c.ns, n)
+	}
+	if c.assets == "" || c.manager == "" {
+		fatalf("-assets and -manager are required (hack/bench-scale.sh sets them)")
+	}
+	if c.window < 1 || c.namespaces < 1 || c.warmup < 0 {
+		fatalf("-window and -namespaces must be ≥ 1, -warmup ≥ 0")
+	}
+	printMachine(c)
+	var results []result
+	for _, n := range c.ns {
+		r, err := run(c, n)
+		if err != nil {
+			fatalf("N=%d: %v", n, err)
+		}
+		results = append(results, r...)
+		printResults(c, n, r)
+	}
+	if len(c.ns) > 1 {
+		fmt.Println("\n== summary")
+		printTable(results)
+	}
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench-scale: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+}
+
+func printMachine(c config) {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("== machine: %d cpus (%s); load average at start %s\n", runtime.NumCPU(), model, strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Printf("== both controllers: client QPS %g, burst %d; kube-controller-manager --concurrent-cron-job-syncs=%d; schedule \"* * * * *\" in %d namespaces; %d warm-up + %d measured occurrences\n",
+		c.qps, c.burst, c.cronSyncs, c.namespaces, c.warmup, c.window)
+	if c.prepareAhead > 0 {
+		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
+	}
+}
+
+// result is one controller's figures at one N.
+type result struct {
+	kind      string
+	n         int
+	lag       lagStats
+	created   int
+	expected  int
+	calls     map[string]float64 // by method, over the window
+	inWindow  int                // children first seen in the window (the calls' denominator)
+	cpu       time.Duration
+	rss, hwm  int64
+	early     int     // lockedcron with prepare-ahead: pods seen before their instant
+	adds      float64 // work queue adds over the window
+	peakDepth float64 // the work queues' peak depth in the window
+}
+
+func (r result) callsPerOcc() float64 {
+	if r.inWindow == 0 {
+		return 0
+	}
+	var s float64
+	for _, v := range r.calls {
+		s += v
+	}
+	return s / float64(r.inWindow)
+}
+
+// child is one Pod or Job as the harness first saw it.
+type child struct {
+	scheduled, seen time.Time
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	seen map[string]map[string]child // kind -> namespace/name -> child
+}
+
+func (r *recorder) add(kind, key string, scheduled time.Time) bool {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.seen[kind][key]; ok {
+		return false
+	}
+	r.seen[kind][key] = child{scheduled: scheduled, seen: now}
+	return true
+}
+
+func (r *recorder) snapshot(kind string) []child {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]child, 0, len(r.seen[kind]))
+	for _, c := range r.seen[kind] {
+		out = append(out, c)
+	}
+	return out
+}
+
+// proc is a child process of the harness, in its own process group.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+}
+
+func start(name, dir string, env []string, bin string, args ...string) (*proc, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) stop() {
+	if p == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var insecureHTTP = &http.Client{
+	Timeout:   10 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback, self-signed serving certs
+}
+
+func get(url string) (string, error) {
+	resp, err := insecureHTTP.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s: %.200s", url, resp.Status, b)
+	}
+	return string(b), nil
+}
+
+// waitHTTP polls url until it answers 200, the process exits, or timeout.
+func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		if p.exited() {
+			return false, fmt.Errorf("%s exited; its log ends:\n%s", p.name, p.tail())
+		}
+		_, last = get(url)
+		return last == nil, nil
+	})
+	if err != nil && last != nil && !p.exited() {
+		return fmt.Errorf("%s not ready at %s: %v (log %s)", p.name, url, last, p.log)
+	}
+	return err
+}
+
+func writeKubeconfig(env *envtest.Environment, cfg *rest.Config, name, path string) error {
+	u, err := env.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return err
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// run measures both controllers at one N on a fresh control plane.
+func run(c config, n int) (res []result, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("bench-scale-%d-", n))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if c.keep || err != nil {
+			logf("logs and certs kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+	logf("N=%d: starting etcd + kube-apiserver (envtest control plane)", n)
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    c.assets,
+		CRDDirectoryPaths:        []string{c.crds},
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("control plane: %w", err)
+	}
+	defer func() { _ = env.Stop() }()
+
+	kcmKC, mgrKC := filepath.Join(dir, "kcm.kubeconfig"), filepath.Join(dir, "manager.kubeconfig")
+	if err := writeKubeconfig(env, cfg, "bench-kube-controller-manager", kcmKC); err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfig(env, cfg, "bench-lockedcron-manager", mgrKC); err != nil {
+		return nil, err
+	}
+
+	redisPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	redis, err := start("redis", dir, nil, "redis-server", "--port", strconv.Itoa(redisPort), "--bind", "127.0.0.1",
+		"--dir", dir, "--daemonize", "no")
+	if err != nil {
+		return nil, err
+	}
+	defer redis.stop()
+
+	kcmPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	kcm, err := start("kube-controller-manager", dir, nil, filepath.Join(c.assets, "kube-controller-manager"),
+		"--kubeconfig="+kcmKC,
+		"--controllers=cronjob-controller",
+		"--leader-elect=false",
+		fmt.Sprintf("--kube-api-qps=%g", c.qps),
+		fmt.Sprintf("--kube-api-burst=%d", c.burst),
+		fmt.Sprintf("--concurrent-cron-job-syncs=%d", c.cronSyncs),
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--cert-dir="+filepath.Join(dir, "kcm-certs"),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer kcm.stop()
+
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	probePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := start("manager", dir, []string{"KUBECONFIG=" + mgrKC}, c.manager,
+		"--leader-elect=false",
+		fmt.Sprintf("--kube-api-qps=%g", c.qps),
+		fmt.Sprintf("--kube-api-burst=%d", c.burst),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		"--metrics-secure=false",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+		"--cluster-name=bench",
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer mgr.stop()
+	kcmMetrics := fmt.Sprintf("https://127.0.0.1:%d/metrics", kcmPort)
+	mgrMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	if err := waitHTTP(ctx, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), 2*time.Minute); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, mgr, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), 2*time.Minute); err != nil {
+		return nil, err
+	}
+	logf("N=%d: kube-controller-manager (pid %d), manager (pid %d), redis-server :%d up", n, kcm.cmd.Process.Pid, mgr.cmd.Process.Pid, redisPort)
+
+	// The harness's own client: fast, so that it never is the bottleneck.
+	hcfg := rest.CopyConfig(cfg)
+	hcfg.QPS, hcfg.Burst = 2000, 4000
+	cs, err := kubernetes.NewForConfig(hcfg)
+	if err != nil {
+		return nil, err
+	}
+	scheme := kruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(hcfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+
+	rec := &recorder{seen: map[string]map[string]child{kindLocked: {}, kindNative: {}}}
+	running := make(chan *corev1.Pod, 100000)
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	podInf := factory.Core().V1().Pods().Informer()
+	jobInf := factory.Batch().V1().Jobs().Informer()
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		t, err := time.Parse(time.RFC3339, pod.Annotations[runpod.AnnotationScheduledTime])
+		if err != nil {
+			return
+		}
+		if rec.add(kindLocked, pod.Namespace+"/"+pod.Name, t) {
+			running <- pod
+		}
+	}}); err != nil {
+		return nil, err
+	}
+	if _, err := jobInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		job, ok := obj.(*batchv1.Job)
+		if !ok {
+			return
+		}
+		if t, ok := jobScheduled(job); ok {
+			rec.add(kindNative, job.Namespace+"/"+job.Name, t)
+		}
+	}}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	var simErrs errCounts
+	for range 8 {
+		go markRunning(ctx, cs, running, &simErrs)
+	}
+
+	logf("N=%d: creating %d namespaces, Redis Secrets, %d LockedCronJobs and %d CronJobs", n, c.namespaces, n, n)
+	createStart := time.Now()
+	if err := populate(ctx, cs, cl, c, n, redisPort); err != nil {
+		return nil, err
+	}
+	created := time.Now()
+	logf("N=%d: %d objects created in %s", n, 2*n, created.Sub(createStart).Round(time.Second))
+
+	all := occurrences(created.Add(10*time.Second), c.warmup+c.window)
+	window := all[c.warmup:]
+	from, to := window[0].Add(-time.Second), window[len(window)-1].Add(59*time.Second)
+	logf("N=%d: measuring occurrences %s … %s (window %s – %s)", n, window[0].Format("15:04:05"), window[len(window)-1].Format("15:04:05"), from.Format("15:04:05"), to.Format("15:04:05"))
+
+	if err := sleepUntil(ctx, from, kcm, mgr); err != nil {
+		return nil, err
+	}
+	before, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
+	if err != nil {
+		return nil, err
+	}
+	// The controllers' work queues, sampled through the window: their peak depth.
+	peak := map[string]float64{}
+	var peakMu sync.Mutex
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			if s, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics); err == nil {
+				peakMu.Lock()
+				for k, f := range s {
+					peak[k] = max(peak[k], f.depth)
+				}
+				peakMu.Unlock()
+			}
+			select {
+			case <-sampleCtx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
+	err = sleepUntil(ctx, to, kcm, mgr)
+	stopSampling()
+	<-sampled
+	if err != nil {
+		return nil, err
+	}
+	after, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
+	if err != nil {
+		return nil, err
+	}
+	simErrs.each(func(msg string, n int) {
+		logf("warning: marking a pod running failed %d times: %s", n, msg)
+	})
+
+	cancel() // informers and pod marking stop before the processes and the control plane
+	inWindow := map[int64]bool{}
+	for _, t := range window {
+		inWindow[t.Unix()] = true
+	}
+	for _, kind := range []string{kindNative, kindLocked} {
+		r := result{kind: kind, n: n, expected: n * len(window)}
+		var lags []time.Duration
+		for _, ch := range rec.snapshot(kind) {
+			if !ch.seen.Before(from) && !ch.seen.After(to) {
+				r.inWindow++
+			}
+			if inWindow[ch.scheduled.Unix()] && !ch.seen.After(to) {
+				r.created++
+				lag := ch.seen.Sub(ch.scheduled)
+				lags = append(lags, lag)
+				if lag < 0 {
+					r.early++
+				}
+			}
+		}
+		r.lag = summarize(lags)
+		b, a := before[kind], after[kind]
+		r.calls = map[string]float64{}
+		for m, v := range a.calls {
+			if d := v - b.calls[m]; d > 0 {
+				r.calls[m] = d
+			}
+		}
+		r.adds = a.adds - b.adds
+		r.peakDepth = max(peak[kind], a.depth)
+		r.cpu = a.proc.CPU - b.proc.CPU
+		r.rss, r.hwm = a.proc.RSS, a.proc.HWM
+		res = append(res, r)
+	}
+	logf("N=%d: done; stopping", n)
+	return res, nil
+}
+
+// markRunning plays the kubelet for the manager's pods: the wrapped container runs.
+func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, errs *errCounts) {
+	for {
+		var pod *corev1.Pod
+		select {
+		case <-ctx.Done():
+			return
+		case pod = <-pods:
+		}
+		now := metav1.Now().UTC().Format(time.RFC3339)
+		wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
+		image := ""
+		for _, c := range pod.Spec.Containers {
+			if c.Name == wrapped {
+				image = c.Image
+			}
+		}
+		var inits []string
+		for _, c := range pod.Spec.InitContainers {
+			inits = append(inits, fmt.Sprintf(`{"name":%q,"image":%q,"imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":0,"reason":"Completed","startedAt":%q,"finishedAt":%q}}}`,
+				c.Name, c.Image, now, now))
+		}
+		patch := fmt.Sprintf(`{"status":{"phase":"Running","startTime":%q,"initContainerStatuses":[%s],"containerStatuses":[{"name":%q,"image":%q,"imageID":"","ready":true,"started":true,"restartCount":0,"state":{"running":{"startedAt":%q}}}]}}`,
+			now, strings.Join(inits, ","), wrapped, image, now)
+		var last error
+		_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
+			_, last = cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			return last == nil, nil
+		})
+		if last != nil && ctx.Err() == nil {
+			errs.add(last)
+		}
+	}
+}
+
+// errCounts counts errors by message, for one warning line each.
+type errCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *errCounts) add(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n == nil {
+		e.n = map[string]int{}
+	}
+	e.n[err.Error()]++
+}
+
+func (e *errCounts) each(f func(msg string, n int)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for m, n := range e.n {
+		f(m, n)
+	}
+}
+
+func jobScheduled(job *batchv1.Job) (time.Time, bool) {
+	if v, ok := job.Annotations[jobScheduledAnnotation]; ok {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t, true
+		}
+	}
+	// Older controllers: the name ends in the scheduled time in minutes since the epoch.
+	i := strings.LastIndexByte(job.Name, '-')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	m, err := strconv.ParseInt(job.Name[i+1:], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(m*60, 0), true
+}
+
+type procFigures struct {
+	calls map[string]float64
+	adds  float64 // workqueue_adds_total, all queues
+	depth float64 // workqueue_depth, all queues
+	proc  procSample
+}
+
+func snapshot(kcm, mgr *proc, kcmURL, mgrURL string) (map[string]procFigures, error) {
+	out := map[string]procFigures{}
+	for kind, p := range map[string]*proc{kindNative: kcm, kindLocked: mgr} {
+		url := kcmURL
+		if kind == kindLocked {
+			url = mgrURL
+		}
+		text, err := get(url)
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+		}
+		calls, err := requestsByMethod(text)
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+		}
+		adds, err := sumBy(text, "workqueue_adds_total", "name")
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+		}
+		depth, err := sumBy(text, "workqueue_depth", "name")
+		if err != nil {
+			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+		}
+		ps, err := sampleProc(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		out[kind] = procFigures{calls: calls, adds: total(adds), depth: total(depth), proc: ps}
+	}
+	return out, nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time, procs ...*proc) error {
+	for time.Now().Before(t) {
+		for _, p := range procs {
+			if p.exited() {
+				return fmt.Errorf("%s exited; its log ends:\n%s", p.name, p.tail())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Until(t), time.Second)):
+		}
+	}
+	return nil
+}
+
+// populate creates the namespaces, a Redis Secret in each, and n objects of each kind,
+// spread round-robin, with 16 writers.
+func populate(ctx context.Context, cs kubernetes.Interface, cl client.Client, c config, n, redisPort int) error {
+	for i := range c.namespaces {
+		name := fmt.Sprintf("bench-%02d", i)
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := cs.CoreV1().Secrets(name).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "redis"},
+			StringData: map[string]string{"url": fmt.Sprintf("redis://127.0.0.1:%d/0", redisPort)},
+		}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	podSpec := corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{
+			Name: "job", Image: "k8s.local/lockedcron-e2e-job:dev", ImagePullPolicy: corev1.PullNever,
+			Command: []string{"/usr/local/bin/e2e-job"},
+		}},
+	}
+	idx := make(chan int)
+	errc := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				ns := fmt.Sprintf("bench-%02d", i%c.namespaces)
+				name := fmt.Sprintf("job-%05d", i)
+				lcj := &v1alpha1.LockedCronJob{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{benchLabel: "true"}},
+					Spec: v1alpha1.LockedCronJobSpec{
+						Schedule: "* * * * *",
+						Lock:     v1alpha1.LockSpec{Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}}},
+						Template: corev1.PodTemplateSpec{Spec: podSpec},
+					},
+				}
+				if c.prepareAhead > 0 {
+					s := int32(c.prepareAhead)
+					lcj.Spec.PrepareAheadSeconds = &s
+				}
+				cj := &batchv1.CronJob{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{benchLabel: "true"}},
+					Spec: batchv1.CronJobSpec{
+						Schedule: "* * * * *",
+						JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+							Template: corev1.PodTemplateSpec{Spec: podSpec},
+						}},
+					},
+				}
+				err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
+					err := cl.Create(ctx, lcj)
+					if err == nil || isAlreadyExists(err) {
+						return true, nil
+					}
+					return false, nil
+				})
+				if err == nil {
+					err = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
+						_, err := cs.BatchV1().CronJobs(ns).Create(ctx, cj, metav1.CreateOptions{})
+						return err == nil || isAlreadyExists(err), nil
+					})
+				}
+				if err != nil {
+					select {
+					case errc <- fmt.Errorf("creating %s/%s: %w", ns, name, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+func isAlreadyExists(err error) bool {
+	var st interface{ Status() metav1.Status }
+	return errors.As(err, &st) && st.Status().Reason == metav1.StatusReasonAlreadyExists
+}
+
+func printResults(c config, n int, rs []result) {
+	label := fmt.Sprintf("N=%d", n)
+	if n <= 20 {
+		label += " (idle)"
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\n== %s: %d LockedCronJobs and %d CronJobs, \"* * * * *\", %d namespaces, client QPS %g / burst %d each; load average after the window %s\n",
+		label, n, n, c.namespaces, c.qps, c.burst, strings.Join(strings.Fields(string(load))[:3], " "))
+	printTable(rs)
+	for _, r := range rs {
+		methods := make([]string, 0, len(r.calls))
+		for m := range r.calls {
+			methods = append(methods, m)
+		}
+		sort.Strings(methods)
+		var parts []string
+		for _, m := range methods {
+			parts = append(parts, fmt.Sprintf("%s %.2f", m, r.calls[m]/float64(max(r.inWindow, 1))))
+		}
+		fmt.Printf("  %-10s API calls per occurrence by method: %s (%d children created in the window)\n", r.kind, strings.Join(parts, ", "), r.inWindow)
+		fmt.Printf("  %-10s work queue: %.2f adds per occurrence, peak depth %.0f\n", r.kind, r.adds/float64(max(r.inWindow, 1)), r.peakDepth)
+		if r.kind == kindLocked && c.prepareAhead > 0 {
+			fmt.Printf("  %-10s pods that existed before their instant: %d of %d (%.1f%%)\n", r.kind, r.early, r.expected, 100*float64(r.early)/float64(max(r.expected, 1)))
+		}
+	}
+	var nat, lc result
+	for _, r := range rs {
+		if r.kind == kindNative {
+			nat = r
+		} else {
+			lc = r
+		}
+	}
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	fmt.Printf("  ratio lockedcron/native: lag p50 %s, p99 %s, max %s; API calls/occurrence %s; RSS %s; CPU %s\n",
+		ratio(lc.lag.P50.Seconds(), nat.lag.P50.Seconds()), ratio(lc.lag.P99.Seconds(), nat.lag.P99.Seconds()),
+		ratio(lc.lag.Max.Seconds(), nat.lag.Max.Seconds()), ratio(lc.callsPerOcc(), nat.callsPerOcc()),
+		ratio(float64(lc.rss), float64(nat.rss)), ratio(lc.cpu.Seconds(), nat.cpu.Seconds()))
+}
+
+func printTable(rs []result) {
+	fmt.Printf("  %-10s %6s %13s %8s %8s %8s %8s %10s %15s %7s\n", "controller", "N", "created/exp", "lag p50", "p90", "p99", "max", "calls/occ", "RSS (HWM) MiB", "CPU s")
+	for _, r := range rs {
+		fmt.Printf("  %-10s %6d %13s %8s %8s %8s %8s %10.2f %15s %7.1f\n", r.kind, r.n,
+			fmt.Sprintf("%d/%d", r.created, r.expected), secs(r.lag.P50), secs(r.lag.P90), secs(r.lag.P99), secs(r.lag.Max),
+			r.callsPerOcc(), fmt.Sprintf("%d (%d)", r.rss>>20, r.hwm>>20), r.cpu.Seconds())
+	}
+}
+
+func secs(d time.Duration) string {
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
