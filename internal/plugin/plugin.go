@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 )
@@ -123,7 +126,17 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 
 // Main runs the plugin with args (without the program name) and returns its exit code.
 func Main(args []string, streams genericiooptions.IOStreams) int {
-	cmd := NewCommand(NewOptions(streams))
+	o := NewOptions(streams)
+	return Execute(NewCommand(o), args, o)
+}
+
+// Execute runs cmd (from NewCommand(o)) with args and returns the exit code, having
+// printed the error.
+func Execute(cmd *cobra.Command, args []string, o *Options) int {
+	streams := o.IOStreams
+	// The plugin reports errors itself; the libraries' own logs would only repeat them.
+	ctrllog.SetLogger(logr.Discard())
+	redis.SetLogger(quiet{})
 	cmd.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -141,6 +154,11 @@ func Main(args []string, streams genericiooptions.IOStreams) int {
 	fmt.Fprintln(streams.ErrOut, "error: "+err.Error())
 	return ExitGeneric
 }
+
+// quiet drops go-redis's log lines (a dial failure is reported as ExitRedis).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // NewCommand is `kubectl lockedcron` with its subcommands.
 func NewCommand(o *Options) *cobra.Command {
