@@ -603,6 +603,11 @@ func TestCompletion(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.out, "__start_kubectl-lockedcron") {
 		t.Fatalf("completion bash: %.300s", r.String())
 	}
+	// help lists the commands and the exit codes a script relies on.
+	r = kl(time.Time{}, "run", "--help")
+	if r.code != 0 || !strings.Contains(r.out, "kubectl lockedcron run NAME") || !strings.Contains(r.out, "95       run: the controller refused") {
+		t.Fatalf("run --help: %v", r)
+	}
 	r = kl(time.Time{}, "__complete", "status", "-n", e.ns, "")
 	if r.code != 0 || !strings.Contains(r.out, "report\n") {
 		t.Fatalf("name completion: %v", r)
