@@ -98,9 +98,10 @@ images: ## Build the image tarballs (and import them into the local cluster when
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager and lockwrap binaries (static).
+build: manifests generate fmt vet ## Build the manager, lockwrap and kubectl-lockedcron binaries (static).
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/lockwrap ./cmd/lockwrap
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(LOCALBIN)/kubectl-lockedcron ./cmd/kubectl-lockedcron
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in KUBECONFIG.
