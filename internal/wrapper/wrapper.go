@@ -330,6 +330,10 @@ func forwardable(sig os.Signal) bool {
 	return !ok || (s != syscall.SIGCHLD && s != syscall.SIGURG && s != syscall.SIGWINCH)
 }
 
+// exitGrace is how long a stop step waits for an exit that may already have happened
+// (see supervise): a small part of the margin before the kill point (≥ 100ms).
+const exitGrace = 20 * time.Millisecond
+
 // supervise waits for the command, forwarding signals and renewing the lock, and stops
 // the command before the lock can expire when renewals do not get through. It returns
 // the exit code and whether lockwrap stopped the command for the lock's sake.
@@ -375,6 +379,29 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		_ = proc.Signal(syscall.SIGTERM)
 		killC = time.After(time.Until(killBy))
 	}
+	// hasExited: the command's exit, if it is ready. A wake-up (after SIGSTOP, a slow
+	// node) can find the exit and a deadline ready together, and select picks either: the
+	// exit wins, or a command that finished in time would be recorded as stopped.
+	// The goroutine that reports the exit may not have run yet at that wake-up, so the
+	// stop steps (SIGTERM) give it exitGrace first; the kill point waits for nothing.
+	hasExited := func(grace time.Duration) (int, bool) {
+		if grace <= 0 {
+			select {
+			case c := <-exited:
+				return c, true
+			default:
+				return 0, false
+			}
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case c := <-exited:
+			return c, true
+		case <-t.C:
+			return 0, false
+		}
+	}
 	for {
 		select {
 		case code = <-exited:
@@ -396,6 +423,9 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 				}
 				continue
 			}
+			if c, ok := hasExited(exitGrace); ok {
+				return c, stopped
+			}
 			lost(r.err.Error())
 			if terminate {
 				// Someone else may hold it already: stop at once, kill within the grace
@@ -403,6 +433,9 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 				stop(earliest(killAt(), time.Now().Add(cfg.KillGrace)))
 			}
 		case <-deadline.C:
+			if c, ok := hasExited(exitGrace); ok {
+				return c, stopped
+			}
 			if terminate {
 				lost(fmt.Sprintf("lock lost: %s since %s; stopping the command before the lock can expire (at %s)",
 					unreachable(), stamp(lastSent), stamp(expiry())))
@@ -412,6 +445,9 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 					unreachable(), stamp(lastSent), stamp(expiry())))
 			}
 		case <-killC:
+			if c, ok := hasExited(0); ok {
+				return c, stopped
+			}
 			killC = nil
 			fmt.Fprintf(stderr, "lockwrap: killing the command (SIGKILL)\n")
 			_ = proc.Signal(syscall.SIGKILL)
