@@ -126,3 +126,18 @@ undeploy: ## Remove the operator.
 controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into ./bin.
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+##@ Soak (issue 14: chaos soak with an external checker)
+
+# DURATION and SEED of `make soak` / `make soak-short` (SEED empty: drawn and printed).
+DURATION ?= 40m
+SEED ?=
+SOAK_SHORT_DURATION ?= 4m
+
+.PHONY: soak
+soak: manifests ## Chaos soak on the local cluster, checked from the outside (DURATION, default 40m; SEED). See docs/reliability.md.
+	DURATION=$(DURATION) SEED=$(SEED) hack/soak.sh
+
+.PHONY: soak-short
+soak-short: manifests ## The short soak (4 min, >= 100 contended occurrences) that `make test` runs.
+	DURATION=$(SOAK_SHORT_DURATION) SEED=$(SEED) hack/soak.sh

@@ -6,7 +6,7 @@
 // The rules (each broken one is a Violation):
 //
 //   - Duplicate: an occurrence of a key runs at most once, except that a run which did not
-//     succeed (exit ≠ 0, killed before its end record, or reported LockLost) may be followed by
+//     succeed (exit ≠ 0, or killed before its end record) may be followed by
 //     another run of the same occurrence — the documented re-run of a failed or crashed
 //     occurrence. No run may start after a run of the same occurrence that succeeded.
 //   - Overlap: no two runs of a key overlap in time. Each run is a critical section: an
@@ -163,7 +163,7 @@ func Check(h History, timeout time.Duration) Result {
 	}
 	for key, idx := range byKey {
 		s := stat(key)
-		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, lost, s)...)
+		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, s)...)
 		res.Violations = append(res.Violations, checkTokens(key, execs, idx)...)
 		s.FencedOverlaps = fencedOverlaps(execs, idx, lost)
 	}
@@ -207,9 +207,11 @@ func lostRuns(ds []Decision) map[runID]bool {
 
 func (e Execution) id() runID { return runIDOf(e.Key, e.Holder, e.Occurrence) }
 
-// failed: the run did not succeed (may be run again).
-func (e Execution) failed(lost map[runID]bool) bool {
-	return e.End.IsZero() || e.Exit != 0 || lost[e.id()]
+// failed: the job did not exit 0 (killed before its end record, or failed), so its
+// occurrence may be run again. A job that exited 0 after its holder lost the lock still
+// succeeded: lockwrap records that, and the occurrence must not run again.
+func (e Execution) failed() bool {
+	return e.End.IsZero() || e.Exit != 0
 }
 
 func (e Execution) String() string {
@@ -221,7 +223,7 @@ func (e Execution) String() string {
 		e.Occurrence.UTC().Format(time.RFC3339), e.Holder, e.Token, e.Start.UTC().Format("15:04:05.000"), end, e.Exit)
 }
 
-func checkDuplicates(key string, execs []Execution, idx []int, lost map[runID]bool, s *KeyStats) []Violation {
+func checkDuplicates(key string, execs []Execution, idx []int, s *KeyStats) []Violation {
 	var out []Violation
 	byOcc := map[int64][]int{}
 	var order []int64
@@ -239,7 +241,7 @@ func checkDuplicates(key string, execs []Execution, idx []int, lost map[runID]bo
 		s.Reruns += len(runs) - 1
 		for j := 1; j < len(runs); j++ {
 			for _, prev := range runs[:j] {
-				if !execs[prev].failed(lost) {
+				if !execs[prev].failed() {
 					out = append(out, Violation{Kind: KindDuplicate, Key: key, Message: fmt.Sprintf(
 						"occurrence %s ran again after it succeeded: %v then %v",
 						execs[prev].Occurrence.UTC().Format(time.RFC3339), execs[prev], execs[runs[j]])})
