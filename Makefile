@@ -140,4 +140,4 @@ soak: manifests ## Chaos soak on the local cluster, checked from the outside (DU
 
 .PHONY: soak-short
 soak-short: manifests ## The short soak (4 min, >= 100 contended occurrences) that `make test` runs.
-	DURATION=$(SOAK_SHORT_DURATION) SEED=$(SEED) hack/soak.sh
+	DURATION=$(SOAK_SHORT_DURATION) SEED=$(SEED) SOAK_MIN_OCCURRENCES=100 hack/soak.sh

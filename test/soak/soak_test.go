@@ -209,6 +209,7 @@ func TestSoak(t *testing.T) {
 	h := s.history(ctx, cons)
 	res := checker.Check(h, 2*time.Minute)
 	s.writeResult(res, h, plan)
+	s.expectWorkDone(res)
 	if !res.OK() {
 		html := filepath.Join(cfg.out, "history.html")
 		if err := res.WriteVisualization(html); err != nil {
@@ -637,6 +638,24 @@ func (s *soak) stopHostLockwrap(d time.Duration) string {
 	time.Sleep(d)
 	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	return fmt.Sprintf("host lockwrap group %d stopped for %v", pgid, d)
+}
+
+// expectWorkDone fails a soak that proved nothing: fewer contended occurrences of the main
+// key than SOAK_MIN_OCCURRENCES, or a key on which hardly anything ran (a broken setup
+// — pods that never start, a Redis nobody reaches — has no violations either).
+func (s *soak) expectWorkDone(res checker.Result) {
+	minOcc, _ := strconv.Atoi(os.Getenv("SOAK_MIN_OCCURRENCES"))
+	for _, k := range res.Keys {
+		if k.Key == mainKey && k.Scheduled < minOcc {
+			s.t.Errorf("%s: %d contended occurrences, want at least %d (SOAK_MIN_OCCURRENCES)", k.Key, k.Scheduled, minOcc)
+		}
+		if k.Executed*10 < k.Scheduled {
+			s.t.Errorf("%s: only %d of %d occurrences ran: the soak did not exercise the lock", k.Key, k.Executed, k.Scheduled)
+		}
+	}
+	if len(res.Keys) != 2 {
+		s.t.Errorf("keys in the history: %d, want 2 (%s, %s)", len(res.Keys), mainKey, blackoutKey)
+	}
 }
 
 // summary is what the soak prints and writes to result.json.
