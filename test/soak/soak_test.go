@@ -119,6 +119,8 @@ type soak struct {
 	proxy   *redistest.Proxy
 	lockRDB *redis.Client
 
+	redisMu sync.Mutex // one Redis fault at a time: a stall during a restart would fail the restart's wait
+
 	mu        sync.Mutex
 	decisions map[string]checker.Decision // by namespace/pod, or host/<unix>
 	hostOccs  []time.Time
@@ -550,12 +552,16 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 	case FaultLockwrapStopped:
 		note = s.stopHostLockwrap(max(f.For, ttl+time.Second))
 	case FaultRedisRestart:
+		s.redisMu.Lock()
 		s.lockR.Restart()
+		s.redisMu.Unlock()
 		note = "lock Redis SIGKILLed and started (AOF)"
 	case FaultRedisStall:
+		s.redisMu.Lock()
 		s.lockR.Pause()
 		time.Sleep(f.For)
 		s.lockR.Resume()
+		s.redisMu.Unlock()
 		note = fmt.Sprintf("lock Redis SIGSTOPped for %v", f.For)
 	case FaultNetworkCut:
 		s.proxy.Freeze()
