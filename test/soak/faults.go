@@ -2,6 +2,7 @@ package soak
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -50,9 +51,12 @@ var weights = map[FaultKind]int{
 // PlanFaults draws the fault schedule of a soak of length d from seed: a fault every
 // 3–15 s (so that several overlap), from 20 s after the start to 30 s before the end,
 // each with a duration of 1 s to 2.5 × ttl (beyond the lock's TTL about half the time).
-// The same seed gives the same plan.
+// The first faults are one of each kind, in a seeded order, so that even a short soak
+// has every kind. The same seed gives the same plan.
 func PlanFaults(seed int64, d, ttl time.Duration) []Fault {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x50a4))
+	first := slices.Clone(FaultKinds)
+	r.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
 	total := 0
 	for _, k := range FaultKinds {
 		total += weights[k]
@@ -71,6 +75,9 @@ func PlanFaults(seed int64, d, ttl time.Duration) []Fault {
 				break
 			}
 			n -= weights[k]
+		}
+		if len(out) < len(first) {
+			kind = first[len(out)]
 		}
 		dur := time.Second + time.Duration(r.Int64N(int64(ttl*5/2-time.Second)))
 		out = append(out, Fault{At: at, Kind: kind, For: dur.Round(100 * time.Millisecond)})

@@ -34,6 +34,12 @@ func TestPlanFaultsIsASeededScheduleOfOverlappingFaults(t *testing.T) {
 			t.Errorf("no %s in a 40-minute plan: %v", k, kinds)
 		}
 	}
+	short := PlanFaults(7, 4*time.Minute, ttl)
+	for _, k := range FaultKinds {
+		if !slices.ContainsFunc(short, func(f Fault) bool { return f.Kind == k }) {
+			t.Errorf("no %s in a 4-minute plan: %v", k, short)
+		}
+	}
 	if overlapping == 0 || pastTTL == 0 {
 		t.Errorf("overlapping %d, longer than the TTL %d: want some of each", overlapping, pastTTL)
 	}

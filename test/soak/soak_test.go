@@ -57,7 +57,7 @@ const (
 	ttl         = 6 * time.Second
 	renew       = 2 * time.Second
 	killGrace   = 2 * time.Second
-	deadline    = 10 // startingDeadlineSeconds
+	deadline    = 20 // startingDeadlineSeconds: pods start slowly on a loaded node
 	podGateway  = "10.244.0.1"
 )
 
@@ -148,7 +148,7 @@ func TestSoak(t *testing.T) {
 
 	// 2. The contenders.
 	window := &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{
-		{Name: "quarter", Schedule: "7,22,37,52 * * * * *", Duration: &metav1.Duration{Duration: 9 * time.Second}},
+		{Name: "each-minute", Schedule: "30 * * * * *", Duration: &metav1.Duration{Duration: 10 * time.Second}},
 	}}
 	cons := []contender{
 		{ns: "soak-a", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionSkip, sleep: "300ms", sleepMax: "9s"},
