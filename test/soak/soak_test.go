@@ -57,7 +57,7 @@ const (
 	ttl         = 6 * time.Second
 	renew       = 2 * time.Second
 	killGrace   = 2 * time.Second
-	deadline    = 20 // startingDeadlineSeconds: pods start slowly on a loaded node
+	deadline    = 60 // startingDeadlineSeconds: pods take 20 s and more to start on a loaded node
 	podGateway  = "10.244.0.1"
 )
 
