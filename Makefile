@@ -51,6 +51,7 @@ test: manifests generate fmt vet verify-generated envtest-assets ## Everything: 
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) test ./... -count=1 -timeout 20m
 	$(MAKE) fuzz
 	$(MAKE) test-e2e
+	$(MAKE) soak-short
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet envtest-assets ## `make test` without fuzzing and end-to-end.
