@@ -546,7 +546,10 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 	kind, note := f.Kind, ""
 	switch f.Kind {
 	case FaultHolderPodDeleted:
-		note = s.deleteHolderPod(ctx)
+		// Wait (up to the fault's duration) for a moment a pod holds the lock.
+		for until := time.Now().Add(f.For); note == "" && time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+			note = s.deleteHolderPod(ctx)
+		}
 	case FaultJobKill9:
 		note = s.killJob()
 	case FaultLockwrapStopped:
