@@ -51,6 +51,7 @@ test: manifests generate fmt vet verify-generated envtest-assets ## Everything: 
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) test ./... -count=1 -timeout 20m
 	$(MAKE) fuzz
 	$(MAKE) test-e2e
+	$(MAKE) soak-short
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet envtest-assets ## `make test` without fuzzing and end-to-end.
@@ -142,3 +143,18 @@ bench-scale: manifests ## Creation lag, API calls, RSS/CPU: manager vs kube-cont
 .PHONY: bench-start
 bench-start: manifests ## Start lag on the local cluster: lockedcron (with and without prepareAheadSeconds) vs native CronJob (M=30).
 	hack/bench-start.sh
+
+##@ Soak (issue 14: chaos soak with an external checker)
+
+# DURATION and SEED of `make soak` / `make soak-short` (SEED empty: drawn and printed).
+DURATION ?= 40m
+SEED ?=
+SOAK_SHORT_DURATION ?= 4m
+
+.PHONY: soak
+soak: manifests ## Chaos soak on the local cluster, checked from the outside (DURATION, default 40m; SEED). See docs/reliability.md.
+	DURATION=$(DURATION) SEED=$(SEED) hack/soak.sh
+
+.PHONY: soak-short
+soak-short: manifests ## The short soak (4 min, >= 100 contended occurrences) that `make test` runs.
+	DURATION=$(SOAK_SHORT_DURATION) SEED=$(SEED) SOAK_MIN_OCCURRENCES=100 hack/soak.sh

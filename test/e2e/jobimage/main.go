@@ -15,7 +15,9 @@
 // (exit code to finish with, default 0), --incremental / E2E_INCREMENTAL=true with --batch /
 // E2E_BATCH (the worked example of docs/idempotency.md: process the records of
 // lockedcron-e2e:records after LOCKEDCRON_WATERMARK, each exactly once, each taking --sleep;
-// see incremental.go). It writes its end record to --termination-log
+// see incremental.go), --sleep-max / E2E_SLEEP_MAX and --fail-percent / E2E_FAIL_PERCENT (the
+// soak's random jobs: a duration drawn in [sleep, sleep-max] and exit 1 for that share of the
+// runs, both a function of E2E_SEED, the occurrence and the holder, so a seed replays). It writes its end record to --termination-log
 // (default /dev/termination-log, best effort) and prints every record on stdout.
 //
 // `jobimage cp DEST` copies this binary to DEST (for an init container sharing an emptyDir).
@@ -26,7 +28,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strconv"
@@ -78,7 +82,22 @@ func run() int {
 		"process the records after LOCKEDCRON_WATERMARK instead of sleeping (env E2E_INCREMENTAL=true; see incremental.go)")
 	batchDef, _ := strconv.Atoi(envDefault("E2E_BATCH", "5"))
 	batch := flag.Int("batch", batchDef, "records per run in --incremental mode (env E2E_BATCH)")
+	sleepMaxDef, err := time.ParseDuration(envDefault("E2E_SLEEP_MAX", "0s"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jobimage: bad E2E_SLEEP_MAX:", err)
+		return 2
+	}
+	sleepMax := flag.Duration("sleep-max", sleepMaxDef, "draw the duration in [sleep, sleep-max] (env E2E_SLEEP_MAX; 0: always sleep)")
+	failDef, _ := strconv.Atoi(envDefault("E2E_FAIL_PERCENT", "0"))
+	failPercent := flag.Int("fail-percent", failDef, "exit 1 in this share of the runs (env E2E_FAIL_PERCENT)")
 	flag.Parse()
+	if *sleepMax > *sleep || *failPercent > 0 {
+		d, fail := draw(os.Getenv("E2E_SEED"), os.Getenv("LOCKEDCRON_OCCURRENCE"), os.Getenv("LOCKEDCRON_HOLDER"), *sleep, *sleepMax, *failPercent)
+		*sleep = d
+		if fail {
+			*exitCode = 1
+		}
+	}
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -136,6 +155,19 @@ func run() int {
 		_ = os.WriteFile(*termLog, b, 0o644)
 	}
 	return code
+}
+
+// draw picks a run's duration in [lo, hi] and whether it fails (failPercent of runs), as a
+// function of the seed, the occurrence and the holder.
+func draw(seed, occurrence, holder string, lo, hi time.Duration, failPercent int) (time.Duration, bool) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(seed + "|" + occurrence + "|" + holder))
+	r := rand.New(rand.NewPCG(h.Sum64(), 0x50a4))
+	d := lo
+	if hi > lo {
+		d += time.Duration(r.Int64N(int64(hi - lo)))
+	}
+	return d, r.IntN(100) < failPercent
 }
 
 func push(rdb *redis.Client, rec Record) error {

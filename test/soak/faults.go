@@ -1,0 +1,85 @@
+package soak
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// FaultKind names one kind of fault the soak injects.
+type FaultKind string
+
+const (
+	// FaultHolderPodDeleted deletes the pod holding the lock (or, when the host loop holds
+	// it, a running pod of the key).
+	FaultHolderPodDeleted FaultKind = "holder-pod-deleted"
+	// FaultJobKill9 SIGKILLs a running job process on the host (a pod's or the host loop's).
+	FaultJobKill9 FaultKind = "job-kill-9"
+	// FaultLockwrapStopped SIGSTOPs the host loop's lockwrap (its whole process group, as a
+	// paused VM) past the lock's TTL, then SIGCONTs it.
+	FaultLockwrapStopped FaultKind = "lockwrap-sigstop"
+	// FaultRedisRestart SIGKILLs the lock's Redis and starts it again (AOF, fsync always).
+	FaultRedisRestart FaultKind = "redis-restart"
+	// FaultRedisStall SIGSTOPs the lock's Redis for a while: every contender stalls.
+	FaultRedisStall FaultKind = "redis-stall"
+	// FaultNetworkCut freezes the proxy between the host loop and Redis: one contender's
+	// link stalls while the others go on.
+	FaultNetworkCut FaultKind = "network-cut-host"
+	// FaultOperatorDeleted deletes the operator's pod.
+	FaultOperatorDeleted FaultKind = "operator-pod-deleted"
+	// FaultAPIServerRestart stops kube-apiserver and starts it again with the same flags.
+	FaultAPIServerRestart FaultKind = "apiserver-restart"
+)
+
+// FaultKinds lists the kinds in the order the summary shows them.
+var FaultKinds = []FaultKind{FaultHolderPodDeleted, FaultJobKill9, FaultLockwrapStopped, FaultRedisRestart,
+	FaultRedisStall, FaultNetworkCut, FaultOperatorDeleted, FaultAPIServerRestart}
+
+// Fault is one planned fault: At after the soak's start, lasting For (stalls, cuts, stops).
+type Fault struct {
+	At   time.Duration
+	Kind FaultKind
+	For  time.Duration
+}
+
+// weights of the kinds: the cheap, local faults often; the cluster-wide ones rarely.
+var weights = map[FaultKind]int{
+	FaultHolderPodDeleted: 6, FaultJobKill9: 6, FaultLockwrapStopped: 4, FaultRedisRestart: 3,
+	FaultRedisStall: 4, FaultNetworkCut: 4, FaultOperatorDeleted: 2, FaultAPIServerRestart: 1,
+}
+
+// PlanFaults draws the fault schedule of a soak of length d from seed: a fault every
+// 3–15 s (so that several overlap), from 20 s after the start to 30 s before the end,
+// each with a duration of 1 s to 2.5 × ttl (beyond the lock's TTL about half the time).
+// The first faults are one of each kind, in a seeded order, so that even a short soak
+// has every kind. The same seed gives the same plan.
+func PlanFaults(seed int64, d, ttl time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x50a4))
+	first := slices.Clone(FaultKinds)
+	r.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	total := 0
+	for _, k := range FaultKinds {
+		total += weights[k]
+	}
+	var out []Fault
+	for at := 20 * time.Second; ; {
+		at += 3*time.Second + time.Duration(r.Int64N(int64(12*time.Second)))
+		if at > d-30*time.Second {
+			return out
+		}
+		n := r.IntN(total)
+		var kind FaultKind
+		for _, k := range FaultKinds {
+			if n < weights[k] {
+				kind = k
+				break
+			}
+			n -= weights[k]
+		}
+		if len(out) < len(first) {
+			kind = first[len(out)]
+		}
+		dur := time.Second + time.Duration(r.Int64N(int64(ttl*5/2-time.Second)))
+		out = append(out, Fault{At: at, Kind: kind, For: dur.Round(100 * time.Millisecond)})
+	}
+}

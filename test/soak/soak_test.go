@@ -1,0 +1,712 @@
+//go:build soak
+
+// The soak (issue 14): contenders for one lock key in three namespaces and a lockwrap loop on
+// the host, a second key with blackout windows and Defer, random jobs, a seeded schedule of
+// overlapping faults, and at the end the external checker (test/soak/checker) on what the
+// jobs recorded on a second Redis and what the contenders reported. Run it with
+// `make soak` / `make soak-short` (hack/soak.sh holds the cluster lock, deploys the operator
+// from this checkout and builds the host binaries).
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
+	"github.com/lockedcron/lockedcron/test/soak/checker"
+)
+
+const (
+	mainKey     = "soak/main"
+	blackoutKey = "soak/blackout"
+	jobName     = "soak"
+	hostName    = "vm-crontab"
+	ttl         = 6 * time.Second
+	renew       = 2 * time.Second
+	killGrace   = 2 * time.Second
+	deadline    = 60 // startingDeadlineSeconds: pods take 20 s and more to start on a loaded node
+	podGateway  = "10.244.0.1"
+)
+
+// contender is one LockedCronJob of the soak.
+type contender struct {
+	ns, key, schedule string
+	policy            v1alpha1.ContentionPolicy
+	blackout          *v1alpha1.BlackoutSpec
+	sleep, sleepMax   string
+}
+
+type config struct {
+	duration        time.Duration
+	seed            int64
+	schedule        string // the main key's
+	blackoutSched   string
+	out             string
+	lockwrap, job   string // host binaries
+	repo            string
+	apiserverFaults bool
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func loadConfig(t *testing.T) config {
+	d, err := time.ParseDuration(envOr("SOAK_DURATION", "40m"))
+	if err != nil {
+		t.Fatalf("SOAK_DURATION: %v (a Go duration such as 40m)", err)
+	}
+	seed := time.Now().UnixNano() % 1_000_000
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("SOAK_SEED: %v (an integer)", err)
+		}
+	}
+	c := config{duration: d, seed: seed, schedule: envOr("SOAK_SCHEDULE", "*/2 * * * * *"),
+		blackoutSched: envOr("SOAK_BLACKOUT_SCHEDULE", "*/4 * * * * *"),
+		out:           os.Getenv("SOAK_OUT"), lockwrap: os.Getenv("SOAK_LOCKWRAP"), job: os.Getenv("SOAK_JOB"),
+		repo: envOr("SOAK_REPO", "../.."), apiserverFaults: os.Getenv("SOAK_APISERVER_FAULTS") != "0"}
+	if c.out == "" || c.lockwrap == "" || c.job == "" || os.Getenv("KUBECONFIG") == "" {
+		t.Fatal("run through hack/soak.sh (make soak): it sets KUBECONFIG, SOAK_OUT, SOAK_LOCKWRAP and SOAK_JOB")
+	}
+	return c
+}
+
+// soak is the state of one run.
+type soak struct {
+	t       *testing.T
+	cfg     config
+	k8s     client.Client
+	cs      *kubernetes.Clientset
+	lockR   *redistest.Server
+	auditR  *redistest.Server
+	proxy   *redistest.Proxy
+	lockRDB *redis.Client
+
+	redisMu sync.Mutex // one Redis fault at a time: a stall during a restart would fail the restart's wait
+
+	mu        sync.Mutex
+	decisions map[string]checker.Decision // by namespace/pod, or host/<unix>
+	hostOccs  []time.Time
+	hostProcs map[int]bool // process group ids of running host lockwraps
+	faults    map[FaultKind]int
+	faultLog  []string
+}
+
+func TestSoak(t *testing.T) {
+	cfg := loadConfig(t)
+	ctx := context.Background()
+	s := &soak{t: t, cfg: cfg, decisions: map[string]checker.Decision{}, hostProcs: map[int]bool{}, faults: map[FaultKind]int{}}
+	t.Logf("soak: seed %d, duration %v, schedule %q (main) / %q (blackout), output %s", cfg.seed, cfg.duration, cfg.schedule, cfg.blackoutSched, cfg.out)
+	s.connect()
+
+	// 1. Two Redis: the lock's (AOF, restarted and stalled by faults, a freezable proxy in
+	// front of it for the host loop) and the audit's, which no fault touches.
+	bind := redistest.WithArgs("--bind", "127.0.0.1 "+podGateway)
+	s.lockR = redistest.Start(t, redistest.WithPersistence(), bind)
+	s.auditR = redistest.Start(t, redistest.WithPersistence(), bind)
+	s.proxy = redistest.StartProxy(t, s.lockR.Addr())
+	s.lockRDB = s.lockR.Client()
+	defer s.lockRDB.Close()
+	podURL := func(r *redistest.Server) string { return fmt.Sprintf("redis://%s:%d/0", podGateway, r.Port) }
+
+	// 2. The contenders.
+	window := &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{
+		{Name: "each-minute", Schedule: "30 * * * * *", Duration: &metav1.Duration{Duration: 10 * time.Second}},
+	}}
+	cons := []contender{
+		{ns: "soak-a", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionSkip, sleep: "300ms", sleepMax: "9s"},
+		{ns: "soak-b", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionSkip, sleep: "300ms", sleepMax: "9s"},
+		{ns: "soak-c", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionRetry, sleep: "300ms", sleepMax: "9s"},
+		{ns: "soak-d", key: blackoutKey, schedule: cfg.blackoutSched, policy: v1alpha1.ContentionSkip, blackout: window, sleep: "200ms", sleepMax: "3s"},
+		{ns: "soak-e", key: blackoutKey, schedule: cfg.blackoutSched, policy: v1alpha1.ContentionSkip, blackout: window, sleep: "200ms", sleepMax: "3s"},
+	}
+	keyOf := map[string]string{}
+	for _, c := range cons {
+		keyOf[c.ns] = c.key
+	}
+	t.Cleanup(func() { s.deleteNamespaces(cons) })
+	s.watchPods(ctx, keyOf)
+	waitOddSecond()
+	for _, c := range cons {
+		s.create(ctx, c, podURL(s.lockR), podURL(s.auditR))
+	}
+	start := time.Now()
+
+	// 3. The host loop, the "VM crontab": lockwrap through the proxy, for each instant.
+	sched, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse(cfg.schedule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopHost := make(chan struct{})
+	var hostWG sync.WaitGroup
+	hostWG.Add(1)
+	go func() { defer hostWG.Done(); s.hostLoop(sched, start, stopHost, &hostWG) }()
+
+	// 4. Faults, from the seeded plan, each in its own goroutine so that they overlap.
+	plan := PlanFaults(cfg.seed, cfg.duration, ttl)
+	var faultWG sync.WaitGroup
+	for _, f := range plan {
+		if f.Kind == FaultAPIServerRestart && !cfg.apiserverFaults {
+			continue
+		}
+		faultWG.Add(1)
+		go func() {
+			defer faultWG.Done()
+			time.Sleep(time.Until(start.Add(f.At)))
+			s.inject(ctx, f)
+		}()
+	}
+	time.Sleep(time.Until(start.Add(cfg.duration)))
+	faultWG.Wait() // every fault healed (the plan ends 30 s before the end)
+	t.Logf("soak: %v elapsed; suspending", time.Since(start).Round(time.Second))
+
+	// 5. Stop: suspend every LockedCronJob between two occurrences, stop the host loop at
+	// the same instant, let everything finish and be counted.
+	waitOddSecond()
+	for _, c := range cons {
+		s.suspend(ctx, c.ns)
+	}
+	close(stopHost)
+	hostWG.Wait()
+	s.settle(ctx, cons)
+
+	// 6. Check.
+	h := s.history(ctx, cons)
+	res := checker.Check(h, 2*time.Minute)
+	s.writeResult(res, h, plan)
+	s.expectWorkDone(res)
+	if !res.OK() {
+		html := filepath.Join(cfg.out, "history.html")
+		if err := res.WriteVisualization(html); err != nil {
+			t.Errorf("visualization: %v", err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("violation: %v", v)
+		}
+		t.Errorf("%d violations (seed %d); porcupine's view of the history: %s", len(res.Violations), cfg.seed, html)
+	}
+}
+
+func (s *soak) connect() {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		s.t.Fatal(err)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	if s.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		s.t.Fatal(err)
+	}
+	if s.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// waitOddSecond sleeps until 300 ms past an odd second: no occurrence of an even-second
+// schedule (*/2, */4) is at the second a change is stamped with (managed fields have
+// second precision), so each side of it is unambiguous.
+func waitOddSecond() {
+	now := time.Now()
+	next := now.Truncate(time.Second).Add(time.Second)
+	if next.Unix()%2 == 0 {
+		next = next.Add(time.Second)
+	}
+	time.Sleep(time.Until(next.Add(300 * time.Millisecond)))
+}
+
+func (s *soak) create(ctx context.Context, c contender, lockURL, auditURL string) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "redis", Namespace: c.ns}, StringData: map[string]string{"url": lockURL}}
+	job := &v1alpha1.LockedCronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: jobName, Namespace: c.ns},
+		Spec: v1alpha1.LockedCronJobSpec{
+			Schedule:                   c.schedule,
+			StartingDeadlineSeconds:    ptr.To[int64](deadline),
+			SuccessfulRunsHistoryLimit: ptr.To[int32](30),
+			FailedRunsHistoryLimit:     ptr.To[int32](30),
+			Lock: v1alpha1.LockSpec{Key: c.key, TTL: &metav1.Duration{Duration: ttl}, RenewInterval: &metav1.Duration{Duration: renew},
+				KillGracePeriod: &metav1.Duration{Duration: killGrace}, Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}}},
+			Contention: v1alpha1.ContentionSpec{Policy: c.policy},
+			Blackout:   c.blackout,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy:                 corev1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr.To[int64](5),
+				Containers: []corev1.Container{{
+					Name: "job", Image: "k8s.local/lockedcron-e2e-job:dev", ImagePullPolicy: corev1.PullNever,
+					Command: []string{"/usr/local/bin/e2e-job", "--sleep=" + c.sleep, "--sleep-max=" + c.sleepMax,
+						"--fail-percent=15", "--label=" + c.key, "--termination-log=/dev/null"},
+					Env: []corev1.EnvVar{
+						{Name: "E2E_REDIS_URL", Value: auditURL},
+						{Name: "E2E_SEED", Value: strconv.FormatInt(s.cfg.seed, 10)},
+						{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+						{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+					},
+				}},
+			}},
+		},
+	}
+	if c.policy == v1alpha1.ContentionRetry {
+		job.Spec.Contention.Retry = &v1alpha1.RetrySpec{Attempts: 8, Backoff: &metav1.Duration{Duration: 500 * time.Millisecond},
+			MaxBackoff: &metav1.Duration{Duration: 2 * time.Second}}
+	}
+	for _, o := range []client.Object{ns, sec, job} {
+		if err := s.k8s.Create(ctx, o); err != nil {
+			s.t.Fatalf("create %s %s: %v (a namespace left from an earlier soak? delete soak-* namespaces)", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+}
+
+func (s *soak) deleteNamespaces(cons []contender) {
+	ctx := context.Background()
+	for _, c := range cons {
+		_ = s.k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}})
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range cons {
+			if err := s.k8s.Get(ctx, types.NamespacedName{Name: c.ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		s.t.Errorf("soak namespaces not gone after 3 min: %v", err)
+	}
+}
+
+// watchPods records every soak pod's report (its termination message) as it finishes: the
+// controller deletes pods beyond the history limits, and faults delete pods too.
+func (s *soak) watchPods(ctx context.Context, keyOf map[string]string) {
+	f := informers.NewSharedInformerFactoryWithOptions(s.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = runpod.LabelJob + "=" + jobName
+	}))
+	inf := f.Core().V1().Pods().Informer()
+	see := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				pod, _ = d.Obj.(*corev1.Pod)
+			}
+		}
+		if pod == nil || keyOf[pod.Namespace] == "" {
+			return
+		}
+		if d, ok := decisionOf(pod, keyOf[pod.Namespace]); ok {
+			s.mu.Lock()
+			s.decisions[pod.Namespace+"/"+pod.Name] = d
+			s.mu.Unlock()
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }, DeleteFunc: see})
+	stop := make(chan struct{})
+	s.t.Cleanup(func() { close(stop) })
+	f.Start(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		s.t.Fatal("pod informer did not sync")
+	}
+}
+
+// decisionOf reads a finished pod's report.
+func decisionOf(pod *corev1.Pod, key string) (checker.Decision, bool) {
+	name := pod.Annotations[runpod.AnnotationWrappedContainer]
+	occ, err := time.Parse(time.RFC3339, pod.Annotations[runpod.AnnotationScheduledTime])
+	if err != nil {
+		return checker.Decision{}, false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != name || cs.State.Terminated == nil || cs.State.Terminated.Message == "" {
+			continue
+		}
+		rep, err := report.Decode([]byte(cs.State.Terminated.Message))
+		if err != nil {
+			return checker.Decision{}, false
+		}
+		return fromReport(pod.Namespace, key, occ, rep), true
+	}
+	return checker.Decision{}, false
+}
+
+func fromReport(contender, key string, occ time.Time, rep report.Report) checker.Decision {
+	return checker.Decision{Contender: contender, Key: key, Occurrence: occ, Outcome: rep.Outcome, Holder: rep.Holder,
+		HeldBy: rep.HeldBy, Token: rep.FencingToken, ExitCode: rep.ExitCode, LockLost: rep.LockLost, Message: rep.Message}
+}
+
+// hostLoop runs lockwrap for each instant of the schedule after start, until stop.
+func (s *soak) hostLoop(sched cron.Schedule, start time.Time, stop <-chan struct{}, wg *sync.WaitGroup) {
+	dir := filepath.Join(s.cfg.out, "host")
+	_ = os.MkdirAll(dir, 0o755)
+	for at := sched.Next(start); ; at = sched.Next(at) {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Until(at)):
+		}
+		select {
+		case <-stop: // the LockedCronJobs were suspended before this instant
+			return
+		default:
+		}
+		s.mu.Lock()
+		s.hostOccs = append(s.hostOccs, at)
+		s.mu.Unlock()
+		wg.Add(1)
+		go func() { defer wg.Done(); s.hostRun(dir, at) }()
+	}
+}
+
+func (s *soak) hostRun(dir string, at time.Time) {
+	occ := at.UTC().Format(time.RFC3339)
+	rep := filepath.Join(dir, strconv.FormatInt(at.Unix(), 10)+".json")
+	holder := hostName + "/" + strconv.FormatInt(at.Unix(), 10)
+	cmd := exec.Command(s.cfg.lockwrap, "--redis-url", s.proxy.URL()+"/0", "--key", mainKey,
+		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--kill-grace", killGrace.String(),
+		"--occurrence", occ, "--holder", holder, "--contention", "skip", "--termination-log", rep,
+		"--", s.cfg.job, "--sleep=300ms", "--sleep-max=9s", "--fail-percent=15", "--label="+mainKey, "--termination-log=/dev/null")
+	cmd.Env = append(os.Environ(), "E2E_REDIS_URL="+s.auditR.URL()+"/0", "E2E_SEED="+strconv.FormatInt(s.cfg.seed, 10), "POD_NAME="+holder)
+	log, _ := os.Create(rep + ".log")
+	if log != nil {
+		defer log.Close()
+		cmd.Stdout, cmd.Stderr = log, log
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.t.Errorf("host lockwrap: %v", err)
+		return
+	}
+	s.mu.Lock()
+	s.hostProcs[cmd.Process.Pid] = true
+	s.mu.Unlock()
+	_ = cmd.Wait()
+	s.mu.Lock()
+	delete(s.hostProcs, cmd.Process.Pid)
+	s.mu.Unlock()
+	b, err := os.ReadFile(rep)
+	if err != nil {
+		return // no report: the checker names the occurrence
+	}
+	r, err := report.Decode(b)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.decisions["host/"+strconv.FormatInt(at.Unix(), 10)] = fromReport(hostName, mainKey, at, r)
+	s.mu.Unlock()
+}
+
+func (s *soak) suspend(ctx context.Context, ns string) {
+	var job v1alpha1.LockedCronJob
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := s.k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: jobName}, &job); err != nil {
+			return false, nil
+		}
+		patch := client.MergeFrom(job.DeepCopy())
+		job.Spec.Suspend = ptr.To(true)
+		return s.k8s.Patch(ctx, &job, patch, client.FieldOwner("soak")) == nil, nil
+	})
+	if err != nil {
+		s.t.Fatalf("suspend %s: %v", ns, err)
+	}
+}
+
+// settle waits until no pod of a soak job runs and every one is counted.
+func (s *soak) settle(ctx context.Context, cons []contender) {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range cons {
+			var job v1alpha1.LockedCronJob
+			if err := s.k8s.Get(ctx, types.NamespacedName{Namespace: c.ns, Name: jobName}, &job); err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if job.Status.ActiveCount != 0 || len(job.Status.CountedPods) != 0 || job.Status.Deferred != nil {
+				last = fmt.Sprintf("%s: active %d, countedPods %v, deferred %v", c.ns, job.Status.ActiveCount, job.Status.CountedPods, job.Status.Deferred)
+				return false, nil
+			}
+			var pods corev1.PodList
+			if err := s.k8s.List(ctx, &pods, client.InNamespace(c.ns), client.MatchingLabels{runpod.LabelJob: jobName}); err != nil {
+				return false, nil
+			}
+			for _, p := range pods.Items {
+				if p.Labels[runpod.LabelCounted] != "true" {
+					last = fmt.Sprintf("pod %s/%s not counted", p.Namespace, p.Name)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		s.t.Fatalf("the soak jobs did not settle within 5 min: %s", last)
+	}
+}
+
+// history gathers what the checker reads: the audit list, the reports, the counters and the
+// occurrences each contender was due to decide.
+func (s *soak) history(ctx context.Context, cons []contender) checker.History {
+	var h checker.History
+	entries, err := s.auditR.Client().LRange(ctx, audit.List, 0, -1).Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	recs, err := audit.Parse(entries)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, r := range audit.Runs(recs) {
+		occ, err := time.Parse(time.RFC3339, r.Occurrence)
+		if err != nil {
+			s.t.Fatalf("audit record with occurrence %q: %v", r.Occurrence, err)
+		}
+		e := checker.Execution{Key: r.Label, Occurrence: occ, Holder: r.Holder, Token: r.FencingToken, Start: r.Start, Exit: r.ExitCode}
+		if r.Finished {
+			e.End = r.End
+		}
+		h.Executions = append(h.Executions, e)
+	}
+	s.mu.Lock()
+	for _, d := range s.decisions {
+		h.Decisions = append(h.Decisions, d)
+	}
+	h.Contenders = append(h.Contenders, checker.Contender{Name: hostName, Key: mainKey, Scheduled: slices.Clone(s.hostOccs)})
+	s.mu.Unlock()
+	for _, c := range cons {
+		var job v1alpha1.LockedCronJob
+		if err := s.k8s.Get(ctx, types.NamespacedName{Namespace: c.ns, Name: jobName}, &job); err != nil {
+			s.t.Fatal(err)
+		}
+		sched, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse(c.schedule)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		from, to := job.CreationTimestamp.Time, suspendedAt(&job)
+		var occs []time.Time
+		for at := sched.Next(from); !at.After(to); at = sched.Next(at) {
+			occs = append(occs, at)
+		}
+		h.Contenders = append(h.Contenders, checker.Contender{Name: c.ns, Key: c.key, Scheduled: occs, Counters: ptr.To(job.Status.Counters)})
+	}
+	return h
+}
+
+// suspendedAt is when the soak set spec.suspend (its managed fields' time).
+func suspendedAt(job *v1alpha1.LockedCronJob) time.Time {
+	for _, mf := range job.ManagedFields {
+		if mf.Manager == "soak" && mf.Subresource == "" && mf.Time != nil {
+			return mf.Time.Time
+		}
+	}
+	return time.Now()
+}
+
+// inject carries out one fault and heals it.
+func (s *soak) inject(ctx context.Context, f Fault) {
+	kind, note := f.Kind, ""
+	switch f.Kind {
+	case FaultHolderPodDeleted:
+		// Wait (up to the fault's duration) for a moment a pod holds the lock.
+		for until := time.Now().Add(f.For); note == "" && time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+			note = s.deleteHolderPod(ctx)
+		}
+	case FaultJobKill9:
+		note = s.killJob()
+	case FaultLockwrapStopped:
+		note = s.stopHostLockwrap(max(f.For, ttl+time.Second))
+	case FaultRedisRestart:
+		s.redisMu.Lock()
+		s.lockR.Restart()
+		s.redisMu.Unlock()
+		note = "lock Redis SIGKILLed and started (AOF)"
+	case FaultRedisStall:
+		s.redisMu.Lock()
+		s.lockR.Pause()
+		time.Sleep(f.For)
+		s.lockR.Resume()
+		s.redisMu.Unlock()
+		note = fmt.Sprintf("lock Redis SIGSTOPped for %v", f.For)
+	case FaultNetworkCut:
+		s.proxy.Freeze()
+		time.Sleep(f.For)
+		s.proxy.Thaw()
+		note = fmt.Sprintf("host loop's link to Redis frozen for %v", f.For)
+	case FaultOperatorDeleted:
+		err := s.cs.CoreV1().Pods("lockedcron-system").DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lockedcron"})
+		note = fmt.Sprintf("operator pod deleted (err %v)", err)
+	case FaultAPIServerRestart:
+		out, err := exec.Command(filepath.Join(s.cfg.repo, "hack/soak.sh"), "restart-apiserver").CombinedOutput()
+		if err != nil {
+			s.t.Errorf("kube-apiserver restart: %v\n%s", err, out)
+		}
+		note = "kube-apiserver stopped and started"
+	}
+	if note == "" {
+		return // nothing to hit at that moment (no running job): not counted
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[kind]++
+	s.faultLog = append(s.faultLog, fmt.Sprintf("%s +%v %s: %s", time.Now().UTC().Format("15:04:05.000"), f.At, kind, note))
+}
+
+func (s *soak) deleteHolderPod(ctx context.Context) string {
+	v, _ := s.lockRDB.Get(ctx, lock.LockKey(mainKey)).Result()
+	_, holder, _ := strings.Cut(v, " ")
+	parts := strings.Split(holder, "/") // <cluster>/<namespace>/<pod>
+	if len(parts) == 3 && strings.HasPrefix(parts[1], "soak-") {
+		err := s.cs.CoreV1().Pods(parts[1]).Delete(ctx, parts[2], metav1.DeleteOptions{})
+		return fmt.Sprintf("deleted holder %s (err %v)", holder, err)
+	}
+	return "" // the host loop holds it, or nobody
+}
+
+// killJob SIGKILLs a running job process of the soak (in a pod or on the host), found by
+// its command line.
+func (s *soak) killJob() string {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && (args[0] == "/usr/local/bin/e2e-job" || args[0] == s.cfg.job) && slices.Contains(args, "--label="+mainKey) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return ""
+	}
+	pid := pids[int(time.Now().UnixNano()%int64(len(pids)))]
+	err := syscall.Kill(pid, syscall.SIGKILL)
+	return fmt.Sprintf("SIGKILL job pid %d (err %v)", pid, err)
+}
+
+// stopHostLockwrap SIGSTOPs a running host lockwrap's process group (lockwrap and its job, a
+// paused VM) for d, then SIGCONTs it.
+func (s *soak) stopHostLockwrap(d time.Duration) string {
+	s.mu.Lock()
+	var pgid int
+	for p := range s.hostProcs {
+		pgid = p
+	}
+	s.mu.Unlock()
+	if pgid == 0 {
+		return ""
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+		return ""
+	}
+	time.Sleep(d)
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	return fmt.Sprintf("host lockwrap group %d stopped for %v", pgid, d)
+}
+
+// expectWorkDone fails a soak that proved nothing: fewer contended occurrences of the main
+// key than SOAK_MIN_OCCURRENCES, or a key on which hardly anything ran (a broken setup
+// — pods that never start, a Redis nobody reaches — has no violations either).
+func (s *soak) expectWorkDone(res checker.Result) {
+	minOcc, _ := strconv.Atoi(os.Getenv("SOAK_MIN_OCCURRENCES"))
+	for _, k := range res.Keys {
+		if k.Key == mainKey && k.Scheduled < minOcc {
+			s.t.Errorf("%s: %d contended occurrences, want at least %d (SOAK_MIN_OCCURRENCES)", k.Key, k.Scheduled, minOcc)
+		}
+		if k.Executed*10 < k.Scheduled {
+			s.t.Errorf("%s: only %d of %d occurrences ran: the soak did not exercise the lock", k.Key, k.Executed, k.Scheduled)
+		}
+	}
+	if len(res.Keys) != 2 {
+		s.t.Errorf("keys in the history: %d, want 2 (%s, %s)", len(res.Keys), mainKey, blackoutKey)
+	}
+}
+
+// summary is what the soak prints and writes to result.json.
+type summary struct {
+	Seed       int64               `json:"seed"`
+	Duration   string              `json:"duration"`
+	Schedule   string              `json:"schedule"`
+	Keys       []checker.KeyStats  `json:"keys"`
+	Faults     map[FaultKind]int   `json:"faults"`
+	Violations []checker.Violation `json:"violations"`
+	FaultLog   []string            `json:"faultLog"`
+}
+
+func (s *soak) writeResult(res checker.Result, h checker.History, plan []Fault) {
+	s.mu.Lock()
+	sum := summary{Seed: s.cfg.seed, Duration: s.cfg.duration.String(), Schedule: s.cfg.schedule, Keys: res.Keys,
+		Faults: s.faults, Violations: res.Violations, FaultLog: s.faultLog}
+	s.mu.Unlock()
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	_ = os.WriteFile(filepath.Join(s.cfg.out, "result.json"), b, 0o644)
+	hb, _ := json.MarshalIndent(h, "", " ")
+	_ = os.WriteFile(filepath.Join(s.cfg.out, "history.json"), hb, 0o644)
+	f, _ := os.Create(filepath.Join(s.cfg.out, "result.txt"))
+	defer f.Close()
+	w := io.MultiWriter(os.Stdout, f)
+	printSummary(w, sum)
+}
+
+func printSummary(w io.Writer, sum summary) {
+	fmt.Fprintf(w, "\nsoak result: seed %d, duration %s, schedule %q\n\n", sum.Seed, sum.Duration, sum.Schedule)
+	fmt.Fprintln(w, "| key | scheduled | executed | runs (re-runs) | succeeded | failed | lock lost | skipped | suppressed | blackout | missed | interrupted | errors | fenced overlaps |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, k := range sum.Keys {
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", k.Key, k.Scheduled, k.Executed,
+			k.Executions, k.Reruns, k.Succeeded, k.Failed, k.LockLost, k.Skipped, k.Suppressed, k.Blackout, k.Missed, k.Interrupted, k.Errors, k.FencedOverlaps)
+	}
+	fmt.Fprintln(w, "\n| fault | injected |\n|---|---|")
+	for _, k := range FaultKinds {
+		fmt.Fprintf(w, "| %s | %d |\n", k, sum.Faults[k])
+	}
+	fmt.Fprintf(w, "\nviolations: %d\n", len(sum.Violations))
+	for _, v := range sum.Violations {
+		fmt.Fprintf(w, "  %v\n", v)
+	}
+}
