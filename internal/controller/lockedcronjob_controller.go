@@ -182,6 +182,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if created := r.schedule(ctx, p, backend, berr); created != nil {
 		p.active = append(p.active, created)
 	}
+	r.manualRun(ctx, p, backend, berr) // 5d: a new run request (manual.go)
 
 	// 6: status that follows from the world.
 	setActive(p.status, p.active)
@@ -499,7 +500,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, runRequestChanged))).
 		Owns(&corev1.Pod{})
 	for _, src := range r.workloadSources() {
 		b = b.WatchesRawSource(src)
