@@ -88,6 +88,18 @@ var _ = Describe("manual runs on a real cluster", Ordered, func() {
 		Expect(st.Counters.Runs).To(Equal(int64(2)))
 		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", at), "the manual run is no scheduled occurrence")
 		Expect(rr.RequestedBy).To(Equal("kubectl-annotate"))
+
+		// What a user sees (docs/manual-runs.md quotes it).
+		for _, args := range [][]string{
+			{"get", "lcj", j.name, "-o", "jsonpath={.status.lastRunRequest}"},
+			{"get", "lcj", j.name, "-o", `jsonpath={range .status.recent[*]}{.occurrence}{"\t"}{.trigger}{"\t"}{.outcome}{"\t"}{.pod}{"\n"}{end}`},
+			{"get", "events", "--field-selector", "involvedObject.kind=LockedCronJob", "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.note"},
+			{"get", "pods", "-L", runpod.LabelRunRequest},
+		} {
+			out, err := kubectl(append([]string{"-n", j.ns}, args...)...)
+			Expect(err).NotTo(HaveOccurred(), out)
+			fmt.Fprintf(GinkgoWriter, "$ kubectl -n %s %v\n%s\n", j.ns, args, out)
+		}
 	})
 
 	It("makes one run for two requests with the same id", func() {
