@@ -93,7 +93,7 @@ var _ = Describe("manual runs on a real cluster", Ordered, func() {
 		for _, args := range [][]string{
 			{"get", "lcj", j.name, "-o", "jsonpath={.status.lastRunRequest}"},
 			{"get", "lcj", j.name, "-o", `jsonpath={range .status.recent[*]}{.occurrence}{"\t"}{.trigger}{"\t"}{.outcome}{"\t"}{.pod}{"\n"}{end}`},
-			{"get", "events", "--field-selector", "involvedObject.kind=LockedCronJob", "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.note"},
+			{"get", "events", "--field-selector", "involvedObject.kind=LockedCronJob", "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message"},
 			{"get", "pods", "-L", runpod.LabelRunRequest},
 		} {
 			out, err := kubectl(append([]string{"-n", j.ns}, args...)...)
