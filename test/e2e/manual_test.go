@@ -30,8 +30,8 @@ var _ = Describe("manual runs on a real cluster", Ordered, func() {
 		// image started on a loaded node; the job holds the lock for 15s.
 		at = time.Now().Add(40 * time.Second).Truncate(time.Second).UTC()
 		j = job{ns: "e2e-manual-" + suffix, name: "adhoc", key: "e2e/manual-" + suffix,
-			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()),
-			ttl:      "10s", kill: "2s", sleep: "15s", label: "manual-" + suffix}
+			ttl: "10s", kill: "2s", sleep: "15s", label: "manual-" + suffix}
+		j.schedule = fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour())
 	})
 	AfterEach(func() { dumpOnFailure(j.ns) })
 	AfterAll(func() { _, _ = kubectl("delete", "namespace", j.ns, "--wait=false") })
