@@ -63,7 +63,7 @@ func (p *pass) recordN(outcome string, occ time.Time, n int64, reason string) {
 		what = fmt.Sprintf("%d occurrences up to %s", n, at)
 		msg = fmt.Sprintf("%d occurrences up to this one: %s", n, reason)
 	}
-	runstatus.AddRecent(p.status, v1alpha1.RunRecord{Occurrence: metav1.NewTime(occ), Outcome: outcome, Message: msg})
+	runstatus.AddRecent(p.status, v1alpha1.RunRecord{Occurrence: metav1.NewTime(occ), Outcome: outcome, Message: msg, Trigger: v1alpha1.TriggerScheduled})
 	p.eventf(typ, outcome, "%s %s: %s", what, verb, reason)
 	p.recorded = append(p.recorded, recorded{outcome, n})
 	p.log.Info("occurrence decided", "outcome", outcome, "occurrence", at, "count", n, "reason", reason)
@@ -108,7 +108,7 @@ func (p *pass) track(pods []corev1.Pod) {
 }
 
 func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {
-	return runstatus.Result{Pod: pod.Name, Occurrence: occ, Report: report.Report{V: report.Version, Outcome: o, Message: why}}
+	return runstatus.Result{Pod: pod.Name, Occurrence: occ, Trigger: runpod.Trigger(pod), Report: report.Report{V: report.Version, Outcome: o, Message: why}}
 }
 
 // dropUnstarted counts, as missed, the active pods whose job has not started when a
@@ -171,11 +171,12 @@ func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
 }
 
 // unstarted returns an active pod (other than the due occurrence's own) whose job has
-// not started yet, if any.
+// not started yet, if any. A manual run's pod is never one: it has a backlog of its own
+// (one pod per request) and does not hold back scheduled occurrences.
 func (p *pass) unstarted(due time.Time) *corev1.Pod {
 	own := runpod.Name(p.job.Name, due)
 	for _, pod := range p.active {
-		if pod.Name != own && pod.DeletionTimestamp == nil && !tracking.Started(pod) {
+		if pod.Name != own && !runpod.IsManual(pod) && pod.DeletionTimestamp == nil && !tracking.Started(pod) {
 			return pod
 		}
 	}

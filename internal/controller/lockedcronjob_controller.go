@@ -206,6 +206,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if created := r.schedule(ctx, p, berr); created != nil {
 		p.active = append(p.active, created)
 	}
+	r.manualRun(ctx, p, bst.client, berr) // 5d: a new run request (manual.go)
 
 	// 6: status that follows from the world.
 	setActive(p.status, p.active)
@@ -557,7 +558,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, runRequestChanged))).
 		Owns(&corev1.Pod{})
 	for _, src := range r.workloadSources() {
 		b = b.WatchesRawSource(src)

@@ -10,6 +10,8 @@
 //	                                     (unix ms), and once finished released, last,
 //	                                     watermarkStored (what Finish did, for a resent call);
 //	                                     PX max(retention, ttl), renewed with the lock
+//	lockedcron:{<tag>}:run:id:<run id>   the same, for a run with its own identity (Request.RunID:
+//	                                     a manual run), apart from every scheduled occurrence
 //	lockedcron:{<tag>}:last              hash: the key's last success — occurrence (unix secs),
 //	                                     finishedAt (unix ms), fence, holder, watermark; never
 //	                                     expires (like the fence, it lives as long as the key)
@@ -142,6 +144,20 @@ func RunKey(key string, occurrence time.Time) string {
 	return keyPrefix(key) + "run:" + strconv.FormatInt(occurrence.Unix(), 10)
 }
 
+// RunIDKey is the Redis key of the ledger entry of key's run with its own identity
+// (Request.RunID), apart from every scheduled occurrence's.
+func RunIDKey(key, runID string) string {
+	return keyPrefix(key) + "run:id:" + runID
+}
+
+// runKey is the ledger entry a request runs under: its RunID's, else its occurrence's.
+func runKey(req Request) string {
+	if req.RunID != "" {
+		return RunIDKey(req.Key, req.RunID)
+	}
+	return RunKey(req.Key, req.Occurrence)
+}
+
 // keyPrefix is "lockedcron:{<tag>}:", the tag being the key when it has no brace (the
 // layout of the first release) and "#" + 16 hex digits of its SHA-256 otherwise, so that
 // the tag Redis hashes is always exactly the one between our braces, and never empty.
@@ -190,11 +206,16 @@ func New(c redis.UniversalClient) *Locker { return &Locker{c: c, now: time.Now} 
 
 // Request says what to lock.
 type Request struct {
-	Key        string        // the lock key (required)
-	Occurrence time.Time     // the scheduled time (whole seconds are used)
-	Holder     string        // who we are; written into the lock and the ledger
-	TTL        time.Duration // lock ttl (> 0)
-	Retention  time.Duration // how long the ledger entry lives; DefaultRetention if 0
+	Key        string    // the lock key (required)
+	Occurrence time.Time // the scheduled time (whole seconds are used)
+	// RunID, when set, gives the run a ledger entry of its own (RunIDKey) instead of the
+	// occurrence's: a manual run neither consumes nor is suppressed by a scheduled
+	// occurrence; the same RunID once succeeded is suppressed. Occurrence still names the
+	// run in the key's last success.
+	RunID     string
+	Holder    string        // who we are; written into the lock and the ledger
+	TTL       time.Duration // lock ttl (> 0)
+	Retention time.Duration // how long the ledger entry lives; DefaultRetention if 0
 	// MinReplicas > 0: after acquiring, WAIT for that many replicas to acknowledge, up to
 	// ReplicaTimeout (default TTL/2); if fewer do, the lock is released and Acquire
 	// returns ErrNotEnoughReplicas.
@@ -278,7 +299,7 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		sc = conn
 	}
 
-	keys := []string{LockKey(req.Key), FenceKey(req.Key), RunKey(req.Key, req.Occurrence), LastKey(req.Key)}
+	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key)}
 	res, err := acquireScript.Run(ctx, sc, keys,
 		value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
 		l.now().UnixMilli()).Slice()
@@ -367,7 +388,7 @@ func masterFor(ctx context.Context, c redis.UniversalClient, key string) (*redis
 // It also keeps our running ledger entry alive for max(retention, ttl) from now, writing
 // it again if it vanished.
 func (l *Lease) Renew(ctx context.Context) error {
-	keys := []string{LockKey(l.req.Key), RunKey(l.req.Key, l.req.Occurrence)}
+	keys := []string{LockKey(l.req.Key), runKey(l.req)}
 	n, err := renewScript.Run(ctx, l.c, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
 		l.req.Retention.Milliseconds(), l.req.Holder, l.Fence, l.AcquiredAt.UnixMilli()).Int64()
 	if err != nil {
@@ -484,7 +505,7 @@ func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (F
 	if opts.Monotonic {
 		monotonic = "1"
 	}
-	keys := []string{LockKey(l.req.Key), RunKey(l.req.Key, l.req.Occurrence), FenceKey(l.req.Key), LastKey(l.req.Key)}
+	keys := []string{LockKey(l.req.Key), runKey(l.req), FenceKey(l.req.Key), LastKey(l.req.Key)}
 	res, err := finishScript.Run(ctx, sc, keys, l.value, l.Token, state,
 		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence,
 		l.req.Occurrence.Unix(), opts.Watermark, monotonic).Slice()

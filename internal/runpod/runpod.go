@@ -137,6 +137,10 @@ func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
 // Build returns the pod for one occurrence. It fails, naming the field, for a template
 // lockwrap cannot be put into.
 func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*corev1.Pod, error) {
+	return build(job, occurrence, Name(job.Name, occurrence), opts, nil)
+}
+
+func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts Options, m *ManualRun) (*corev1.Pod, error) {
 	if len(job.Name) > MaxJobNameLength {
 		return nil, fmt.Errorf("metadata.name: %d characters; at most %d fit in pod names and labels", len(job.Name), MaxJobNameLength)
 	}
@@ -164,12 +168,11 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 		return nil, fmt.Errorf("spec.template.spec.restartPolicy: %q; must be Never or OnFailure", spec.RestartPolicy)
 	}
 
-	if nb, na := NotBefore(job, occurrence), NotAfter(job, occurrence, opts.NotAfter); !nb.IsZero() && !na.IsZero() && na.Before(nb) {
+	if nb, na := NotBefore(job, occurrence), NotAfter(job, occurrence, opts.NotAfter); m == nil && !nb.IsZero() && !na.IsZero() && na.Before(nb) {
 		return nil, fmt.Errorf("occurrence %s: the blackout window start %s given as its deadline is before the occurrence, so the pod could never run; give the first window start at or after the occurrence (or skip an occurrence inside a window)",
 			occurrence.UTC().Format(time.RFC3339), na.UTC().Format(time.RFC3339))
 	}
 
-	name := Name(job.Name, occurrence)
 	spec.Volumes = append(spec.Volumes, corev1.Volume{
 		Name:         VolumeName,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
@@ -184,7 +187,7 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 	}
 	// File, not FallbackToLogsOnError: a log tail is not a report.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
-	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter)...)
+	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter, m)...)
 	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: config.EnvRedisAllowedHosts, Value: allowed})
 	}
@@ -206,6 +209,10 @@ func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*co
 	}
 	annotations[AnnotationScheduledTime] = occurrence.UTC().Format(time.RFC3339)
 	annotations[AnnotationWrappedContainer] = c.Name
+	if m != nil {
+		labels[LabelRunRequest] = m.ID
+		annotations[AnnotationRequestedAt] = m.RequestedAt.UTC().Format(time.RFC3339)
+	}
 
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -279,7 +286,7 @@ func deadline(occurrence time.Time, seconds int64) time.Time {
 	return occurrence.Add(d)
 }
 
-func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string, notAfter time.Time) []corev1.EnvVar {
+func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string, notAfter time.Time, m *ManualRun) []corev1.EnvVar {
 	secret := job.Spec.Lock.Redis.SecretRef.Name
 	fromSecret := func(env, key string, optional bool) corev1.EnvVar {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
@@ -306,6 +313,9 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
 		lit(config.EnvDedupeRetention, job.Spec.Dedupe.RetentionDuration().String()),
 		lit(config.EnvTerminationLog, terminationLog),
+	}
+	if m != nil {
+		return append(env, manualEnv(job, *m, notAfter)...)
 	}
 	contention := job.Spec.Contention
 	env = append(env, lit(config.EnvContention, strings.ToLower(string(orDefault(contention.Policy, v1alpha1.ContentionSkip)))))

@@ -31,6 +31,8 @@ type Result struct {
 	Pod        string
 	Occurrence time.Time
 	Report     report.Report
+	// Trigger is v1alpha1.TriggerScheduled or TriggerManual (runpod.Trigger of the pod).
+	Trigger string
 	// Invalid is set when the pod left no readable report; Report.Outcome is then Error.
 	Invalid error
 	// StartedAt is when lockwrap started the job's command (the report's startedAt, the
@@ -68,7 +70,7 @@ func Occurrence(pod *corev1.Pod) (time.Time, error) {
 // message) yields an Error result that says why.
 func ResultOf(pod *corev1.Pod) Result {
 	occ, _ := Occurrence(pod)
-	res := Result{Pod: pod.Name, Occurrence: occ}
+	res := Result{Pod: pod.Name, Occurrence: occ, Trigger: runpod.Trigger(pod)}
 	invalid := func(err error) Result {
 		res.Invalid = err
 		res.Report = report.Report{V: report.Version, Outcome: report.Error, Message: err.Error()}
@@ -143,6 +145,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		Holder:       rep.Holder,
 		FencingToken: rep.FencingToken,
 		Message:      Message(rep),
+		Trigger:      r.Trigger,
 	}
 	acquired, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
 	released, errR := time.Parse(time.RFC3339Nano, rep.ReleasedAt)

@@ -35,7 +35,7 @@ func TestResultOfReadsTheWrappedContainer(t *testing.T) {
 	if r.Invalid != nil {
 		t.Fatal(r.Invalid)
 	}
-	want := Result{Pod: "p", Occurrence: t0, Report: report.Report{V: 1, Outcome: report.Succeeded, Holder: "c/ns/p", FencingToken: 4}}
+	want := Result{Pod: "p", Occurrence: t0, Trigger: "Scheduled", Report: report.Report{V: 1, Outcome: report.Succeeded, Holder: "c/ns/p", FencingToken: 4}}
 	if d := cmp.Diff(want, r); d != "" {
 		t.Error(d)
 	}

@@ -66,7 +66,14 @@ type Decision struct {
 }
 
 // Decide says what becomes of pod at in.Now. occurrence is the pod's scheduled time.
+// A manual run's pod (runpod.IsManual) may start until runpod.ManualWaitLimit after its
+// request, whatever occurrence it re-runs and whatever startingDeadlineSeconds says.
 func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
+	manual := false
+	if at, ok := runpod.RequestedAt(pod); ok {
+		limit := runpod.ManualWaitLimit
+		occurrence, in.StartingDeadline, manual = at, &limit, true
+	}
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return Decision{Verdict: Report}
 	}
@@ -90,7 +97,10 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	dl := PendingDeadline(occurrence, pod.CreationTimestamp.Time, in.StartingDeadline)
 	if !in.Now.Before(dl) {
 		what := "startingDeadlineSeconds"
-		if in.StartingDeadline == nil {
+		switch {
+		case manual:
+			what = "the manual run's wait limit (" + runpod.ManualWaitLimit.String() + " after the request)"
+		case in.StartingDeadline == nil:
 			what = "the pending timeout (" + DefaultPendingTimeout.String() + ")"
 		}
 		return Decision{Verdict: NeverStarted, Reason: with(fmt.Sprintf("its job had not started by %s (%s)", dl.UTC().Format(time.RFC3339), what), WaitingReason(pod))}

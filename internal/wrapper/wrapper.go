@@ -525,7 +525,7 @@ func renewLoop(ctx context.Context, cfg config.Config, l Lease, out chan<- renew
 // started: the time the successful attempt was sent.
 func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep *report.Report) (*Grant, time.Time, error) {
 	req := lock.Request{
-		Key: cfg.Key, Occurrence: cfg.Occurrence, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
+		Key: cfg.Key, Occurrence: cfg.Occurrence, RunID: cfg.RunID, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
 		Retention: cfg.DedupeRetention, MinReplicas: cfg.MinReplicas,
 	}
 	deadline := earliest(cfg.RetryDeadline, cfg.NotAfter)

@@ -45,6 +45,7 @@ type Config struct {
 	RenewInterval   time.Duration // default TTL/3
 	Occurrence      time.Time     // whole seconds; default: now, truncated to the minute
 	OccurrenceSet   bool          // --occurrence (or its variable) was given
+	RunID           string        // a ledger entry of its own, not the occurrence's (lock.Request.RunID); "": none
 	Holder          string        // default: "<host name>/<pid>" (unique per process: see validate)
 	Contention      string        // ContentionSkip | ContentionRetry
 	RetryAttempts   int           // total acquisition attempts with retry (0: until the deadline)
@@ -89,6 +90,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"renew-interval", EnvRenewInterval},
 	{"occurrence", EnvOccurrence},
 	{"holder", EnvHolder},
+	{"run-id", EnvRunID},
 	{"contention", EnvContention},
 	{"retry-attempts", EnvRetryAttempts},
 	{"retry-backoff", EnvRetryBackoff},
@@ -238,6 +240,7 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.Var(duration{&cfg.RenewInterval}, "renew-interval", "")
 	fs.Var(instant{&cfg.Occurrence, &cfg.OccurrenceSet}, "occurrence", "")
 	fs.StringVar(&cfg.Holder, "holder", "", "")
+	fs.StringVar(&cfg.RunID, "run-id", "", "")
 	fs.Var(choice{&cfg.Contention, []string{ContentionSkip, ContentionRetry}}, "contention", "")
 	fs.IntVar(&cfg.RetryAttempts, "retry-attempts", 0, "")
 	fs.Var(duration{&cfg.RetryBackoff}, "retry-backoff", "")
@@ -393,6 +396,9 @@ func (cfg *Config) validate(now time.Time) error {
 		cfg.Occurrence = now.Truncate(time.Minute)
 	}
 	cfg.Occurrence = cfg.Occurrence.Truncate(time.Second)
+	if err := checkRunID(cfg.RunID); err != nil {
+		return bad("run-id", "%v", err)
+	}
 	if cfg.Holder == "" {
 		// Unique per process: a lock held under our own holder name for our own
 		// occurrence is taken over as a crashed predecessor's (a restarted container keeps
@@ -430,6 +436,26 @@ func (cfg *Config) validate(now time.Time) error {
 	}
 	if cfg.DedupeRetention < 2*cfg.TTL {
 		return bad("dedupe-retention", "%v must be at least twice the ttl %v: raise --dedupe-retention", cfg.DedupeRetention, cfg.TTL)
+	}
+	return nil
+}
+
+// MaxRunIDLength bounds --run-id (it becomes part of a Redis key).
+const MaxRunIDLength = 253
+
+// checkRunID accepts "" (none) or 1..MaxRunIDLength characters of [A-Za-z0-9._:/-].
+func checkRunID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if len(id) > MaxRunIDLength {
+		return fmt.Errorf("%d characters, at most %d", len(id), MaxRunIDLength)
+	}
+	for i, r := range id {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:/-", r)
+		if !ok {
+			return fmt.Errorf("%q: character %q at %d is not one of A-Z a-z 0-9 . _ : / -", id, r, i)
+		}
 	}
 	return nil
 }

@@ -39,6 +39,10 @@ const (
 	// (lock.ParseAllowedHosts; the controller passes its own --redis-allowed-hosts).
 	EnvRedisAllowedHosts = "LOCKEDCRON_REDIS_ALLOWED_HOSTS"
 
+	// EnvRunID: --run-id, a ledger entry of the run's own instead of the occurrence's
+	// (the controller sets it for a manual run that names no occurrence).
+	EnvRunID = "LOCKEDCRON_RUN_ID"
+
 	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
 	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
 

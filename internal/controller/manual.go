@@ -1,0 +1,225 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/schedule"
+)
+
+// Manual runs (docs/manual-runs.md): a new id in the job's run-request annotation asks
+// for one run, through the same lockwrap and lock key; status.lastRunRequest records the
+// id handled, in the pass's one status write, and the pod's name is a function of the
+// id, so that one id never makes two pods, also across manager restarts.
+
+// Reasons of the Events about run requests.
+const (
+	ReasonManualRunStarted = "ManualRunStarted"
+	ReasonManualRunRefused = "ManualRunRefused"
+)
+
+// requestID is the form of a request id: a label value's, lower case (1-63 of [a-z0-9-],
+// alphanumeric at both ends).
+var requestID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// runRequestChanged wakes the reconciler when the run-request annotations change (the
+// watch otherwise only follows generation changes, which annotations do not make).
+var runRequestChanged = predicate.Funcs{
+	UpdateFunc: func(e ctrlevent.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return false
+		}
+		o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+		for _, k := range []string{v1alpha1.AnnotationRunRequest, v1alpha1.AnnotationRunOccurrence, v1alpha1.AnnotationRunContention} {
+			if o[k] != n[k] {
+				return true
+			}
+		}
+		return false
+	},
+}
+
+// parseRunRequest reads a run request from the job's annotations (the id is present).
+// sched is the job's parsed schedule (nil when it does not parse). It is a pure function:
+// the error names the annotation and the fix.
+func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.Time) (runpod.ManualRun, error) {
+	m := runpod.ManualRun{ID: ann[v1alpha1.AnnotationRunRequest], RequestedAt: now.Truncate(time.Second), Contention: v1alpha1.ManualContentionWait}
+	if !requestID.MatchString(m.ID) {
+		return m, fmt.Errorf("annotation %s: %q is not a request id: use 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit (e.g. run-%d)",
+			v1alpha1.AnnotationRunRequest, m.ID, now.Unix())
+	}
+	switch c, set := ann[v1alpha1.AnnotationRunContention]; {
+	case !set || c == v1alpha1.ManualContentionWait:
+	case c == v1alpha1.ManualContentionFailFast:
+		m.Contention = c
+	default:
+		return m, fmt.Errorf("annotation %s: %q is not a contention: use %s (wait for the lock, the default) or %s (skip if it is held)",
+			v1alpha1.AnnotationRunContention, c, v1alpha1.ManualContentionWait, v1alpha1.ManualContentionFailFast)
+	}
+	v, set := ann[v1alpha1.AnnotationRunOccurrence]
+	if !set {
+		return m, nil
+	}
+	occ, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return m, fmt.Errorf("annotation %s: %q is not an RFC 3339 time: write the scheduled time as status.recent shows it (e.g. 2026-11-30T02:00:00Z), or remove the annotation for a run of its own",
+			v1alpha1.AnnotationRunOccurrence, v)
+	}
+	occ = occ.UTC()
+	m.Occurrence = occ
+	at := occ.Format(time.RFC3339)
+	switch {
+	case occ.After(now):
+		return m, fmt.Errorf("annotation %s: %s is in the future: only an occurrence that has come can be run again (remove the annotation to run now)",
+			v1alpha1.AnnotationRunOccurrence, at)
+	case sched == nil:
+		return m, fmt.Errorf("annotation %s: spec.schedule does not parse, so %s cannot be checked as one of its occurrences: fix spec.schedule",
+			v1alpha1.AnnotationRunOccurrence, at)
+	case occ.Nanosecond() != 0 || !sched.Next(occ.Add(-time.Second)).Equal(occ):
+		return m, fmt.Errorf("annotation %s: %s is not an occurrence of spec.schedule %q: name a scheduled time (status.recent lists them)",
+			v1alpha1.AnnotationRunOccurrence, at, sched.String())
+	}
+	return m, nil
+}
+
+// requestedBy is the field manager that owns the run-request annotation (managedFields),
+// "" when none says so.
+func requestedBy(job *v1alpha1.LockedCronJob) string {
+	key := "f:" + v1alpha1.AnnotationRunRequest
+	for _, mf := range job.ManagedFields {
+		if mf.Subresource != "" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Metadata.Annotations[key]; ok {
+			return mf.Manager
+		}
+	}
+	return ""
+}
+
+// manualRun handles the job's run request when its id is not the one status records:
+// it refuses an invalid one (status, Event, no pod), or creates the run's one pod and
+// adds it to p.active. The backend check (berr) is the pass's.
+func (r *LockedCronJobReconciler) manualRun(ctx context.Context, p *pass, backend redis.UniversalClient, berr *backendError) {
+	if pod := r.handleRunRequest(ctx, p, backend, berr); pod != nil {
+		p.active = append(p.active, pod)
+	}
+}
+
+func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
+	job, st := p.job, p.status
+	id, ok := job.Annotations[v1alpha1.AnnotationRunRequest]
+	if !ok || (st.LastRunRequest != nil && st.LastRunRequest.ID == id) {
+		return nil
+	}
+	sched, _ := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
+	m, err := parseRunRequest(job.Annotations, sched, p.now)
+	rr := &v1alpha1.RunRequest{ID: id, RequestedBy: requestedBy(job), Contention: m.Contention, HandledAt: metav1.Time{Time: m.RequestedAt}}
+	if !m.Occurrence.IsZero() {
+		rr.Occurrence = &metav1.Time{Time: m.Occurrence}
+	}
+	refuse := func(msg string) *corev1.Pod {
+		rr.Refused = msg
+		st.LastRunRequest = rr
+		p.eventf(corev1.EventTypeWarning, ReasonManualRunRefused, "run request %q: %s", id, msg)
+		p.log.Info("run request refused", "id", id, "reason", msg)
+		return nil
+	}
+	if err != nil {
+		return refuse(err.Error())
+	}
+
+	// A pod of this id is there already: the request was handled before a restart (or
+	// before the status write lost a conflict).
+	name := runpod.ManualName(job.Name, id)
+	var existing corev1.Pod
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing); {
+	case err == nil:
+		if !metav1.IsControlledBy(&existing, job) || existing.Labels[runpod.LabelRunRequest] != id {
+			return refuse(fmt.Sprintf("pod %s exists and is not this request's: choose another id", name))
+		}
+		rr.Pod = name
+		st.LastRunRequest = rr
+		return nil
+	case !apierrors.IsNotFound(err):
+		p.log.Error(err, "reading a run request's pod; trying again", "pod", name)
+		p.requeueAt(backendRetry)
+		return nil
+	}
+
+	if c := meta.FindStatusCondition(st.Conditions, ConditionBlackout); c != nil && c.Status == metav1.ConditionTrue {
+		return refuse(fmt.Sprintf("a blackout is in effect (%s: %s): request again when it ends", c.Reason, c.Message))
+	}
+	if berr != nil && berr.blocking() {
+		// No pod could take the lock; the request waits (unhandled) for the backend, as an
+		// occurrence does. LockBackendReady says why.
+		p.log.V(1).Info("run request waits for the lock backend", "id", id, "reason", berr.Error())
+		return nil
+	}
+	key := runpod.LockKey(job)
+	if !m.Occurrence.IsZero() && backend != nil && berr == nil {
+		done, err := r.backends.succeeded(ctx, backend, key, m.Occurrence)
+		switch {
+		case err != nil:
+			p.log.V(1).Info("ledger check failed; the wrapper decides", "occurrence", m.Occurrence.Format(time.RFC3339), "error", err.Error())
+		case done:
+			return refuse(fmt.Sprintf("occurrence %s already succeeded (the ledger of lock key %q says so); only an occurrence that did not succeed can be run again: remove annotation %s to run it as a run of its own",
+				m.Occurrence.Format(time.RFC3339), key, v1alpha1.AnnotationRunOccurrence))
+		}
+	}
+
+	pod, err := runpod.BuildManual(job, m, r.Pod)
+	if err != nil {
+		return refuse(err.Error())
+	}
+	if err := r.Create(ctx, pod); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Created since the read above (another pass, a stale cache): the next pass
+			// records it.
+			p.requeueAt(conflictRetry)
+			return nil
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			// Refused for good (Pod Security, a quota): the user must change something.
+			return refuse(fmt.Sprintf("creating pod %s: %v", name, err))
+		}
+		p.log.Error(err, "creating a run request's pod; trying again", "pod", name)
+		p.requeueAt(backendRetry)
+		return nil
+	}
+	rr.Pod = pod.Name
+	st.LastRunRequest = rr
+	what := "a run of its own"
+	if !m.Occurrence.IsZero() {
+		what = "occurrence " + m.Occurrence.Format(time.RFC3339) + " again"
+	}
+	by := ""
+	if rr.RequestedBy != "" {
+		by = " by " + rr.RequestedBy
+	}
+	p.eventf(corev1.EventTypeNormal, ReasonManualRunStarted, "run request %q%s: created pod %s (%s, contention %s)", id, by, pod.Name, what, m.Contention)
+	p.log.Info("manual run started", "id", id, "pod", pod.Name, "requestedBy", rr.RequestedBy)
+	return pod
+}
