@@ -126,3 +126,18 @@ undeploy: ## Remove the operator.
 controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into ./bin.
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+##@ Install bundle and Helm chart
+
+.PHONY: build-installer
+build-installer: manifests ## Write dist/install.yaml (config/default with image IMG) and sync dist/chart from config/.
+	IMG=$(IMG) hack/build-installer.sh
+	hack/chart-sync.sh
+
+.PHONY: helm
+helm: ## Build helm from its Go module into the version-keyed cache (once); prints its path.
+	@hack/helm.sh
+
+.PHONY: helm-lint
+helm-lint: build-installer ## helm lint dist/chart.
+	"$$(hack/helm.sh)" lint --strict dist/chart
