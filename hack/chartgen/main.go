@@ -1,14 +1,16 @@
 // Command chartgen writes the parts of the Helm chart in dist/chart that config/ already
-// defines, so that the chart cannot drift from the kustomize install:
+// defines, so that the chart cannot drift from the kustomize install. Run it from the
+// repository root (hack/chart-sync.sh does):
 //
-//		go run ./hack/chartgen            # from the repository root (hack/chart-sync.sh)
+//	go run ./hack/chartgen
 //
-//	  - dist/chart/crds/: the CRD, copied from config/crd/bases (generated from api/).
-//	  - dist/chart/templates/manager-rbac.yaml: the manager's ClusterRole and leader-election
-//	    Role from config/rbac/role.yaml (generated from the +kubebuilder:rbac markers), with
-//	    the rules split into cluster-scoped ones and per-namespace Roles when the chart's
-//	    watchNamespaces is set (as config/namespaced does).
-//	  - dist/chart/templates/admission-policy.yaml: config/policy/policy.yaml, names templated.
+// It writes:
+//   - dist/chart/crds/: the CRD, copied from config/crd/bases (generated from api/).
+//   - dist/chart/templates/manager-rbac.yaml: the manager's ClusterRole and leader-election
+//     Role from config/rbac/role.yaml (generated from the +kubebuilder:rbac markers), the
+//     rules split into cluster-scoped ones and per-namespace Roles when the chart's
+//     watchNamespaces is set (as config/namespaced does).
+//   - dist/chart/templates/admission-policy.yaml: config/policy/policy.yaml, names templated.
 //
 // TestChartInSync fails when the committed files differ from what this writes.
 package main
