@@ -58,7 +58,7 @@ func leaders(g Gomega, pods []corev1.Pod) []string {
 	for _, p := range pods {
 		out, err := kubectl("-n", operatorNS, "logs", p.Name)
 		g.Expect(err).NotTo(HaveOccurred(), out)
-		if strings.Contains(out, "successfully acquired lease") {
+		if strings.Contains(strings.ToLower(out), "successfully acquired lease") {
 			names = append(names, p.Name)
 		}
 	}
