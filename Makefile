@@ -141,3 +141,7 @@ helm: ## Build helm from its Go module into the version-keyed cache (once); prin
 .PHONY: helm-lint
 helm-lint: build-installer ## helm lint dist/chart.
 	"$$(hack/helm.sh)" lint --strict dist/chart
+
+.PHONY: bench-failover
+bench-failover: envtest-assets ## Failover gap with two manager processes on envtest (leader stopped gracefully and killed).
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) run ./hack/failover -rounds 3
