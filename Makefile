@@ -158,3 +158,22 @@ soak: manifests ## Chaos soak on the local cluster, checked from the outside (DU
 .PHONY: soak-short
 soak-short: manifests ## The short soak (4 min, >= 100 contended occurrences) that `make test` runs.
 	DURATION=$(SOAK_SHORT_DURATION) SEED=$(SEED) SOAK_MIN_OCCURRENCES=100 hack/soak.sh
+
+##@ Install bundle and Helm chart
+
+.PHONY: build-installer
+build-installer: manifests ## Write dist/install.yaml (config/default with image IMG) and sync dist/chart from config/.
+	IMG=$(IMG) hack/build-installer.sh
+	hack/chart-sync.sh
+
+.PHONY: helm
+helm: ## Build helm from its Go module into the version-keyed cache (once); prints its path.
+	@hack/helm.sh
+
+.PHONY: helm-lint
+helm-lint: build-installer ## helm lint dist/chart.
+	"$$(hack/helm.sh)" lint --strict dist/chart
+
+.PHONY: bench-failover
+bench-failover: envtest-assets ## Failover gap with two manager processes on envtest (leader stopped gracefully and killed).
+	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) run ./hack/failover -rounds 3

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,12 +45,16 @@ func run() error {
 		qps                                                           float64
 		burst, workers                                                int
 		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
+		leaseDuration, renewDeadline, retryPeriod                     time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to clients the API server authenticates (a bearer token, TokenReview) and authorizes (get on the non-resource URL /metrics, SubjectAccessReview: the metrics-reader ClusterRole). --metrics-secure=false serves plain HTTP to anyone who can reach the port.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own namespace).")
+	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the Lease over (a leader that stops gracefully hands the Lease back at once).")
+	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leading (and exits); less than the lease duration.")
+	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second, "How often the leader renews and standbys try to acquire the Lease.")
 	flag.StringVar(&clusterName, "cluster-name", "", "This cluster's name in holder identities (<cluster>/<namespace>/<pod>); default derived from the kube-system namespace UID.")
 	flag.StringVar(&wrapperImage, "wrapper-image", "k8s.local/lockedcron:dev", "Image holding /lockwrap, copied into every job pod by an init container (normally this operator's own image).")
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
@@ -71,6 +76,9 @@ func run() error {
 	}
 	if workers < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles %d: want at least 1", workers)
+	}
+	if leaderElect && !(retryPeriod > 0 && retryPeriod < renewDeadline && renewDeadline < leaseDuration) {
+		return fmt.Errorf("--leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s) must hold, all above zero", retryPeriod, renewDeadline, leaseDuration)
 	}
 	if wrapperImage == "" {
 		return fmt.Errorf("--wrapper-image is empty: give the image that holds /lockwrap")
@@ -109,6 +117,9 @@ func run() error {
 		// The process exits as soon as the manager stops, so handing the Lease back at
 		// once is safe and lets a new pod take over without waiting for it to expire.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
 		Cache:                         cacheOpts,
 	})
 	if err != nil {
