@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Fails when `make manifests generate` changed generated files (CRD, RBAC, DeepCopy):
+# Fails when `make manifests generate` changed generated files (CRD, RBAC, DeepCopy, Grafana dashboard):
 # markers were edited without committing what they generate. Run after those targets.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
-paths=(config/crd/bases config/rbac api/v1alpha1/zz_generated.deepcopy.go)
+paths=(config/crd/bases config/rbac api/v1alpha1/zz_generated.deepcopy.go config/grafana)
 if ! git diff --quiet HEAD -- "${paths[@]}" || [ -n "$(git ls-files --others --exclude-standard -- "${paths[@]}")" ]; then
   msg "'make manifests generate' changed generated files; commit them:"
   git status --short -- "${paths[@]}" >&2
