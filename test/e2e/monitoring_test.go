@@ -74,7 +74,7 @@ var _ = Describe("monitoring with a real Prometheus", Ordered, func() {
 		namespaces = append(namespaces, ns)
 		return ns
 	}
-	var promURL string
+	var promURL, dir string
 
 	AfterEach(func() { dumpOnFailure(namespaces...) })
 	AfterAll(func() {
@@ -99,7 +99,8 @@ var _ = Describe("monitoring with a real Prometheus", Ordered, func() {
 	}
 
 	BeforeAll(func() {
-		dir, err := os.MkdirTemp("", "lockedcron-prometheus-")
+		var err error
+		dir, err = os.MkdirTemp("", "lockedcron-prometheus-")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(os.RemoveAll, dir)
 
@@ -222,6 +223,14 @@ scrape_configs:
 		}
 		Eventually(firing("LockedCronLockLost", lost.ns), time.Minute, time.Second).Should(Succeed())
 		Eventually(firing("LockedCronRunsMissed", missed.ns), time.Minute, time.Second).Should(Succeed())
+		// What the operator serves for the lost job, as Prometheus scraped it (printed for
+		// docs/monitoring.md).
+		sample, err := promGet("/api/v1/query", url.Values{"query": {fmt.Sprintf(`{__name__=~"lockedcron_.*", namespace=%q}`, lost.ns)}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sample.Data.Result).NotTo(BeEmpty())
+		for _, s := range sample.Data.Result {
+			fmt.Fprintf(GinkgoWriter, "series: %v\n", s.Metric)
+		}
 		// Not for the jobs that lost nothing and missed nothing.
 		r, err := promGet("/api/v1/alerts", nil)
 		Expect(err).NotTo(HaveOccurred())
@@ -232,7 +241,9 @@ scrape_configs:
 		}
 
 		// Every dashboard query, for this scenario's namespaces, returns series.
-		Eventually(func() int64 { return get(waiter).Status.Counters.DuplicatesSuppressed + get(waiter).Status.Counters.Succeeded }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1))
+		Eventually(func() int64 {
+			return get(waiter).Status.Counters.DuplicatesSuppressed + get(waiter).Status.Counters.Succeeded
+		}, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1))
 		nsRE := "e2e-mon-.*-" + suffix
 		for panel, expr := range dashboardQueries() {
 			q := strings.NewReplacer("$__rate_interval", "5m", "$namespace", nsRE, "$job", ".*").Replace(expr)
