@@ -29,6 +29,7 @@ type promResult struct {
 	Data   struct {
 		Result []struct {
 			Metric map[string]string `json:"metric"`
+			Value  []any             `json:"value"`
 		} `json:"result"`
 		Alerts []struct {
 			Labels   map[string]string `json:"labels"`
@@ -229,7 +230,7 @@ scrape_configs:
 		Expect(err).NotTo(HaveOccurred())
 		Expect(sample.Data.Result).NotTo(BeEmpty())
 		for _, s := range sample.Data.Result {
-			fmt.Fprintf(GinkgoWriter, "series: %v\n", s.Metric)
+			fmt.Fprintf(GinkgoWriter, "series: %v = %v\n", s.Metric, s.Value)
 		}
 		// Not for the jobs that lost nothing and missed nothing.
 		r, err := promGet("/api/v1/alerts", nil)
