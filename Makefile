@@ -23,7 +23,7 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate the CRD and RBAC from markers.
+manifests: controller-gen dashboard ## Generate the CRD and RBAC from markers (and the Grafana dashboard).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true paths="./api/...;./internal/controller/...;./cmd/manager/..." output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
@@ -47,7 +47,7 @@ envtest-assets: ## Build kube-apiserver and etcd from Go modules into the versio
 	@hack/k8s-binaries.sh >/dev/null
 
 .PHONY: test
-test: manifests generate fmt vet verify-generated envtest-assets ## Everything: unit, real-Redis, envtest, short fuzz runs, end-to-end on a local cluster.
+test: manifests generate fmt vet verify-generated envtest-assets test-monitoring ## Everything: unit, real-Redis, envtest, short fuzz runs, end-to-end on a local cluster.
 	KUBEBUILDER_ASSETS="$$(hack/k8s-binaries.sh)" $(GO) test ./... -count=1 -timeout 20m
 	$(MAKE) fuzz
 	$(MAKE) test-e2e
@@ -73,6 +73,17 @@ bench: ## Benchmarks (schedule maths, lock round trips against a loopback Redis;
 .PHONY: bench-lock
 bench-lock: ## The lock cycle vs bsm/redislock and go-redsync on one Redis (module test/bench/lock; BENCH_LOCK_ARGS='-rounds 9 -n 3000').
 	cd test/bench/lock && $(GO) run . $(BENCH_LOCK_ARGS)
+
+##@ Monitoring
+
+.PHONY: dashboard
+dashboard: ## Generate the Grafana dashboard config/grafana/lockedcron.json (hack/dashboard, its own module).
+	cd hack/dashboard && $(GO) run . -o ../../config/grafana/lockedcron.json
+
+.PHONY: test-monitoring
+test-monitoring: ## promtool tests of the alert rules; the dashboard's queries checked against the metrics.
+	hack/test-rules.sh
+	cd hack/dashboard && $(GO) vet ./... && $(GO) test ./... -count=1
 
 ##@ Demo and local cluster
 

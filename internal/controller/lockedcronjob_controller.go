@@ -230,6 +230,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, err
 		}
 	}
+	observeStatus(&job)
 	r.emit(&job, p)
 	if err := r.markCounted(ctx, p); err != nil {
 		return ctrl.Result{}, err

@@ -1,49 +1,157 @@
 // Package metrics defines the Prometheus metrics the manager exports on its metrics
 // endpoint (controller-runtime's registry).
+//
+// Every series is labelled by the LockedCronJob's namespace and name only (plus the run
+// outcome, or the lock key on the info series): one series set per job, whatever its
+// pods or occurrences. Forget removes a deleted job's series.
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
+// Metric names, for alert rules and the dashboard (see Families).
+const (
+	NameRuns         = "lockedcron_runs_total"
+	NameLockWait     = "lockedcron_lock_wait_seconds"
+	NameLockHold     = "lockedcron_lock_hold_seconds"
+	NameScheduleLag  = "lockedcron_schedule_lag_seconds"
+	NameStartLag     = "lockedcron_start_lag_seconds"
+	NameLockLost     = "lockedcron_lock_lost_total"
+	NameNextRun      = "lockedcron_next_run_timestamp_seconds"
+	NameLastSchedule = "lockedcron_last_schedule_timestamp_seconds"
+	NameLastSuccess  = "lockedcron_last_success_timestamp_seconds"
+	NameActiveRuns   = "lockedcron_active_runs"
+	NameBackendUp    = "lockedcron_backend_up"
+	NameInfo         = "lockedcron_info"
+	// NameReconcileErrors is controller-runtime's own counter of reconcile passes that
+	// returned an error, labelled controller="lockedcronjob" for this manager's
+	// reconciler; it is served on the same endpoint, so lockedcron defines no copy.
+	NameReconcileErrors = "controller_runtime_reconcile_errors_total"
+)
+
+// Kind is a metric family's type.
+type Kind string
+
+// Kinds of Families.
+const (
+	Counter   Kind = "counter"
+	Gauge     Kind = "gauge"
+	Histogram Kind = "histogram"
+)
+
+// Families lists every family the metrics endpoint serves for lockedcron, by name: what
+// alert rules and the dashboard may query (a histogram also as _bucket, _sum, _count).
+var Families = map[string]Kind{
+	NameRuns:            Counter,
+	NameLockWait:        Histogram,
+	NameLockHold:        Histogram,
+	NameScheduleLag:     Histogram,
+	NameStartLag:        Histogram,
+	NameLockLost:        Counter,
+	NameNextRun:         Gauge,
+	NameLastSchedule:    Gauge,
+	NameLastSuccess:     Gauge,
+	NameActiveRuns:      Gauge,
+	NameBackendUp:       Gauge,
+	NameInfo:            Gauge,
+	NameReconcileErrors: Counter,
+}
+
+var jobLabels = []string{"namespace", "name"}
+
 var (
 	// Runs counts finished occurrences by outcome (one per pod report, or controller decision).
 	Runs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lockedcron_runs_total",
-		Help: "Finished occurrences by outcome (Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error, SkippedBlackout, Missed).",
+		Name: NameRuns,
+		Help: "Finished occurrences by outcome (Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error, SkippedBlackout, Missed, Interrupted).",
 	}, []string{"namespace", "name", "outcome"})
 
 	// LockWait is how long pods waited for the lock (contention Retry).
 	LockWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "lockedcron_lock_wait_seconds",
+		Name:    NameLockWait,
 		Help:    "Time a pod waited before it acquired the lock or gave up.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
-	}, []string{"namespace", "name"})
+	}, jobLabels)
 
 	// LockHold is how long runs held the lock.
 	LockHold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "lockedcron_lock_hold_seconds",
+		Name:    NameLockHold,
 		Help:    "Time from acquiring to releasing the lock.",
 		Buckets: prometheus.ExponentialBuckets(0.1, 4, 10),
-	}, []string{"namespace", "name"})
+	}, jobLabels)
 
 	// ScheduleLag is pod creation time minus scheduled time.
 	ScheduleLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "lockedcron_schedule_lag_seconds",
+		Name:    NameScheduleLag,
 		Help:    "Pod creation time minus the occurrence's scheduled time.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 3, 10),
-	}, []string{"namespace", "name"})
+	}, jobLabels)
+
+	// StartLag is when lockwrap started minus the scheduled time: ScheduleLag plus the
+	// pod's scheduling, image and init container time (see ObserveStartLag).
+	StartLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    NameStartLag,
+		Help:    "Time lockwrap started in the occurrence's pod minus the occurrence's scheduled time.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 3, 10),
+	}, jobLabels)
 
 	// LockLost counts runs that lost their lock while the job ran.
 	LockLost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lockedcron_lock_lost_total",
+		Name: NameLockLost,
 		Help: "Runs whose lock was lost while the job ran.",
-	}, []string{"namespace", "name"})
+	}, jobLabels)
+
+	// NextRun is status.nextScheduleTime (absent while suspended or never firing).
+	NextRun = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameNextRun,
+		Help: "Unix time of the job's next scheduled occurrence (status.nextScheduleTime); absent while suspended or when the schedule never fires.",
+	}, jobLabels)
+
+	// LastSchedule is status.lastScheduleTime: with NextRun it gives the schedule's
+	// interval (next - last), which alerts scale by.
+	LastSchedule = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameLastSchedule,
+		Help: "Unix time of the latest occurrence the job decided (started, skipped or missed; status.lastScheduleTime).",
+	}, jobLabels)
+
+	// LastSuccess is status.lastSuccessfulTime.
+	LastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameLastSuccess,
+		Help: "Unix time (scheduled time) of the latest occurrence that succeeded (status.lastSuccessfulTime); absent until one has.",
+	}, jobLabels)
+
+	// ActiveRuns is status.activeCount.
+	ActiveRuns = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameActiveRuns,
+		Help: "Pods of the job's occurrences still running (status.activeCount).",
+	}, jobLabels)
+
+	// BackendUp is the LockBackendReady condition.
+	BackendUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameBackendUp,
+		Help: "1 when the job's lock backend is usable (Secret read, Redis answered: condition LockBackendReady True), else 0.",
+	}, jobLabels)
+
+	// Info carries the job's lock key, to join the per-job series by lock key.
+	Info = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: NameInfo,
+		Help: "Always 1; lock_key is the job's lock key in effect (status.lockKey), to group jobs that share one.",
+	}, []string{"namespace", "name", "lock_key"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Runs, LockWait, LockHold, ScheduleLag, LockLost)
+	crmetrics.Registry.MustRegister(Runs, LockWait, LockHold, ScheduleLag, StartLag, LockLost,
+		NextRun, LastSchedule, LastSuccess, ActiveRuns, BackendUp, Info)
+}
+
+// ObserveStartLag records a run's start lag: startedAt (when lockwrap started) minus the
+// occurrence's scheduled time.
+func ObserveStartLag(namespace, name string, scheduled, startedAt time.Time) {
+	StartLag.WithLabelValues(namespace, name).Observe(startedAt.Sub(scheduled).Seconds())
 }
 
 // Forget drops the series of a deleted LockedCronJob.
@@ -53,5 +161,12 @@ func Forget(namespace, name string) {
 	LockWait.Delete(l)
 	LockHold.Delete(l)
 	ScheduleLag.Delete(l)
+	StartLag.Delete(l)
 	LockLost.Delete(l)
+	NextRun.Delete(l)
+	LastSchedule.Delete(l)
+	LastSuccess.Delete(l)
+	ActiveRuns.Delete(l)
+	BackendUp.Delete(l)
+	Info.DeletePartialMatch(l)
 }
