@@ -695,11 +695,11 @@ func (s *soak) writeResult(res checker.Result, h checker.History, plan []Fault) 
 
 func printSummary(w io.Writer, sum summary) {
 	fmt.Fprintf(w, "\nsoak result: seed %d, duration %s, schedule %q\n\n", sum.Seed, sum.Duration, sum.Schedule)
-	fmt.Fprintln(w, "| key | scheduled | executed | runs (re-runs) | succeeded | failed | lock lost | skipped | suppressed | blackout | missed | interrupted | errors | fenced overlaps |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| key | scheduled | executed | runs (re-runs) | succeeded | failed | lock lost | skipped | suppressed | blackout | missed | interrupted | errors | fenced overlaps | re-runs after a lost holder's success |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range sum.Keys {
-		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", k.Key, k.Scheduled, k.Executed,
-			k.Executions, k.Reruns, k.Succeeded, k.Failed, k.LockLost, k.Skipped, k.Suppressed, k.Blackout, k.Missed, k.Interrupted, k.Errors, k.FencedOverlaps)
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", k.Key, k.Scheduled, k.Executed,
+			k.Executions, k.Reruns, k.Succeeded, k.Failed, k.LockLost, k.Skipped, k.Suppressed, k.Blackout, k.Missed, k.Interrupted, k.Errors, k.FencedOverlaps, k.LostHolderReruns)
 	}
 	fmt.Fprintln(w, "\n| fault | injected |\n|---|---|")
 	for _, k := range FaultKinds {

@@ -8,7 +8,11 @@
 //   - Duplicate: an occurrence of a key runs at most once, except that a run which did not
 //     succeed (exit ≠ 0, or killed before its end record) may be followed by
 //     another run of the same occurrence — the documented re-run of a failed or crashed
-//     occurrence. No run may start after a run of the same occurrence that succeeded.
+//     occurrence. No run may start after a run of the same occurrence that succeeded —
+//     unless that run's holder reported LockLost: its lockwrap was paused (SIGSTOP, a
+//     frozen node) between the job's exit and recording it, the lock expired, and the next
+//     holder found the occurrence not done. No lease can prevent that (docs/idempotency.md);
+//     it is counted (LostHolderReruns), not excused silently.
 //   - Overlap: no two runs of a key overlap in time. Each run is a critical section: an
 //     acquire at its start and a release at its end, checked with porcupine against a lock
 //     model (a history that needs two holders at once is not linearizable). A run its
@@ -119,6 +123,9 @@ type KeyStats struct {
 	Succeeded, Failed, LockLost, Skipped, Suppressed, Missed, Blackout, Interrupted, Errors int64
 	// FencedOverlaps: runs overlapping a run whose holder reported LockLost.
 	FencedOverlaps int
+	// LostHolderReruns: runs of an occurrence that had succeeded in a run whose holder
+	// reported LockLost (the success could not be recorded in time).
+	LostHolderReruns int
 }
 
 // Result is the verdict.
@@ -163,7 +170,7 @@ func Check(h History, timeout time.Duration) Result {
 	}
 	for key, idx := range byKey {
 		s := stat(key)
-		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, s)...)
+		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, lost, s)...)
 		res.Violations = append(res.Violations, checkTokens(key, execs, idx)...)
 		s.FencedOverlaps = fencedOverlaps(execs, idx, lost)
 	}
@@ -209,7 +216,8 @@ func (e Execution) id() runID { return runIDOf(e.Key, e.Holder, e.Occurrence) }
 
 // failed: the job did not exit 0 (killed before its end record, or failed), so its
 // occurrence may be run again. A job that exited 0 after its holder lost the lock still
-// succeeded: lockwrap records that, and the occurrence must not run again.
+// succeeded: lockwrap records that if it still can, and the occurrence must not run again
+// (except as a LostHolderRerun, see checkDuplicates).
 func (e Execution) failed() bool {
 	return e.End.IsZero() || e.Exit != 0
 }
@@ -223,7 +231,7 @@ func (e Execution) String() string {
 		e.Occurrence.UTC().Format(time.RFC3339), e.Holder, e.Token, e.Start.UTC().Format("15:04:05.000"), end, e.Exit)
 }
 
-func checkDuplicates(key string, execs []Execution, idx []int, s *KeyStats) []Violation {
+func checkDuplicates(key string, execs []Execution, idx []int, lost map[runID]bool, s *KeyStats) []Violation {
 	var out []Violation
 	byOcc := map[int64][]int{}
 	var order []int64
@@ -241,6 +249,10 @@ func checkDuplicates(key string, execs []Execution, idx []int, s *KeyStats) []Vi
 		s.Reruns += len(runs) - 1
 		for j := 1; j < len(runs); j++ {
 			for _, prev := range runs[:j] {
+				if !execs[prev].failed() && lost[execs[prev].id()] {
+					s.LostHolderReruns++
+					break
+				}
 				if !execs[prev].failed() {
 					out = append(out, Violation{Kind: KindDuplicate, Key: key, Message: fmt.Sprintf(
 						"occurrence %s ran again after it succeeded: %v then %v",

@@ -269,3 +269,33 @@ func TestLockLostIsTheOnlyExcuse(t *testing.T) {
 		t.Fatalf("kinds = %v: %v", got, r.Violations)
 	}
 }
+
+// A success whose holder reported LockLost (its lockwrap was paused after the job exited,
+// the lock expired before the success was recorded) may be run again by the next holder:
+// counted as a re-run after a lost holder's success, not a violation. The same re-run after
+// a success whose holder kept the lock stays a violation (TestCatchesEveryPlantedViolation).
+func TestRerunAfterALostHoldersSuccessIsCountedNotAViolation(t *testing.T) {
+	w := clean()
+	at := t0.Add(2 * time.Second)
+	for i, d := range w.h.Decisions {
+		if d.Occurrence.Equal(at) && d.Outcome == report.Succeeded {
+			w.h.Decisions[i].LockLost = true
+		}
+	}
+	w.h.Executions = append(w.h.Executions, Execution{Key: "k", Occurrence: at, Holder: holder("ns-a", at) + "-late",
+		Token: 9999, Start: t0.Add(60 * time.Second), End: t0.Add(61 * time.Second)})
+	w.h.Decisions = append(w.h.Decisions, Decision{Contender: "late", Key: "k", Occurrence: at, Holder: holder("ns-a", at) + "-late",
+		Outcome: report.Succeeded, Token: 9999})
+	w.h.Contenders = append(w.h.Contenders, Contender{Name: "late", Key: "k", Scheduled: []time.Time{at}})
+	r := Check(w.h, 10*time.Second)
+	if slices.Contains(kinds(r), KindDuplicate) {
+		t.Fatalf("re-run after a lost holder's success reported as a duplicate: %v", r.Violations)
+	}
+	var reruns int
+	for _, k := range r.Keys {
+		reruns += k.LostHolderReruns
+	}
+	if reruns != 1 {
+		t.Fatalf("LostHolderReruns = %d, want 1 (%v)", reruns, r.Violations)
+	}
+}
