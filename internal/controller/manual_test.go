@@ -147,10 +147,13 @@ var _ = Describe("Manual runs", func() {
 
 		// envtest runs no kubelet: the manual pod never starts. The occurrence still gets
 		// its pod, and nothing is missed.
+		var p corev1.Pod
 		Eventually(func() error {
-			var p corev1.Pod
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: runpod.Name("both", at)}, &p)
 		}, 20*time.Second).Should(Succeed())
+		// The scheduled pod runs (the test plays the kubelet): status lists both.
+		p.Status.Phase = corev1.PodRunning
+		Expect(k8sClient.Status().Update(ctx, &p)).To(Succeed())
 		Eventually(func() int32 { return getJob(job).Status.ActiveCount }).Should(Equal(int32(2)))
 		st := getJob(job).Status
 		Expect(st.Counters.Missed).To(BeZero())
