@@ -318,6 +318,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 			total.Failed += c.Failed
 			total.SkippedContention += c.SkippedContention
 			total.DuplicatesSuppressed += c.DuplicatesSuppressed
+			total.Missed += c.Missed
 		}
 		Expect(total.Runs).To(Equal(int64(len(rs))), "status counts %d runs, the audit %d", total.Runs, len(rs))
 		Expect(total.Failed).To(BeZero())
