@@ -5,6 +5,8 @@
 # down again if this script brought it up (E2E_KEEP_CLUSTER=1 keeps it).
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
+# helm (for the chart specs) is built once into the cache, before the cluster is held.
+hack/helm.sh >/dev/null
 cluster_lock
 
 was_up=0
