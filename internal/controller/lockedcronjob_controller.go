@@ -498,6 +498,10 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 		if rep.Outcome == report.LockLost || rep.LockLost {
 			metrics.LockLost.WithLabelValues(job.Namespace, job.Name).Inc()
 		}
+		if _, ok := res.StartLag(); ok && res.Trigger != v1alpha1.TriggerManual {
+			// Start lag: the job process's start − its scheduled time (report.startedAt).
+			metrics.ObserveStartLag(job.Namespace, job.Name, res.Occurrence, res.StartedAt)
+		}
 	}
 }
 
