@@ -492,7 +492,26 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1))
 		Expect(backend().Status).To(Equal(metav1.ConditionTrue))
 
-		before := runs(j.label) // the audit list lives in this Redis too; it persists (AOF)
+		// Stop Redis between runs: the audit list lives in this Redis too, so a job still
+		// running at the stop could not write its end record (lockwrap would stop it before
+		// its lock expires, but the audit could not show when), and the overlap check would
+		// have no end to go by. Killing a holder mid-run is the holder-deleted spec's subject.
+		Eventually(func() bool {
+			for _, r := range runs(j.label) {
+				if !r.Finished {
+					return false
+				}
+			}
+			var pods corev1.PodList
+			Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					return false
+				}
+			}
+			return true
+		}, time.Minute, 100*time.Millisecond).Should(BeTrue(), "a moment with no run in progress")
+		before := runs(j.label) // it persists (AOF)
 		out, err := redisCtl("stop")
 		Expect(err).NotTo(HaveOccurred(), out)
 		restarted := false
