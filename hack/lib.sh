@@ -40,13 +40,24 @@ cluster_up() {
 # calling script exits (one cluster per machine: two e2e runs, a soak and a demo from different
 # checkouts would otherwise redeploy the operator under each other). Re-entrant through
 # LOCKEDCRON_CLUSTER_LOCKED, so a script holding it can run another that asks for it.
+# The lock is held by a small background process that lives as long as the script, not on
+# a file descriptor of the script: a daemon the script starts (Redis, the kubelet) would
+# inherit that descriptor and keep the cluster locked after the script ended.
 cluster_lock() {
   [ "${LOCKEDCRON_CLUSTER_LOCKED:-}" = 1 ] && return 0
   mkdir -p "$(dirname "$STATE")"
-  exec 9>"$STATE.lock"
-  if ! flock -n 9; then
-    log "waiting for another user of the local cluster ($STATE.lock)"
-    flock 9
-  fi
+  local held owner=$$
+  held=$(mktemp -u "${TMPDIR:-/tmp}/lockedcron-cluster-held.XXXXXX")
+  flock "$STATE.lock" bash -c 'touch "$1"; while kill -0 "$2" 2>/dev/null; do sleep 0.5; done' _ "$held" "$owner" \
+    </dev/null >/dev/null 2>&1 &
+  local waited=0
+  while [ ! -e "$held" ]; do
+    waited=$((waited + 1))
+    if [ "$waited" = 10 ]; then
+      log "waiting for another user of the local cluster ($STATE.lock)"
+    fi
+    sleep 0.2
+  done
+  rm -f "$held"
   export LOCKEDCRON_CLUSTER_LOCKED=1
 }

@@ -55,7 +55,9 @@ start_daemon() {
   mkdir -p "$RUN" "$LOGS"
   (
     echo "$BASHPID" >"$RUN/$name.pid"
-    exec setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1
+    # 9>&-: a daemon must not inherit a lock descriptor of the script that started it
+    # (cluster_lock held the lock on fd 9 at first; a restarted Redis kept it for good).
+    exec setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 9>&-
   ) &
   echo "$bin" >"$RUN/$name.exe"
   local i
