@@ -54,4 +54,11 @@ CGO_ENABLED=0 go build -trimpath -o "$out/bin/lockwrap" ./cmd/lockwrap
 CGO_ENABLED=0 go build -trimpath -o "$out/bin/e2e-job" ./test/e2e/jobimage
 log "soak: DURATION=$DURATION SEED=$SEED, output in $out"
 SOAK_DURATION=$DURATION SOAK_SEED=$SEED SOAK_OUT=$out SOAK_LOCKWRAP=$out/bin/lockwrap SOAK_JOB=$out/bin/e2e-job \
-  SOAK_REPO=$REPO_ROOT go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log"
+  SOAK_REPO=$REPO_ROOT go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log" || {
+  # The test's errors scroll by long before it ends (Redis log tails follow them): print
+  # them again last, where a CI log's tail shows them.
+  if [ -f "$out/result.txt" ]; then cat "$out/result.txt" >&2; fi
+  log "soak FAILED (DURATION=$DURATION SEED=$SEED); its errors, from $out/soak.log:"
+  grep -E '^\s+[a-z_]+\.go:[0-9]+: ' "$out/soak.log" | grep -v -E '\.go:[0-9]+: (soak:|redistest:)' | cut -c1-300 | tail -n 12 >&2 || true
+  exit 1
+}

@@ -45,6 +45,7 @@ func run() error {
 		qps                                                           float64
 		burst, workers                                                int
 		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
+		pprofAddr                                                     string
 		leaseDuration, renewDeadline, retryPeriod                     time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
@@ -63,6 +64,7 @@ func run() error {
 	flag.IntVar(&workers, "max-concurrent-reconciles", 5, "How many LockedCronJobs are reconciled at once (kube-controller-manager's --concurrent-cron-job-syncs is 5 too).")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's net/http/pprof endpoints (profiling; make bench-scale uses it). Empty (the default) disables them; never expose them outside the pod.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -121,6 +123,7 @@ func run() error {
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
 		Cache:                         cacheOpts,
+		PprofBindAddress:              pprofAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

@@ -73,6 +73,7 @@ type config struct {
 	manager      string
 	crds         string
 	keep         bool
+	profiles     string
 }
 
 func main() {
@@ -90,6 +91,7 @@ func main() {
 	flag.StringVar(&c.manager, "manager", "", "The manager binary (go build ./cmd/manager).")
 	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
+	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window to (manager-N<n>.pprof; go tool pprof reads it). Empty: none.")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -399,8 +401,13 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := start("manager", dir, []string{"KUBECONFIG=" + mgrKC}, c.manager,
 		"--leader-elect=false",
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort),
 		fmt.Sprintf("--kube-api-qps=%g", c.qps),
 		fmt.Sprintf("--kube-api-burst=%d", c.burst),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
@@ -499,6 +506,15 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	profiled := make(chan error, 1)
+	if c.profiles != "" {
+		go func() {
+			profiled <- profileCPU(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", pprofPort, int(to.Sub(from).Seconds())),
+				filepath.Join(c.profiles, fmt.Sprintf("manager-N%d.pprof", n)))
+		}()
+	} else {
+		profiled <- nil
+	}
 	// The controllers' work queues, sampled through the window: their peak depth.
 	peak := map[string]float64{}
 	var peakMu sync.Mutex
@@ -529,6 +545,9 @@ func run(c config, n int) (res []result, err error) {
 	after, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
 	if err != nil {
 		return nil, err
+	}
+	if err := <-profiled; err != nil {
+		logf("warning: CPU profile: %v", err)
 	}
 	simErrs.each(func(msg string, n int) {
 		logf("warning: marking a pod running failed %d times: %s", n, msg)
@@ -853,4 +872,34 @@ func printTable(rs []result) {
 
 func secs(d time.Duration) string {
 	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// profileCPU saves the manager's CPU profile from its pprof endpoint (url asks for the
+// window's length) to file.
+func profileCPU(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	logf("manager CPU profile over the window: %s (go tool pprof -top %s)", file, file)
+	return f.Close()
 }
