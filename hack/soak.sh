@@ -36,7 +36,7 @@ cluster_lock
 was_up=0
 if cluster_up; then was_up=1; fi
 teardown() {
-  local rc=$?
+  local rc=${1:-$?}
   if [ "$was_up" = 0 ]; then hack/cluster/down.sh || rc=1; fi
   exit $rc
 }
@@ -53,6 +53,14 @@ mkdir -p "$out/bin"
 CGO_ENABLED=0 go build -trimpath -o "$out/bin/lockwrap" ./cmd/lockwrap
 CGO_ENABLED=0 go build -trimpath -o "$out/bin/e2e-job" ./test/e2e/jobimage
 log "soak: DURATION=$DURATION SEED=$SEED, output in $out"
+# The manager's log is kept next to the result (of the pod running at the end: a fault
+# may have replaced the earlier ones), whatever the soak's outcome.
+save_log_and_teardown() {
+  local rc=${1:-$?}
+  kc logs -n lockedcron-system deploy/lockedcron-controller-manager --timestamps >"$out/manager.log" 2>&1 || true
+  teardown "$rc"
+}
+trap save_log_and_teardown EXIT
 SOAK_DURATION=$DURATION SOAK_SEED=$SEED SOAK_OUT=$out SOAK_LOCKWRAP=$out/bin/lockwrap SOAK_JOB=$out/bin/e2e-job \
   SOAK_REPO=$REPO_ROOT go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log" || {
   # The test's errors scroll by long before it ends (Redis log tails follow them): print

@@ -564,7 +564,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, runRequestChanged))).
-		Owns(&corev1.Pod{})
+		Owns(&corev1.Pod{}, builder.WithPredicates(podEvents))
 	for _, src := range r.workloadSources() {
 		b = b.WatchesRawSource(src)
 	}

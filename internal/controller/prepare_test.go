@@ -5,9 +5,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -77,5 +79,30 @@ var _ = Describe("Prepare-ahead", func() {
 		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "0 0 1 1 *" })
 		Eventually(gone(ns, name), 15*time.Second).Should(BeTrue(), "withdrawn on a schedule change")
 		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}))
+	})
+
+	It("withdraws a prepared pod, uncounted, when a guarded rollout starts before the instant", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		api := newDeployment(ns, "api")
+		Expect(k8sClient.Create(ctx, api)).To(Succeed())
+		writeStatus(api, deploymentDone)
+		at := time.Now().Add(40 * time.Second).Truncate(time.Second)
+		job := newJob(ns, "guarded", dailyAt(at))
+		job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
+		name := podsOf(job)[0].Name
+
+		// A rollout of the guarded Deployment begins (a new generation not yet observed).
+		d := &appsv1.Deployment{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(api), d)).To(Succeed())
+		d.Spec.Template.Annotations = map[string]string{"restartedAt": time.Now().Format(time.RFC3339)}
+		Expect(k8sClient.Update(ctx, d)).To(Succeed())
+		Eventually(gone(ns, name), 15*time.Second).Should(BeTrue(), "withdrawn when the rollout begins")
+		Expect(time.Now()).To(BeTemporally("<", at))
+		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}), "a withdrawn pod is not an occurrence")
+		Consistently(func() []corev1.Pod { return podsOf(job) }, 2*time.Second).Should(BeEmpty(), "not prepared again while the rollout runs")
 	})
 })

@@ -521,7 +521,14 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 		if err != nil {
 			s.t.Fatal(err)
 		}
+		// The job's occurrences run from its creation to its suspension, and on to the
+		// last one the controller decided: a pass that started just before the suspension
+		// reached its cache decides one more (as every controller acts on what it has
+		// seen), and that occurrence is the job's to account for.
 		from, to := job.CreationTimestamp.Time, suspendedAt(&job)
+		if last := job.Status.LastScheduleTime; last != nil && last.After(to) {
+			to = last.Time
+		}
 		var occs []time.Time
 		for at := sched.Next(from); !at.After(to); at = sched.Next(at) {
 			occs = append(occs, at)

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/tracking"
+)
+
+// podEvents lets through the pod events that can change what a pass of the pod's job
+// does, and no others (issue 13: each pass costs CPU and the work queue's time):
+//
+//   - Create: never. Every pod of a job is created by a pass of that job, which has
+//     already accounted for it; on a restart the jobs' own create events start a pass
+//     for each of them, and that pass lists their pods from the cache.
+//   - Update: when the pod's state as a pass reads it changes (podState): its phase, its
+//     job starting, news for the status (deferral.go), deletion, the counted label, its
+//     finalizers, a restart of the wrapped container. A kubelet writes a pod's status
+//     four or five times on its way to Running; most of those writes change none of it.
+//   - Delete and generic events: always.
+//
+// The cache is not filtered: a pass that runs for any reason sees every pod as it is.
+var podEvents = predicate.Funcs{
+	CreateFunc: func(crevent.CreateEvent) bool { return false },
+	UpdateFunc: func(e crevent.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Pod)
+		n, ok2 := e.ObjectNew.(*corev1.Pod)
+		return !ok1 || !ok2 || stateOf(o) != stateOf(n)
+	},
+}
+
+// podState is what a pass reads of one pod (see tracking.Decide, hasNews, settle).
+type podState struct {
+	phase                  corev1.PodPhase
+	started, news, deleted bool
+	counted                bool
+	finalizers             int
+	attempts               int32
+}
+
+func stateOf(p *corev1.Pod) podState {
+	return podState{
+		phase:      p.Status.Phase,
+		started:    tracking.Started(p),
+		news:       hasNews(p),
+		deleted:    p.DeletionTimestamp != nil,
+		counted:    p.Labels[runpod.LabelCounted] == "true",
+		finalizers: len(p.Finalizers),
+		attempts:   tracking.Attempts(p),
+	}
+}

@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
+	base := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "job-1", Namespace: "ns", Finalizers: []string{runpod.FinalizerTracking},
+				Annotations: map[string]string{runpod.AnnotationWrappedContainer: "main"}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending},
+		}
+	}
+	running := func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	}
+	cases := []struct {
+		name   string
+		before []func(*corev1.Pod)
+		change func(*corev1.Pod)
+		want   bool
+	}{
+		{"scheduled to a node", nil, func(p *corev1.Pod) {
+			p.Spec.NodeName = "node"
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+		}, false},
+		{"init container running", nil, func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "lockwrap-install", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+		}, false},
+		{"resource version only", nil, func(p *corev1.Pod) { p.ResourceVersion = "2" }, false},
+		{"the job started", nil, running, true},
+		{"stuck pulling its image", nil, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
+		}, true},
+		{"unschedulable", nil, func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}
+		}, true},
+		{"finished", []func(*corev1.Pod){running}, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }, true},
+		{"restarted in place", []func(*corev1.Pod){running}, func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = 1 }, true},
+		{"deleted", []func(*corev1.Pod){running}, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }, true},
+		{"marked counted", nil, func(p *corev1.Pod) { p.Labels = map[string]string{runpod.LabelCounted: "true"} }, true},
+		{"released", nil, func(p *corev1.Pod) { p.Finalizers = nil }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			old := base()
+			for _, f := range c.before {
+				f(old)
+			}
+			next := old.DeepCopy()
+			c.change(next)
+			if got := podEvents.Update(crevent.UpdateEvent{ObjectOld: old, ObjectNew: next}); got != c.want {
+				t.Errorf("update %q wakes the job: %t, want %t", c.name, got, c.want)
+			}
+		})
+	}
+	if podEvents.Create(crevent.CreateEvent{Object: base()}) {
+		t.Error("a pod's create event wakes its job: the pass that created it already accounted for it")
+	}
+	if !podEvents.Delete(crevent.DeleteEvent{Object: base()}) {
+		t.Error("a pod's delete event does not wake its job")
+	}
+}
