@@ -41,13 +41,14 @@ func observeStatus(job *v1alpha1.LockedCronJob) {
 		up = 1
 	}
 	metrics.BackendUp.WithLabelValues(ns, name).Set(up)
-	// One info series per job: drop the one of a previous lock key.
-	metrics.Info.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
-	metrics.Info.WithLabelValues(ns, name, st.LockKey).Set(1)
-	for _, o := range countedOutcomes {
-		metrics.Runs.WithLabelValues(ns, name, o).Add(0)
+	// One info series per job (a changed lock key replaces it); the counters' series
+	// are born at 0 on the job's first pass.
+	if metrics.SetInfo(ns, name, st.LockKey) {
+		for _, o := range countedOutcomes {
+			metrics.Runs.WithLabelValues(ns, name, o).Add(0)
+		}
+		metrics.LockLost.WithLabelValues(ns, name).Add(0)
 	}
-	metrics.LockLost.WithLabelValues(ns, name).Add(0)
 }
 
 func setTime(g *prometheus.GaugeVec, ns, name string, t *metav1.Time) {

@@ -116,3 +116,35 @@ func labelsOf(m *dto.Metric) map[string]string {
 	}
 	return out
 }
+
+func TestSetInfoKeepsOneSeriesPerJob(t *testing.T) {
+	keys := func() []string {
+		var out []string
+		for _, m := range gather(t)[NameInfo].GetMetric() {
+			if l := labelsOf(m); l["namespace"] == "ns" && l["name"] == "info" {
+				out = append(out, l["lock_key"])
+			}
+		}
+		return out
+	}
+	if !SetInfo("ns", "info", "a") {
+		t.Error("first SetInfo of a job: first = false")
+	}
+	if SetInfo("ns", "info", "a") {
+		t.Error("second SetInfo of a job: first = true")
+	}
+	SetInfo("ns", "other", "a") // another job's series stays
+	SetInfo("ns", "info", "b")
+	if got := keys(); len(got) != 1 || got[0] != "b" {
+		t.Errorf("info series of the job after its key changed to b: %v, want [b]", got)
+	}
+	Forget("ns", "info")
+	if got := keys(); len(got) != 0 {
+		t.Errorf("info series after Forget: %v", got)
+	}
+	if !SetInfo("ns", "info", "b") {
+		t.Error("SetInfo after Forget: first = false")
+	}
+	Forget("ns", "info")
+	Forget("ns", "other")
+}
