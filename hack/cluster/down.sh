@@ -18,6 +18,18 @@ rm -f "$RUN/up.complete"
 
 # 1. the kubelet first (so it restarts nothing), then the control plane
 for d in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_daemon "$d" 10; done
+# 1b. a daemon that lost its pid file (started a second time over it: two overlapping
+#     restarts of kube-apiserver in a soak once left one running, which the next up then
+#     talked to), found by the state folder on its command line
+for f in $(grep -laF -f <(printf '%s/\n' "$STATE") /proc/[0-9]*/cmdline 2>/dev/null); do
+  d=${f%/cmdline}
+  exe=$(readlink "$d/exe" 2>/dev/null) || continue
+  case $exe in
+    */kube-apiserver | */kube-controller-manager | */kube-scheduler | */kubelet | */etcd)
+      log "stopping a stray ${exe##*/} without a pid file (pid ${d#/proc/})"
+      stop_pid "${exe##*/}" "${d#/proc/}" 10 ;;
+  esac
+done
 
 # 2. containers: ask containerd to kill and remove them while it still runs
 if pid_of containerd >/dev/null && [ -S "$CTR_SOCK" ]; then

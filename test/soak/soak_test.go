@@ -120,6 +120,8 @@ type soak struct {
 	lockRDB *redis.Client
 
 	redisMu sync.Mutex // one Redis fault at a time: a stall during a restart would fail the restart's wait
+	// apiserverMu: one kube-apiserver restart at a time.
+	apiserverMu sync.Mutex
 
 	mu        sync.Mutex
 	decisions map[string]checker.Decision // by namespace/pod, or host/<unix>
@@ -583,6 +585,11 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 			metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lockedcron"})
 		note = fmt.Sprintf("operator pod deleted (err %v)", err)
 	case FaultAPIServerRestart:
+		// One restart at a time: two overlapping ones both stop the same kube-apiserver
+		// and both start one; the second cannot bind its port, and the first outlives
+		// the cluster's teardown (its pid file names the other).
+		s.apiserverMu.Lock()
+		defer s.apiserverMu.Unlock()
 		out, err := exec.Command(filepath.Join(s.cfg.repo, "hack/soak.sh"), "restart-apiserver").CombinedOutput()
 		if err != nil {
 			s.t.Errorf("kube-apiserver restart: %v\n%s", err, out)
