@@ -524,11 +524,12 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 			s.t.Fatal(err)
 		}
 		// The job's occurrences run from its creation to its suspension, and on to the
-		// last one the controller decided: a pass that started just before the suspension
-		// reached its cache decides one more (as every controller acts on what it has
-		// seen), and that occurrence is the job's to account for.
+		// first one after it if the controller decided that one: a pass that started
+		// just before the suspension reached its cache decides it (as every controller
+		// acts on what it has seen), and it is the job's to account for. Any later
+		// decision stays outside and shows as a violation.
 		from, to := job.CreationTimestamp.Time, suspendedAt(&job)
-		if last := job.Status.LastScheduleTime; last != nil && last.After(to) {
+		if last := job.Status.LastScheduleTime; last != nil && last.Time.Equal(sched.Next(to)) {
 			to = last.Time
 		}
 		var occs []time.Time
