@@ -25,6 +25,9 @@ const (
 	// FaultNetworkCut freezes the proxy between the host loop and Redis: one contender's
 	// link stalls while the others go on.
 	FaultNetworkCut FaultKind = "network-cut-host"
+	// FaultNetworkToxic puts a Toxiproxy toxic on the host loop's link to Redis: latency,
+	// a silent connection closed after a while (timeout), or connections reset (reset_peer).
+	FaultNetworkToxic FaultKind = "network-toxic-host"
 	// FaultOperatorDeleted deletes the operator's pod.
 	FaultOperatorDeleted FaultKind = "operator-pod-deleted"
 	// FaultAPIServerRestart stops kube-apiserver and starts it again with the same flags.
@@ -33,7 +36,7 @@ const (
 
 // FaultKinds lists the kinds in the order the summary shows them.
 var FaultKinds = []FaultKind{FaultHolderPodDeleted, FaultJobKill9, FaultLockwrapStopped, FaultRedisRestart,
-	FaultRedisStall, FaultNetworkCut, FaultOperatorDeleted, FaultAPIServerRestart}
+	FaultRedisStall, FaultNetworkCut, FaultNetworkToxic, FaultOperatorDeleted, FaultAPIServerRestart}
 
 // Fault is one planned fault: At after the soak's start, lasting For (stalls, cuts, stops).
 type Fault struct {
@@ -45,7 +48,7 @@ type Fault struct {
 // weights of the kinds: the cheap, local faults often; the cluster-wide ones rarely.
 var weights = map[FaultKind]int{
 	FaultHolderPodDeleted: 6, FaultJobKill9: 6, FaultLockwrapStopped: 4, FaultRedisRestart: 3,
-	FaultRedisStall: 4, FaultNetworkCut: 4, FaultOperatorDeleted: 2, FaultAPIServerRestart: 1,
+	FaultRedisStall: 4, FaultNetworkCut: 3, FaultNetworkToxic: 3, FaultOperatorDeleted: 2, FaultAPIServerRestart: 1,
 }
 
 // PlanFaults draws the fault schedule of a soak of length d from seed: a fault every

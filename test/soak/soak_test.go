@@ -117,6 +117,7 @@ type soak struct {
 	lockR   *redistest.Server
 	auditR  *redistest.Server
 	proxy   *redistest.Proxy
+	toxic   *toxicLink
 	lockRDB *redis.Client
 
 	redisMu sync.Mutex // one Redis fault at a time: a stall during a restart would fail the restart's wait
@@ -139,11 +140,12 @@ func TestSoak(t *testing.T) {
 	s.connect()
 
 	// 1. Two Redis: the lock's (AOF, restarted and stalled by faults, a freezable proxy in
-	// front of it for the host loop) and the audit's, which no fault touches.
+	// front of it for the host loop, behind a Toxiproxy one) and the audit's, which no fault touches.
 	bind := redistest.WithArgs("--bind", "127.0.0.1 "+podGateway)
 	s.lockR = redistest.Start(t, redistest.WithPersistence(), bind)
 	s.auditR = redistest.Start(t, redistest.WithPersistence(), bind)
 	s.proxy = redistest.StartProxy(t, s.lockR.Addr())
+	s.toxic = startToxicLink(t, s.proxy.Addr())
 	s.lockRDB = s.lockR.Client()
 	defer s.lockRDB.Close()
 	podURL := func(r *redistest.Server) string { return fmt.Sprintf("redis://%s:%d/0", podGateway, r.Port) }
@@ -171,7 +173,7 @@ func TestSoak(t *testing.T) {
 	}
 	start := time.Now()
 
-	// 3. The host loop, the "VM crontab": lockwrap through the proxy, for each instant.
+	// 3. The host loop, the "VM crontab": lockwrap through the proxies, for each instant.
 	sched, err := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse(cfg.schedule)
 	if err != nil {
 		t.Fatal(err)
@@ -403,7 +405,7 @@ func (s *soak) hostRun(dir string, at time.Time) {
 	occ := at.UTC().Format(time.RFC3339)
 	rep := filepath.Join(dir, strconv.FormatInt(at.Unix(), 10)+".json")
 	holder := hostName + "/" + strconv.FormatInt(at.Unix(), 10)
-	cmd := exec.Command(s.cfg.lockwrap, "--redis-url", s.proxy.URL()+"/0", "--key", mainKey,
+	cmd := exec.Command(s.cfg.lockwrap, "--redis-url", s.toxic.URL()+"/0", "--key", mainKey,
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--kill-grace", killGrace.String(),
 		"--occurrence", occ, "--holder", holder, "--contention", "skip", "--termination-log", rep,
 		"--", s.cfg.job, "--sleep=300ms", "--sleep-max=9s", "--fail-percent=15", "--label="+mainKey, "--termination-log=/dev/null")
@@ -581,6 +583,8 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 		time.Sleep(f.For)
 		s.proxy.Thaw()
 		note = fmt.Sprintf("host loop's link to Redis frozen for %v", f.For)
+	case FaultNetworkToxic:
+		note = s.toxic.inject(f)
 	case FaultOperatorDeleted:
 		err := s.cs.CoreV1().Pods("lockedcron-system").DeleteCollection(ctx, metav1.DeleteOptions{},
 			metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lockedcron"})
