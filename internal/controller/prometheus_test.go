@@ -8,11 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lockedcron/lockedcron/internal/promtest"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
@@ -37,37 +36,21 @@ func freeAddr() string {
 // every second and evaluating the shipped rules (config/prometheus, via hack/promrules)
 // every second; it returns the server's URL.
 func startPrometheus(target string) string {
-	bin, err := exec.LookPath("prometheus")
-	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "prometheus not found: run hack/install-deps.sh (Debian package prometheus)")
 	dir := GinkgoT().TempDir()
 	cmd := exec.Command("go", "run", "./hack/promrules", "-o", filepath.Join(dir, "rules.yaml"), "config/prometheus/prometheusrule.yaml")
 	cmd.Dir = filepath.Join("..", "..")
 	out, err := cmd.CombinedOutput()
 	ExpectWithOffset(1, err).NotTo(HaveOccurred(), string(out))
 	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [rules.yaml]\nscrape_configs:\n- job_name: lockedcron\n  static_configs: [{targets: [%q]}]\n", target)
-	ExpectWithOffset(1, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644)).To(Succeed())
-	addr := freeAddr()
-	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	prom, err := promtest.Start("", dir, cfg)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	prom := exec.Command(bin, "--config.file=prometheus.yml", "--storage.tsdb.path=data", "--web.listen-address="+addr)
-	prom.Dir, prom.Stdout, prom.Stderr = dir, log, log
-	ExpectWithOffset(1, prom.Start()).To(Succeed())
-	exited := make(chan struct{})
-	go func() { _ = prom.Wait(); close(exited) }()
 	DeferCleanup(func() {
-		_ = prom.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = prom.Process.Kill()
-			<-exited
-		}
+		prom.Stop()
 		if CurrentSpecReport().Failed() {
-			b, _ := os.ReadFile(log.Name())
-			fmt.Fprintf(GinkgoWriter, "\nprometheus log:\n%s\n", b)
+			fmt.Fprintf(GinkgoWriter, "\nprometheus log:\n%s\n", prom.Log())
 		}
 	})
-	return "http://" + addr
+	return prom.URL
 }
 
 // promAPI GETs a Prometheus API path and decodes data into v.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,13 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/promtest"
 )
 
 // promResult is the part of a Prometheus API answer the test reads.
@@ -141,32 +140,13 @@ scrape_configs:
   static_configs:
   - targets: [%q]
 `, target.Scheme, target.Path, target.Host)
-		Expect(os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644)).To(Succeed())
-
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		prom, err := promtest.Start(envOr("PROMETHEUS", "prometheus"), dir, cfg)
 		Expect(err).NotTo(HaveOccurred())
-		addr := ln.Addr().String()
-		Expect(ln.Close()).To(Succeed())
-		promURL = "http://" + addr
-		log, err := os.Create(filepath.Join(dir, "prometheus.log"))
-		Expect(err).NotTo(HaveOccurred())
-		prom := exec.Command(envOr("PROMETHEUS", "prometheus"), "--config.file=prometheus.yml",
-			"--storage.tsdb.path=data", "--web.listen-address="+addr)
-		prom.Dir, prom.Stdout, prom.Stderr = dir, log, log
-		Expect(prom.Start()).To(Succeed(), "prometheus (Debian package prometheus: hack/install-deps.sh)")
-		exited := make(chan struct{})
-		go func() { _ = prom.Wait(); close(exited) }()
+		promURL = prom.URL
 		DeferCleanup(func() {
-			_ = prom.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(15 * time.Second):
-				_ = prom.Process.Kill()
-				<-exited
-			}
+			prom.Stop()
 			if CurrentSpecReport().Failed() {
-				b, _ := os.ReadFile(log.Name())
-				fmt.Fprintf(GinkgoWriter, "\nprometheus log:\n%s\n", b)
+				fmt.Fprintf(GinkgoWriter, "\nprometheus log:\n%s\n", prom.Log())
 			}
 		})
 
