@@ -91,7 +91,7 @@ func main() {
 	flag.StringVar(&c.manager, "manager", "", "The manager binary (go build ./cmd/manager).")
 	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
-	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window to (manager-N<n>.pprof; go tool pprof reads it). Empty: none.")
+	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window (manager-N<n>.pprof) and its heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -549,6 +549,13 @@ func run(c config, n int) (res []result, err error) {
 	if err := <-profiled; err != nil {
 		logf("warning: CPU profile: %v", err)
 	}
+	if c.profiles != "" {
+		// The heap at the end of the window (what the RSS column holds).
+		if err := profileCPU(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofPort),
+			filepath.Join(c.profiles, fmt.Sprintf("manager-N%d.heap.pprof", n))); err != nil {
+			logf("warning: heap profile: %v", err)
+		}
+	}
 	simErrs.each(func(msg string, n int) {
 		logf("warning: marking a pod running failed %d times: %s", n, msg)
 	})
@@ -882,8 +889,8 @@ func secs(d time.Duration) string {
 // 1,000 jobs for work no deployment asks of it.
 const scrapeEvery = 15 * time.Second
 
-// profileCPU saves the manager's CPU profile from its pprof endpoint (url asks for the
-// window's length) to file.
+// profileCPU saves a profile of the manager from its pprof endpoint (for the CPU profile,
+// url asks for the window's length) to file.
 func profileCPU(ctx context.Context, url, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -908,6 +915,6 @@ func profileCPU(ctx context.Context, url, file string) error {
 		f.Close()
 		return err
 	}
-	logf("manager CPU profile over the window: %s (go tool pprof -top %s)", file, file)
+	logf("manager profile: %s (go tool pprof -top %s)", file, file)
 	return f.Close()
 }
