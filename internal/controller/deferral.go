@@ -2,12 +2,14 @@ package controller
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -109,4 +111,56 @@ func hasNews(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// created remembers, per job, the newest occurrence whose pod this manager created at its
+// instant: the "expectation" of the Kubernetes controllers. A deferred status write leaves
+// lastScheduleTime to the pod cache (noteScheduled); a pod cache that lags behind the POST
+// (a slow watch, a relist after kube-apiserver restarted) would otherwise let the next pass
+// plan from an older lastScheduleTime and count the created occurrence missed while its pod
+// runs it: counted twice (the soak found it: missed 3 more than the occurrences without a
+// pod report). A restarted manager needs none of it: its cache is listed in full first.
+type created struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]createdPod
+}
+
+type createdPod struct {
+	uid types.UID
+	occ time.Time
+}
+
+// note records that the job's pod for occ exists.
+func (c *created) note(job *v1alpha1.LockedCronJob, occ time.Time) {
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[types.NamespacedName]createdPod{}
+	}
+	if old, ok := c.m[key]; ok && old.uid == job.UID && !occ.After(old.occ) {
+		return
+	}
+	c.m[key] = createdPod{uid: job.UID, occ: occ}
+}
+
+// apply moves st.LastScheduleTime up to the newest occurrence whose pod this manager
+// created for the job (not one still to come: a prepared pod is not scheduled yet).
+func (c *created) apply(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus, now time.Time) {
+	c.mu.Lock()
+	cp, ok := c.m[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}]
+	c.mu.Unlock()
+	if !ok || cp.uid != job.UID || cp.occ.After(now) {
+		return
+	}
+	if st.LastScheduleTime == nil || cp.occ.After(st.LastScheduleTime.Time) {
+		st.LastScheduleTime = &metav1.Time{Time: cp.occ}
+	}
+}
+
+// forget drops a deleted job's entry.
+func (c *created) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
 }

@@ -81,6 +81,7 @@ type LockedCronJobReconciler struct {
 
 	backends *backends
 	health   *health
+	created  created
 	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
 	// kube-controller-manager's --concurrent-cron-job-syncs).
 	MaxConcurrentReconciles int
@@ -156,6 +157,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 			r.health.forget(req.NamespacedName)
+			r.created.forget(req.NamespacedName)
 			// No pod of a deleted job keeps the tracking finalizer.
 			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
 		}
@@ -177,6 +179,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// started (deleted, or past their deadline) missed; the rest are active.
 	p.track(pods.Items)
 	noteScheduled(&job, p.status, pods.Items, p.now)
+	r.created.apply(&job, p.status, p.now) // a pod created by an earlier pass that the cache does not show yet
 	for i := range pods.Items {
 		p.seen = append(p.seen, pods.Items[i].Name)
 	}
@@ -442,6 +445,9 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			return nil
 		}
 		st.LastScheduleTime = &metav1.Time{Time: due}
+		if notBefore.IsZero() {
+			r.created.note(job, due)
+		}
 		return nil
 	}
 	if !notBefore.IsZero() {
@@ -449,6 +455,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		return pod
 	}
 	st.LastScheduleTime = &metav1.Time{Time: due}
+	r.created.note(job, due)
 	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
 	// No Event: the pod is the record (its own Events follow it); an Event per occurrence
 	// would double the API calls of the creation path.

@@ -94,6 +94,12 @@ func startManager(clk clock.PassiveClock) (stop func()) {
 
 // startManagerWith is startManager with the manager's cache options (--watch-namespaces).
 func startManagerWith(clk clock.PassiveClock, cacheOpts cache.Options) (stop func()) {
+	return startManagerWrapped(clk, cacheOpts, nil)
+}
+
+// startManagerWrapped is startManagerWith whose reconciler's client is wrap(the manager's
+// client) (nil: unwrapped): a spec can make the cache lag, or a call fail.
+func startManagerWrapped(clk clock.PassiveClock, cacheOpts cache.Options, wrap func(client.Client) client.Client) (stop func()) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -102,8 +108,12 @@ func startManagerWith(clk clock.PassiveClock, cacheOpts cache.Options) (stop fun
 		Controller:             ctrlConfig(),
 	})
 	Expect(err).NotTo(HaveOccurred())
+	c := mgr.GetClient()
+	if wrap != nil {
+		c = wrap(c)
+	}
 	r := &LockedCronJobReconciler{
-		Client: mgr.GetClient(),
+		Client: c,
 		Clock:  clk,
 		Pod:    runpod.Options{ClusterName: "test", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullNever},
 		// Specs change Secrets and wait for the condition to follow: read and probe often.
