@@ -253,3 +253,32 @@ func TestSignalDuringRetryIsInterrupted(t *testing.T) {
 	g.release(t)
 	await(t, a)
 }
+
+// TestPartitionAtTheEndIsNotASuccess: the command exits 0 just as holder A's link to Redis
+// is cut (a frozen proxy); A cannot record the success, its lock expires, and B runs the
+// occurrence again (the ledger says nobody finished it). A's report must say the lock was
+// lost — a clean Succeeded would claim the occurrence done once while it ran twice. The
+// 40-minute soak found two such runs reported Succeeded with only a warning.
+func TestPartitionAtTheEndIsNotASuccess(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	ctx := context.Background()
+	proxy := redistest.StartProxy(t, s.Addr())
+	g := newGate(t)
+	a := startLockwrap(t, nil, cmdArgs(flags(proxy.URL(), "cut-at-end", "a", "--ttl", "1s", "--renew-interval", "200ms",
+		"--kill-grace", "300ms"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	proxy.Freeze()
+	g.release(t) // the command exits 0; lockwrap cannot reach Redis to record it
+	eventually(t, "a's lock to expire", func() bool { return rdb.Exists(ctx, lock.LockKey("cut-at-end")).Val() == 0 })
+	rb, _ := run(t, nil, cmdArgs(flags(s.URL(), "cut-at-end", "b", "--ttl", "5s", "--kill-grace", "1s"), "true")...)
+	if rb.Outcome != report.Succeeded {
+		t.Fatalf("b: %+v", rb)
+	}
+	ra, code := a.wait(t)
+	proxy.Thaw()
+	if ra.Outcome != report.LockLost || !ra.LockLost || code != 0 || ra.ExitCode != 0 ||
+		!strings.Contains(ra.Message, "may run this occurrence again") {
+		t.Fatalf("a: %d %+v", code, ra)
+	}
+}

@@ -261,10 +261,10 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		rep.StartedAt = d.Clock.Now().UTC().Format(time.RFC3339Nano)
 	}
 	if err != nil {
-		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", &rep, d.Stderr)
+		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", sentAt.Add(cfg.TTL), &rep, d.Stderr)
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
 	}
-	code, stopped := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
+	code, stopped, validUntil := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
 
 	// 4: record the end and release.
 	rep.ExitCode = code
@@ -278,7 +278,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	if state == lock.StateSucceeded && wmFile != "" {
 		wm = readWatermark(wmFile, &rep, d.Stderr)
 	}
-	finishRun(ctx, cfg, g.Lease, state, wm, &rep, d.Stderr)
+	finishRun(ctx, cfg, g.Lease, state, wm, validUntil, &rep, d.Stderr)
 	switch {
 	case rep.LockLost:
 		rep.Outcome = report.LockLost
@@ -337,8 +337,11 @@ const exitGrace = 20 * time.Millisecond
 // supervise waits for the command, forwarding signals and renewing the lock, and stops
 // the command before the lock can expire when renewals do not get through. It returns
 // the exit code and whether lockwrap stopped the command for the lock's sake.
+//
+// validUntil is when the lock expires unless renewed again: the last renewal that got
+// through (or the acquire) plus the ttl.
 func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, sentAt time.Time,
-	signals <-chan os.Signal, rep *report.Report, stderr io.Writer) (code int, stopped bool) {
+	signals <-chan os.Signal, rep *report.Report, stderr io.Writer) (code int, stopped bool, validUntil time.Time) {
 	exited := make(chan int, 1)
 	go func() { exited <- proc.Wait() }()
 
@@ -405,7 +408,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 	for {
 		select {
 		case code = <-exited:
-			return code, stopped
+			return code, stopped, expiry()
 		case sig := <-signals:
 			if s, ok := sig.(syscall.Signal); ok && forwardable(sig) {
 				_ = proc.Signal(s)
@@ -424,7 +427,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 				continue
 			}
 			if c, ok := hasExited(exitGrace); ok {
-				return c, stopped
+				return c, stopped, expiry()
 			}
 			lost(r.err.Error())
 			if terminate {
@@ -434,7 +437,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 			}
 		case <-deadline.C:
 			if c, ok := hasExited(exitGrace); ok {
-				return c, stopped
+				return c, stopped, expiry()
 			}
 			if terminate {
 				lost(fmt.Sprintf("lock lost: %s since %s; stopping the command before the lock can expire (at %s)",
@@ -446,7 +449,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 			}
 		case <-killC:
 			if c, ok := hasExited(0); ok {
-				return c, stopped
+				return c, stopped, expiry()
 			}
 			killC = nil
 			fmt.Fprintf(stderr, "lockwrap: killing the command (SIGKILL)\n")
@@ -636,7 +639,11 @@ func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
 // releases the lock, and says in the report what could not be done: a lock no longer ours,
 // or a later holder's fencing token, makes the run LockLost (rep.LockLost); a ledger entry
 // of another run, a Redis that did not answer or a watermark not stored is a warning.
-func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, rep *report.Report, stderr io.Writer) {
+//
+// validUntil is when the lock expired unless the finish renewed or released it: a finish
+// Redis never answered until then leaves the run LockLost too — the lock is gone, nothing
+// recorded the result, and another holder may run the occurrence again.
+func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, rep *report.Report, stderr io.Writer) {
 	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic})
 	rep.ReleasedAt = stamp(time.Now())
 	if err == nil || errors.Is(err, lock.ErrLost) {
@@ -668,6 +675,9 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string
 		warn(fmt.Sprintf("%s recorded, but not acknowledged by %d replicas: %v", state, cfg.MinReplicas, err))
 	case !errors.Is(err, lock.ErrLost):
 		warn(fmt.Sprintf("could not record %s in Redis: %v", state, err))
+		if !time.Now().Before(validUntil) {
+			markLockLost(rep, stderr, fmt.Sprintf("lock lost: Redis did not answer before the lock expired at %s, so %s was not recorded and another holder may run this occurrence again", stamp(validUntil), state))
+		}
 	}
 }
 
