@@ -885,7 +885,7 @@ func secs(d time.Duration) string {
 // (for the work queues' peak depth): a common Prometheus scrape interval. Each scrape
 // costs the scraped process CPU in proportion to its series — the manager serves a few
 // dozen per LockedCronJob, kube-controller-manager none per CronJob — so a harness
-// scraping every 2 s (as it first did) charged the manager a quarter of its CPU at
+// scraping every 2 s (as it first did) charged the manager a third of its CPU at
 // 1,000 jobs for work no deployment asks of it.
 const scrapeEvery = 15 * time.Second
 
