@@ -62,7 +62,7 @@ save_log_and_teardown() {
 }
 trap save_log_and_teardown EXIT
 SOAK_DURATION=$DURATION SOAK_SEED=$SEED SOAK_OUT=$out SOAK_LOCKWRAP=$out/bin/lockwrap SOAK_JOB=$out/bin/e2e-job \
-  SOAK_REPO=$REPO_ROOT go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log" || {
+  SOAK_REPO=$REPO_ROOT SOAK_POD_LOGS=$STATE/pod-logs go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log" || {
   # The test's errors scroll by long before it ends (Redis log tails follow them): print
   # them again last, where a CI log's tail shows them.
   if [ -f "$out/result.txt" ]; then cat "$out/result.txt" >&2; fi

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"io"
+	"net/url"
 	"sync"
 	"time"
 
@@ -64,5 +66,40 @@ var _ = Describe("a pod cache behind the API server", func() {
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(3))
 		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 3*time.Second, 200*time.Millisecond).
 			Should(Equal(v1alpha1.Counters{}), "an occurrence with a pod is not missed")
+	})
+})
+
+// lostAnswer is a laggingCache whose first pod POST creates the pod but loses the answer
+// (the connection reset while kube-apiserver restarted): the manager cannot tell whether
+// the pod exists, and its cache does not show it.
+type lostAnswer struct {
+	laggingCache
+	lost *sync.Once
+}
+
+func (c lostAnswer) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	err := c.laggingCache.Create(ctx, obj, opts...)
+	if _, ok := obj.(*corev1.Pod); ok && err == nil {
+		c.lost.Do(func() {
+			err = &url.Error{Op: "Post", URL: "https://kube-apiserver/api/v1/namespaces/x/pods", Err: io.ErrUnexpectedEOF}
+		})
+	}
+	return err
+}
+
+var _ = Describe("a pod POST whose answer was lost", func() {
+	It("finds out whether the pod exists before it plans past its occurrence", func() {
+		var hidden sync.Map
+		startManagerWrapped(clock.RealClock{}, CacheOptions(), func(c client.Client) client.Client {
+			return lostAnswer{laggingCache: laggingCache{Client: c, hidden: &hidden}, lost: &sync.Once{}}
+		})
+		ns := newNamespace()
+		job := newJob(ns, "lost-answer", "*/2 * * * * *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+
+		// The first occurrence's pod exists though its POST failed; two more follow.
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(3))
+		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 3*time.Second, 200*time.Millisecond).
+			Should(Equal(v1alpha1.Counters{}), "the occurrence whose pod exists is not missed")
 	})
 })

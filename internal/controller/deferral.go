@@ -1,12 +1,17 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -120,9 +125,15 @@ func hasNews(pod *corev1.Pod) bool {
 // plan from an older lastScheduleTime and count the created occurrence missed while its pod
 // runs it: counted twice (the soak found it: missed 3 more than the occurrences without a
 // pod report). A restarted manager needs none of it: its cache is listed in full first.
+//
+// A POST whose answer was lost (a connection reset or a timeout while kube-apiserver
+// restarted) may have created the pod or not: the occurrence is unsure until a GET of the
+// pod's name says (resolveUnsure). Until then no pass plans past it, or it would count the
+// occurrence missed while its pod may run it.
 type created struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]createdPod
+	mu     sync.Mutex
+	m      map[types.NamespacedName]createdPod
+	unsure map[types.NamespacedName]createdPod
 }
 
 type createdPod struct {
@@ -158,9 +169,78 @@ func (c *created) apply(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobS
 	}
 }
 
-// forget drops a deleted job's entry.
+// forget drops a deleted job's entries.
 func (c *created) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, key)
+	delete(c.unsure, key)
+}
+
+// noteUnsure records that the job's pod for occ may or may not exist.
+func (c *created) noteUnsure(job *v1alpha1.LockedCronJob, occ time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unsure == nil {
+		c.unsure = map[types.NamespacedName]createdPod{}
+	}
+	c.unsure[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}] = createdPod{uid: job.UID, occ: occ}
+}
+
+// unsureOf returns the occurrence whose pod creation is unsure for the job, if any.
+func (c *created) unsureOf(job *v1alpha1.LockedCronJob) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp, ok := c.unsure[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}]
+	return cp.occ, ok && cp.uid == job.UID
+}
+
+// resolve ends the doubt about occ: its pod exists (noted as created) or not.
+func (c *created) resolve(job *v1alpha1.LockedCronJob, occ time.Time, exists bool) {
+	if exists {
+		c.note(job, occ)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
+	if cp, ok := c.unsure[key]; ok && cp.occ.Equal(occ) {
+		delete(c.unsure, key)
+	}
+}
+
+// unsureRetry is how soon a pass follows a pod POST whose answer was lost.
+const unsureRetry = time.Second
+
+// answerLost reports whether a failed POST may still have created its object: the API
+// server did not say it refused it (a 4xx status other than a timeout), so it may have
+// stored it before the answer was lost (timeout, connection reset, 5xx).
+func answerLost(err error) bool {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		code := st.Status().Code
+		return code < 400 || code >= 500 || code == http.StatusRequestTimeout
+	}
+	return true
+}
+
+// resolveUnsure asks the API server whether the pod of an unsure occurrence (answerLost)
+// exists, before the pass plans: the cache may not show it yet. An error leaves the
+// doubt, and the pass, for a retry.
+func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alpha1.LockedCronJob) error {
+	occ, ok := r.created.unsureOf(job)
+	if !ok {
+		return nil
+	}
+	var pod corev1.Pod
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: runpod.Name(job.Name, occ)}, &pod)
+	switch {
+	case err == nil:
+		r.created.resolve(job, occ, metav1.IsControlledBy(&pod, job))
+		return nil
+	case apierrors.IsNotFound(err):
+		r.created.resolve(job, occ, false)
+		return nil
+	default:
+		return fmt.Errorf("checking whether pod %s was created: %w", runpod.Name(job.Name, occ), err)
+	}
 }

@@ -51,10 +51,13 @@ const (
 	ReasonLockBackend        = "LockBackendUnavailable"
 	// ReasonStarted is no longer emitted: a routine pod creation has no Event (the pod is
 	// the record; issue 13). Kept so that nothing else reuses the reason.
-	ReasonStarted       = "Started"
-	ReasonMissed        = "Missed"
-	ReasonPodNameTaken  = "PodNameTaken"
-	ReasonReportInvalid = "ReportInvalid"
+	ReasonStarted      = "Started"
+	ReasonMissed       = "Missed"
+	ReasonPodNameTaken = "PodNameTaken"
+	// ReasonPodCreateUnknown: a pod POST failed without an answer (timeout, connection
+	// reset); whether the pod exists is checked before anything else is planned.
+	ReasonPodCreateUnknown = "PodCreateUnknown"
+	ReasonReportInvalid    = "ReportInvalid"
 )
 
 // ownerIndex indexes pods by the name of their controlling LockedCronJob.
@@ -179,6 +182,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// started (deleted, or past their deadline) missed; the rest are active.
 	p.track(pods.Items)
 	noteScheduled(&job, p.status, pods.Items, p.now)
+	if err := r.resolveUnsure(ctx, &job); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.created.apply(&job, p.status, p.now) // a pod created by an earlier pass that the cache does not show yet
 	for i := range pods.Items {
 		p.seen = append(p.seen, pods.Items[i].Name)
@@ -432,6 +438,13 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 	if err := r.Create(ctx, pod); err != nil {
 		if !notBefore.IsZero() && apierrors.IsAlreadyExists(err) {
 			return nil // prepared by an earlier pass whose pod the cache has not shown yet
+		}
+		if answerLost(err) {
+			// The pod may exist: the next pass (soon) asks the API server before it plans.
+			r.created.noteUnsure(job, due)
+			p.eventf(corev1.EventTypeWarning, ReasonPodCreateUnknown, "occurrence %s: creating pod %s: %v; checking whether it was created", occ, pod.Name, err)
+			p.requeueAt(unsureRetry)
+			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "occurrence %s: creating pod %s: %v", occ, pod.Name, err)

@@ -138,6 +138,13 @@ func TestSoak(t *testing.T) {
 	s := &soak{t: t, cfg: cfg, decisions: map[string]checker.Decision{}, hostProcs: map[int]bool{}, faults: map[FaultKind]int{}}
 	t.Logf("soak: seed %d, duration %v, schedule %q (main) / %q (blackout), output %s", cfg.seed, cfg.duration, cfg.schedule, cfg.blackoutSched, cfg.out)
 	s.connect()
+	logCtx, stopLogs := context.WithCancel(ctx)
+	logsDone := make(chan struct{})
+	if err := os.MkdirAll(filepath.Join(cfg.out, "manager-logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	go func() { defer close(logsDone); keepManagerLogs(logCtx, envOr("SOAK_POD_LOGS", "/var/log/pods"), filepath.Join(cfg.out, "manager-logs")) }()
+	defer func() { stopLogs(); <-logsDone }()
 
 	// 1. Two Redis: the lock's (AOF, restarted and stalled by faults, a freezable proxy in
 	// front of it for the host loop, behind a Toxiproxy one) and the audit's, which no fault touches.
