@@ -74,14 +74,22 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		limit := runpod.ManualWaitLimit
 		occurrence, in.StartingDeadline, manual = at, &limit, true
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return Decision{Verdict: Report}
-	}
 	started := Started(pod)
-	if pod.DeletionTimestamp != nil {
-		if !started {
+	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if pod.DeletionTimestamp != nil && !started {
+		// Not started as far as the pod says. A pod bound to a node may have started
+		// all the same, its kubelet not having said so yet (status updates lag under
+		// load): wait for the kubelet's last word, or for the grace to pass.
+		until := pod.DeletionTimestamp.Add(TerminatingGrace)
+		if pod.Spec.NodeName == "" || ended || !in.Now.Before(until) {
 			return Decision{Verdict: NeverStarted, Reason: with("deleted before its job started", WaitingReason(pod))}
 		}
+		return Decision{Verdict: Active, Recheck: until}
+	}
+	if ended {
+		return Decision{Verdict: Report}
+	}
+	if pod.DeletionTimestamp != nil {
 		until := pod.DeletionTimestamp.Add(TerminatingGrace)
 		if !in.Now.Before(until) {
 			return Decision{Verdict: Lost, Reason: fmt.Sprintf("deleted after its job started; no report by %s (node lost or pod force-deleted)", until.UTC().Format(time.RFC3339))}

@@ -44,12 +44,28 @@ func running(restarts int32) func(*corev1.Pod) {
 	}
 }
 
+func exited(code int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
+	}
+}
+
 func phase(ph corev1.PodPhase) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Status.Phase = ph }
 }
 
 func deleted(at time.Time) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: at} }
+}
+
+// onNode: bound to a node, whose kubelet may start it before the cache shows it.
+func onNode(p *corev1.Pod) { p.Spec.NodeName = "node-1" }
+
+// endedOnNode: the kubelet's last word on a pod whose job container never ran.
+func endedOnNode(p *corev1.Pod) {
+	p.Spec.NodeName = "node-1"
+	p.Status.Phase = corev1.PodFailed
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
 }
 
 func unschedulable(p *corev1.Pod) {
@@ -69,7 +85,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{"finished: fold its report", pod(phase(corev1.PodSucceeded)), Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
 		{"failed: fold its report", pod(phase(corev1.PodFailed)), Input{Now: occ.Add(48 * time.Hour)}, Report, nil, time.Time{}},
-		{"finished and deleted: still its report", pod(phase(corev1.PodSucceeded), deleted(occ)), Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
+		{"finished and deleted: still its report", pod(phase(corev1.PodSucceeded), exited(0), deleted(occ)), Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
 		{"pending within the deadline", pod(waiting("ImagePullBackOff", "back-off pulling")), Input{Now: occ.Add(time.Minute), StartingDeadline: &twoMin}, Active, nil, occ.Add(twoMin)},
 		{"pending past the deadline: the pod's own reason", pod(waiting("ImagePullBackOff", "back-off pulling \"nope\"")), Input{Now: occ.Add(twoMin), StartingDeadline: &twoMin},
 			NeverStarted, []string{"2026-11-30T02:02:00Z", "startingDeadlineSeconds", `ImagePullBackOff: back-off pulling "nope"`}, time.Time{}},
@@ -86,6 +102,15 @@ func TestDecide(t *testing.T) {
 		{"running when a blackout is in effect: left alone", pod(running(0)), Input{Now: occ.Add(time.Second), Blackout: "window"}, Active, nil, time.Time{}},
 		{"deleted before it started", pod(unschedulable, deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)},
 			NeverStarted, []string{"deleted before its job started", "Unschedulable"}, time.Time{}},
+		// The soak found it: a pod deleted while its job ran, whose Running status the
+		// controller had not seen yet, was counted missed; its report came a second later.
+		{"deleted on its node before the cache shows it started: waits for the kubelet's word", pod(waiting("ContainerCreating", ""), onNode, deleted(occ.Add(time.Minute))),
+			Input{Now: occ.Add(time.Minute)}, Active, nil, occ.Add(time.Minute + TerminatingGrace)},
+		{"deleted on its node, the kubelet's word: it ran", pod(onNode, phase(corev1.PodFailed), exited(143), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)}, Report, nil, time.Time{}},
+		{"deleted on its node, the kubelet's word: it never started", pod(endedOnNode, deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)},
+			NeverStarted, []string{"deleted before its job started"}, time.Time{}},
+		{"deleted on its node, no word from the kubelet in time", pod(waiting("ContainerCreating", ""), onNode, deleted(occ.Add(time.Minute))),
+			Input{Now: occ.Add(time.Minute + TerminatingGrace)}, NeverStarted, []string{"deleted before its job started"}, time.Time{}},
 		{"deleted while running: waits for the report", pod(running(0), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)}, Active, nil, occ.Add(time.Minute + TerminatingGrace)},
 		{"deleted while running, no report in time: Lost", pod(running(0), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute + TerminatingGrace)},
 			Lost, []string{"deleted after its job started", "node lost"}, time.Time{}},
