@@ -118,46 +118,54 @@ func hasNews(pod *corev1.Pod) bool {
 	return false
 }
 
-// created remembers, per job, the newest occurrence whose pod this manager created at its
-// instant: the "expectation" of the Kubernetes controllers. A deferred status write leaves
-// lastScheduleTime to the pod cache (noteScheduled); a pod cache that lags behind the POST
-// (a slow watch, a relist after kube-apiserver restarted) would otherwise let the next pass
-// plan from an older lastScheduleTime and count the created occurrence missed while its pod
-// runs it: counted twice (the soak found it: missed 3 more than the occurrences without a
-// pod report). A restarted manager needs none of it: its cache is listed in full first.
+// decided remembers, per job, the newest occurrence this manager has decided: the one whose
+// pod it created at its instant, or the status.lastScheduleTime of its last successful
+// status write. These are the "expectations" of the Kubernetes controllers. The caches lag
+// behind the API server, and a pass plans from what they show:
+//   - a deferred status write leaves lastScheduleTime to the pod cache (noteScheduled); a
+//     pod cache behind the POST (a slow watch, a relist after kube-apiserver restarted)
+//     would let the next pass plan from an older lastScheduleTime and count the created
+//     occurrence missed while its pod runs it (the soak found it: missed 3 more than the
+//     occurrences without a pod report);
+//   - a job cache behind the pass's own status write would let the next pass decide again
+//     what that write decided. Its own status write then fails (resourceVersion), but the
+//     pod it creates first stays: the soak found an occurrence counted missed (backlog
+//     bound) and then run by a pod a stale pass created for it.
+//
+// A restarted manager needs none of it: its caches are listed in full first.
 //
 // A POST whose answer was lost (a connection reset or a timeout while kube-apiserver
 // restarted) may have created the pod or not: the occurrence is unsure until a GET of the
 // pod's name says (resolveUnsure). Until then no pass plans past it, or it would count the
 // occurrence missed while its pod may run it.
-type created struct {
+type decided struct {
 	mu     sync.Mutex
-	m      map[types.NamespacedName]createdPod
-	unsure map[types.NamespacedName]createdPod
+	m      map[types.NamespacedName]decidedOcc
+	unsure map[types.NamespacedName]decidedOcc
 }
 
-type createdPod struct {
+type decidedOcc struct {
 	uid types.UID
 	occ time.Time
 }
 
-// note records that the job's pod for occ exists.
-func (c *created) note(job *v1alpha1.LockedCronJob, occ time.Time) {
+// note records that occ is decided for the job (its pod exists, or a status write says so).
+func (c *decided) note(job *v1alpha1.LockedCronJob, occ time.Time) {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[types.NamespacedName]createdPod{}
+		c.m = map[types.NamespacedName]decidedOcc{}
 	}
 	if old, ok := c.m[key]; ok && old.uid == job.UID && !occ.After(old.occ) {
 		return
 	}
-	c.m[key] = createdPod{uid: job.UID, occ: occ}
+	c.m[key] = decidedOcc{uid: job.UID, occ: occ}
 }
 
-// apply moves st.LastScheduleTime up to the newest occurrence whose pod this manager
-// created for the job (not one still to come: a prepared pod is not scheduled yet).
-func (c *created) apply(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus, now time.Time) {
+// apply moves st.LastScheduleTime up to the newest occurrence this manager decided for
+// the job (not one still to come: a prepared pod is not scheduled yet).
+func (c *decided) apply(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus, now time.Time) {
 	c.mu.Lock()
 	cp, ok := c.m[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}]
 	c.mu.Unlock()
@@ -170,7 +178,7 @@ func (c *created) apply(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobS
 }
 
 // forget drops a deleted job's entries.
-func (c *created) forget(key types.NamespacedName) {
+func (c *decided) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, key)
@@ -178,17 +186,17 @@ func (c *created) forget(key types.NamespacedName) {
 }
 
 // noteUnsure records that the job's pod for occ may or may not exist.
-func (c *created) noteUnsure(job *v1alpha1.LockedCronJob, occ time.Time) {
+func (c *decided) noteUnsure(job *v1alpha1.LockedCronJob, occ time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.unsure == nil {
-		c.unsure = map[types.NamespacedName]createdPod{}
+		c.unsure = map[types.NamespacedName]decidedOcc{}
 	}
-	c.unsure[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}] = createdPod{uid: job.UID, occ: occ}
+	c.unsure[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}] = decidedOcc{uid: job.UID, occ: occ}
 }
 
 // unsureOf returns the occurrence whose pod creation is unsure for the job, if any.
-func (c *created) unsureOf(job *v1alpha1.LockedCronJob) (time.Time, bool) {
+func (c *decided) unsureOf(job *v1alpha1.LockedCronJob) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cp, ok := c.unsure[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}]
@@ -196,7 +204,7 @@ func (c *created) unsureOf(job *v1alpha1.LockedCronJob) (time.Time, bool) {
 }
 
 // resolve ends the doubt about occ: its pod exists (noted as created) or not.
-func (c *created) resolve(job *v1alpha1.LockedCronJob, occ time.Time, exists bool) {
+func (c *decided) resolve(job *v1alpha1.LockedCronJob, occ time.Time, exists bool) {
 	if exists {
 		c.note(job, occ)
 	}
@@ -227,7 +235,7 @@ func answerLost(err error) bool {
 // exists, before the pass plans: the cache may not show it yet. An error leaves the
 // doubt, and the pass, for a retry.
 func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alpha1.LockedCronJob) error {
-	occ, ok := r.created.unsureOf(job)
+	occ, ok := r.decided.unsureOf(job)
 	if !ok {
 		return nil
 	}
@@ -235,10 +243,10 @@ func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alph
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: runpod.Name(job.Name, occ)}, &pod)
 	switch {
 	case err == nil:
-		r.created.resolve(job, occ, metav1.IsControlledBy(&pod, job))
+		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job))
 		return nil
 	case apierrors.IsNotFound(err):
-		r.created.resolve(job, occ, false)
+		r.decided.resolve(job, occ, false)
 		return nil
 	default:
 		return fmt.Errorf("checking whether pod %s was created: %w", runpod.Name(job.Name, occ), err)

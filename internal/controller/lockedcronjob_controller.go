@@ -84,7 +84,7 @@ type LockedCronJobReconciler struct {
 
 	backends *backends
 	health   *health
-	created  created
+	decided  decided
 	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
 	// kube-controller-manager's --concurrent-cron-job-syncs).
 	MaxConcurrentReconciles int
@@ -160,7 +160,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 			r.health.forget(req.NamespacedName)
-			r.created.forget(req.NamespacedName)
+			r.decided.forget(req.NamespacedName)
 			// No pod of a deleted job keeps the tracking finalizer.
 			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
 		}
@@ -185,7 +185,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.resolveUnsure(ctx, &job); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.created.apply(&job, p.status, p.now) // a pod created by an earlier pass that the cache does not show yet
+	r.decided.apply(&job, p.status, p.now) // what an earlier pass decided that the caches do not show yet
 	for i := range pods.Items {
 		p.seen = append(p.seen, pods.Items[i].Name)
 	}
@@ -237,6 +237,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
 			return ctrl.Result{}, err
+		}
+		if lst := job.Status.LastScheduleTime; lst != nil {
+			r.decided.note(&job, lst.Time) // until the job cache shows this write
 		}
 	}
 	observeStatus(&job)
@@ -441,7 +444,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		}
 		if answerLost(err) {
 			// The pod may exist: the next pass (soon) asks the API server before it plans.
-			r.created.noteUnsure(job, due)
+			r.decided.noteUnsure(job, due)
 			p.eventf(corev1.EventTypeWarning, ReasonPodCreateUnknown, "occurrence %s: creating pod %s: %v; checking whether it was created", occ, pod.Name, err)
 			p.requeueAt(unsureRetry)
 			return nil
@@ -459,7 +462,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		}
 		st.LastScheduleTime = &metav1.Time{Time: due}
 		if notBefore.IsZero() {
-			r.created.note(job, due)
+			r.decided.note(job, due)
 		}
 		return nil
 	}
@@ -468,7 +471,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		return pod
 	}
 	st.LastScheduleTime = &metav1.Time{Time: due}
-	r.created.note(job, due)
+	r.decided.note(job, due)
 	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
 	// No Event: the pod is the record (its own Events follow it); an Event per occurrence
 	// would double the API calls of the creation path.
