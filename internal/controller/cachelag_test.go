@@ -60,16 +60,21 @@ var _ = Describe("a pod cache behind the API server", func() {
 		startManagerWrapped(clock.RealClock{}, CacheOptions(), func(c client.Client) client.Client {
 			return laggingCache{Client: c, hidden: &hidden}
 		})
-		ns := newNamespace()
-		job := newJob(ns, "lagging", "*/2 * * * * *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-
-		// Three occurrences, each with its pod (read from the API server, not the cache).
-		Eventually(func() []corev1.Pod { return podsOf(job) }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(3))
-		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 3*time.Second, 200*time.Millisecond).
-			Should(Equal(v1alpha1.Counters{}), "an occurrence with a pod is not missed")
+		expectThreePodsNoneMissed("lagging", "an occurrence with a pod is not missed")
 	})
 })
+
+// expectThreePodsNoneMissed creates a job every two seconds and expects three
+// occurrences, each with its pod (read from the API server, not the cache), and none
+// counted missed.
+func expectThreePodsNoneMissed(name, why string) {
+	GinkgoHelper()
+	job := newJob(newNamespace(), name, "*/2 * * * * *")
+	Expect(k8sClient.Create(ctx, job)).To(Succeed())
+	Eventually(func() []corev1.Pod { return podsOf(job) }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(3))
+	Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 3*time.Second, 200*time.Millisecond).
+		Should(Equal(v1alpha1.Counters{}), why)
+}
 
 // lostAnswer is a laggingCache whose first pod POST creates the pod but loses the answer
 // (the connection reset while kube-apiserver restarted): the manager cannot tell whether
@@ -95,14 +100,8 @@ var _ = Describe("a pod POST whose answer was lost", func() {
 		startManagerWrapped(clock.RealClock{}, CacheOptions(), func(c client.Client) client.Client {
 			return lostAnswer{laggingCache: laggingCache{Client: c, hidden: &hidden}, lost: &sync.Once{}}
 		})
-		ns := newNamespace()
-		job := newJob(ns, "lost-answer", "*/2 * * * * *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-
 		// The first occurrence's pod exists though its POST failed; two more follow.
-		Eventually(func() []corev1.Pod { return podsOf(job) }, 20*time.Second, 100*time.Millisecond).Should(HaveLen(3))
-		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 3*time.Second, 200*time.Millisecond).
-			Should(Equal(v1alpha1.Counters{}), "the occurrence whose pod exists is not missed")
+		expectThreePodsNoneMissed("lost-answer", "the occurrence whose pod exists is not missed")
 	})
 })
 

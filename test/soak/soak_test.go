@@ -143,7 +143,10 @@ func TestSoak(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(cfg.out, "manager-logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	go func() { defer close(logsDone); keepManagerLogs(logCtx, envOr("SOAK_POD_LOGS", "/var/log/pods"), filepath.Join(cfg.out, "manager-logs")) }()
+	go func() {
+		defer close(logsDone)
+		keepManagerLogs(logCtx, envOr("SOAK_POD_LOGS", "/var/log/pods"), filepath.Join(cfg.out, "manager-logs"))
+	}()
 	defer func() { stopLogs(); <-logsDone }()
 
 	// 1. Two Redis: the lock's (AOF, restarted and stalled by faults, a freezable proxy in
