@@ -214,12 +214,8 @@ func missedReason(p *pass) string {
 // that fell due after the last pass and up to the change at `at` (the controller was
 // down, or they were held back): none of them will start under the new spec.
 func accountUntilChange(p *pass, observed string, at time.Time) {
-	parts := strings.Split(observed, "|")
-	if len(parts) != 3 || parts[2] != "suspend=false" {
-		return
-	}
-	sched, err := schedule.Parse(parts[0], parts[1])
-	if err != nil {
+	sched, ok := observedSchedule("", "", observed)
+	if !ok {
 		return
 	}
 	plan := sched.Plan(schedule.Input{Earliest: earliest(p.job, p.status), Now: at})

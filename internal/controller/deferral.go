@@ -18,7 +18,6 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
-	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
@@ -28,7 +27,7 @@ import (
 // names the next occurrence, and active pods that have not started and are not stuck — the status write is
 // left to the next pass that has news (a pod started, a report to fold, a decision). The
 // deterministic pod name guards against a second pod meanwhile, and lastScheduleTime is
-// read back from the pods (noteScheduled), so a restart plans the same way.
+// read back from the pods (catchUp), so a restart plans the same way.
 
 // deferrable reports whether next differs from old only in bookkeeping the pods carry.
 // news says whether an active pod has news (podNews).
@@ -60,25 +59,6 @@ func deferrable(old, next *v1alpha1.LockedCronJobStatus, news func(name string) 
 		rb.Message = ra.Message
 	}
 	return equality.Semantic.DeepEqual(a, b)
-}
-
-// noteScheduled moves lastScheduleTime up to the newest occurrence that has a pod of the
-// job's own (scheduled) name: a pass whose status write was deferred recorded it there.
-// Pods prepared ahead of an occurrence still to come (after now) do not count.
-func noteScheduled(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus, pods []corev1.Pod, now time.Time) {
-	var newest time.Time
-	for i := range pods {
-		occ, err := runstatus.Occurrence(&pods[i])
-		if err != nil || pods[i].Name != runpod.Name(job.Name, occ) || occ.After(now) {
-			continue
-		}
-		if occ.After(newest) {
-			newest = occ
-		}
-	}
-	if !newest.IsZero() && (st.LastScheduleTime == nil || newest.After(st.LastScheduleTime.Time)) {
-		st.LastScheduleTime = &metav1.Time{Time: newest}
-	}
 }
 
 // podNews is the news predicate of deferrable for the pass's active pods: a pod has
@@ -118,14 +98,15 @@ func hasNews(pod *corev1.Pod) bool {
 	return false
 }
 
-// decided remembers, per job, the newest occurrence this manager has decided: the one whose
-// pod it created at its instant, or the status.lastScheduleTime of its last successful
-// status write. These are the "expectations" of the Kubernetes controllers. The caches lag
-// behind the API server, and a pass plans from what they show:
-//   - a deferred status write leaves lastScheduleTime to the pod cache (noteScheduled); a
-//     pod cache behind the POST (a slow watch, a relist after kube-apiserver restarted)
-//     would let the next pass plan from an older lastScheduleTime and count the created
-//     occurrence missed while its pod runs it (the soak found it: missed 3 more than the
+// decided remembers, per job, what this manager decided that its caches may not show yet:
+// the status.lastScheduleTime of its last status write that landed (written), and the
+// occurrences whose pods it created since (created). These are the "expectations" of the
+// Kubernetes controllers. The caches lag behind the API server, and a pass plans from
+// what they show:
+//   - a deferred status write leaves lastScheduleTime to the pods (catchUp); a pod cache
+//     behind the POST (a slow watch, a relist after kube-apiserver restarted) would let
+//     the next pass plan from an older lastScheduleTime and count the created occurrence
+//     missed while its pod runs it (the soak found it: missed 3 more than the
 //     occurrences without a pod report);
 //   - a job cache behind the pass's own status write would let the next pass decide again
 //     what that write decided. Its own status write then fails (resourceVersion), but the
@@ -140,8 +121,14 @@ func hasNews(pod *corev1.Pod) bool {
 // occurrence missed while its pod may run it.
 type decided struct {
 	mu     sync.Mutex
-	m      map[types.NamespacedName]decidedOcc
+	m      map[types.NamespacedName]*decidedJob
 	unsure map[types.NamespacedName]decidedOcc
+}
+
+type decidedJob struct {
+	uid     types.UID
+	written time.Time
+	created []time.Time // after written, oldest first
 }
 
 type decidedOcc struct {
@@ -149,32 +136,56 @@ type decidedOcc struct {
 	occ time.Time
 }
 
-// note records that occ is decided for the job (its pod exists, or a status write says so).
-func (c *decided) note(job *v1alpha1.LockedCronJob, occ time.Time) {
+// maxCreated bounds decided.created per job: the pod cache catches up long before.
+const maxCreated = 16
+
+func (c *decided) entry(job *v1alpha1.LockedCronJob) *decidedJob {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[types.NamespacedName]decidedOcc{}
+		c.m = map[types.NamespacedName]*decidedJob{}
 	}
-	if old, ok := c.m[key]; ok && old.uid == job.UID && !occ.After(old.occ) {
-		return
+	e, ok := c.m[key]
+	if !ok || e.uid != job.UID {
+		e = &decidedJob{uid: job.UID}
+		c.m[key] = e
 	}
-	c.m[key] = decidedOcc{uid: job.UID, occ: occ}
+	return e
 }
 
-// apply moves st.LastScheduleTime up to the newest occurrence this manager decided for
-// the job (not one still to come: a prepared pod is not scheduled yet).
-func (c *decided) apply(job *v1alpha1.LockedCronJob, st *v1alpha1.LockedCronJobStatus, now time.Time) {
+// noteWritten records the lastScheduleTime of a status write that landed.
+func (c *decided) noteWritten(job *v1alpha1.LockedCronJob, lst time.Time) {
 	c.mu.Lock()
-	cp, ok := c.m[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}]
-	c.mu.Unlock()
-	if !ok || cp.uid != job.UID || cp.occ.After(now) {
+	defer c.mu.Unlock()
+	e := c.entry(job)
+	if lst.After(e.written) {
+		e.written = lst
+	}
+	e.created = slices.DeleteFunc(e.created, func(t time.Time) bool { return !t.After(e.written) })
+}
+
+// noteCreated records that the job's pod for occ exists.
+func (c *decided) noteCreated(job *v1alpha1.LockedCronJob, occ time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(job)
+	if !occ.After(e.written) || slices.ContainsFunc(e.created, occ.Equal) {
 		return
 	}
-	if st.LastScheduleTime == nil || cp.occ.After(st.LastScheduleTime.Time) {
-		st.LastScheduleTime = &metav1.Time{Time: cp.occ}
+	e.created = append(e.created, occ)
+	if len(e.created) > maxCreated {
+		e.created = e.created[1:]
 	}
+}
+
+// of returns what this manager decided for the job (see decided).
+func (c *decided) of(job *v1alpha1.LockedCronJob) (written time.Time, created []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}]
+	if !ok || e.uid != job.UID {
+		return time.Time{}, nil
+	}
+	return e.written, slices.Clone(e.created)
 }
 
 // forget drops a deleted job's entries.
@@ -206,7 +217,7 @@ func (c *decided) unsureOf(job *v1alpha1.LockedCronJob) (time.Time, bool) {
 // resolve ends the doubt about occ: its pod exists (noted as created) or not.
 func (c *decided) resolve(job *v1alpha1.LockedCronJob, occ time.Time, exists bool) {
 	if exists {
-		c.note(job, occ)
+		c.noteCreated(job, occ)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

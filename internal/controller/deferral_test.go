@@ -8,10 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
-	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
-// go test ./internal/controller/ -run 'TestDeferrable|TestNoteScheduled'
+// go test ./internal/controller/ -run 'TestDeferrable|TestCatchUp'
 
 func scheduledStatus(last, next time.Time, active ...string) *v1alpha1.LockedCronJobStatus {
 	st := &v1alpha1.LockedCronJobStatus{
@@ -74,30 +73,5 @@ func TestDeferrable(t *testing.T) {
 	// A pod that leaves active is always news, started or not.
 	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0, t0.Add(m)), notStarted) {
 		t.Error("a pod leaving active was deferred")
-	}
-}
-
-func TestNoteScheduled(t *testing.T) {
-	job := plainJob("* * * * *")
-	pod := func(name string, occ time.Time) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{runpod.AnnotationScheduledTime: occ.Format(time.RFC3339)}}}
-	}
-	st := &v1alpha1.LockedCronJobStatus{LastScheduleTime: &metav1.Time{Time: t0}}
-	later := t0.Add(3 * time.Minute)
-	noteScheduled(job, st, []corev1.Pod{
-		pod(runpod.Name(job.Name, t0.Add(time.Minute)), t0.Add(time.Minute)),
-		pod(runpod.Name(job.Name, later), later),
-		// Not a scheduled pod's name (a manual run's): ignored even if its time is later.
-		pod(job.Name+"-m-abc", later.Add(time.Hour)),
-		// Prepared ahead of an occurrence still to come: not scheduled yet.
-		pod(runpod.Name(job.Name, later.Add(time.Minute)), later.Add(time.Minute)),
-	}, later)
-	if !st.LastScheduleTime.Time.Equal(later) {
-		t.Errorf("lastScheduleTime %v, want %v", st.LastScheduleTime, later)
-	}
-	// Never backwards.
-	noteScheduled(job, st, []corev1.Pod{pod(runpod.Name(job.Name, t0), t0)}, later)
-	if !st.LastScheduleTime.Time.Equal(later) {
-		t.Errorf("lastScheduleTime went back to %v", st.LastScheduleTime)
 	}
 }

@@ -181,11 +181,12 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never
 	// started (deleted, or past their deadline) missed; the rest are active.
 	p.track(pods.Items)
-	noteScheduled(&job, p.status, pods.Items, p.now)
 	if err := r.resolveUnsure(ctx, &job); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.decided.apply(&job, p.status, p.now) // what an earlier pass decided that the caches do not show yet
+	// lastScheduleTime up to the newest occurrence decided (catchup.go).
+	written, created := r.decided.of(&job)
+	p.catchUp(pods.Items, written, created)
 	for i := range pods.Items {
 		p.seen = append(p.seen, pods.Items[i].Name)
 	}
@@ -239,7 +240,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, err
 		}
 		if lst := job.Status.LastScheduleTime; lst != nil {
-			r.decided.note(&job, lst.Time) // until the job cache shows this write
+			r.decided.noteWritten(&job, lst.Time) // until the job cache shows this write
 		}
 	}
 	observeStatus(&job)
@@ -462,7 +463,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		}
 		st.LastScheduleTime = &metav1.Time{Time: due}
 		if notBefore.IsZero() {
-			r.decided.note(job, due)
+			r.decided.noteCreated(job, due)
 		}
 		return nil
 	}
@@ -471,7 +472,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		return pod
 	}
 	st.LastScheduleTime = &metav1.Time{Time: due}
-	r.decided.note(job, due)
+	r.decided.noteCreated(job, due)
 	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
 	// No Event: the pod is the record (its own Events follow it); an Event per occurrence
 	// would double the API calls of the creation path.

@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+// lostStatusWrite is the manager's client whose first status write that lose picks never
+// lands: the pass that made it has already created its pod, and its decisions are gone
+// (the operator pod deleted mid-pass, or a conflict). The soak found it: an occurrence
+// deferred by a blackout window, then superseded in the pass that started the next one,
+// was in no counter.
+type lostStatusWrite struct {
+	client.Client
+	lose  func(*v1alpha1.LockedCronJob) bool
+	once  *sync.Once
+	fired *atomic.Bool
+}
+
+func (c lostStatusWrite) Status() client.SubResourceWriter {
+	return lostStatus{c.Client.Status(), c}
+}
+
+type lostStatus struct {
+	client.SubResourceWriter
+	c lostStatusWrite
+}
+
+func (s lostStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if job, ok := obj.(*v1alpha1.LockedCronJob); ok && s.c.lose(job) {
+		lost := false
+		s.c.once.Do(func() { lost = true })
+		if lost {
+			s.c.fired.Store(true)
+			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "lockedcronjobs"}, job.Name, context.Canceled)
+		}
+	}
+	return s.SubResourceWriter.Update(ctx, obj, opts...)
+}
+
+var _ = Describe("a pass whose status write is lost after it created a pod", func() {
+	It("still accounts for the occurrences it decided before that pod's", func() {
+		var fired atomic.Bool
+		startManagerWrapped(clock.RealClock{}, CacheOptions(), func(c client.Client) client.Client {
+			return lostStatusWrite{Client: c, once: &sync.Once{}, fired: &fired, lose: func(j *v1alpha1.LockedCronJob) bool {
+				// The pass that ends the blackout: it records the second deferred
+				// occurrence superseded and starts the next one.
+				return j.Status.Counters.SkippedBlackout == 2 && len(j.Status.Active) > 0
+			}}
+		})
+		ns := newNamespace()
+		// A one-off window over two occurrences, B+2 and B+4 (Defer): B+4 supersedes B+2,
+		// and B+6, when the window has closed, supersedes B+4 and starts.
+		b := time.Now().Truncate(2 * time.Second).Add(6 * time.Second)
+		start, end := metav1.NewTime(b.Add(time.Second)), metav1.NewTime(b.Add(6*time.Second))
+		job := newJob(ns, "lost-write", "*/2 * * * * *")
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{{Name: "freeze", Start: &start, End: &end}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+
+		Eventually(fired.Load, 20*time.Second, 50*time.Millisecond).Should(BeTrue(), "the pass that ends the blackout did not write status")
+		Expect(podsOf(job)).To(ContainElement(HaveField("Name", runpod.Name(job.Name, b.Add(6*time.Second)))), "the pass whose write was lost created its pod")
+		Eventually(func() int64 { return getJob(job).Status.Counters.SkippedBlackout }, 5*time.Second, 50*time.Millisecond).
+			Should(Equal(int64(2)), "occurrence %s was deferred, then superseded: it must be counted", b.Add(4*time.Second).UTC().Format(time.RFC3339))
+		Consistently(func() int64 { return getJob(job).Status.Counters.SkippedBlackout }, 2*time.Second, 100*time.Millisecond).Should(Equal(int64(2)))
+	})
+})
