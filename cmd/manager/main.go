@@ -99,6 +99,9 @@ func run() error {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
+	if err := waitForAPIServer(context.Background(), cfg, apiServerWait, log); err != nil {
+		return err
+	}
 
 	if !secureMetrics {
 		log.Info("metrics served over plain HTTP without authentication (--metrics-secure=false)", "address", metricsAddr)

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+)
+
+// apiServerWait is how long the manager waits at start-up for kube-apiserver to answer.
+const apiServerWait = 5 * time.Minute
+
+// apiServerBackoff paces the start-up checks: quick at first, then every 5 s.
+var apiServerBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Second}
+
+// waitForAPIServer waits until kube-apiserver answers (GET /version), for at most
+// timeout. A manager started while it is down (restarted with it, or after it lost its
+// Lease to the restart and exited) would otherwise fail its set-up ("failed to
+// determine if *v1.Pod is namespaced") and crash-loop, and the kubelet's back-off would
+// keep it down long after kube-apiserver is back: the soak saw scheduling stop for over
+// a minute.
+func waitForAPIServer(ctx context.Context, cfg *rest.Config, timeout time.Duration, log logr.Logger) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	err = apiServerBackoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
+		last = dc.RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+		if last != nil {
+			log.Info("waiting for kube-apiserver", "host", cfg.Host, "error", last.Error())
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver at %s did not answer within %s: %w", cfg.Host, timeout, last)
+	}
+	return nil
+}
