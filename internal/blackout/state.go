@@ -199,11 +199,21 @@ func CorrectDeferred(plan *schedule.Plan, sched *schedule.Schedule, earliest, de
 	if !plan.Latest.After(deferred) || plan.Missed == 0 {
 		return false, "" // still the latest: the blackout decides it, or missed by Plan
 	}
-	if deadline != nil && plan.Latest.Sub(deferred) > *deadline {
+	superseded, reason = Supersede(deferred, *plan.Latest, deadline)
+	if superseded {
+		plan.Missed--
+	}
+	return superseded, reason
+}
+
+// Supersede decides a deferred occurrence once a later one (by) has come while the
+// blackout lasted: it is skipped (superseded), unless its startingDeadline passed before
+// by came (false: it is missed). reason is what the skip records.
+func Supersede(deferred, by time.Time, deadline *time.Duration) (superseded bool, reason string) {
+	if deadline != nil && by.Sub(deferred) > *deadline {
 		return false, "" // its deadline passed first: missed
 	}
-	plan.Missed--
-	return true, fmt.Sprintf("deferred, then superseded by occurrence %s while the blackout lasted", plan.Latest.UTC().Format(time.RFC3339))
+	return true, fmt.Sprintf("deferred, then superseded by occurrence %s while the blackout lasted", by.UTC().Format(time.RFC3339))
 }
 
 // IndexKeys are the keys under which a job with this spec.blackout is indexed by the

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lockedcron/lockedcron/internal/blackout"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
@@ -124,10 +125,11 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 	g := findGap(sched, from, to, timeOf(st.Deferred), started)
 	at := to.UTC().Format(time.RFC3339)
 	if g.deferred {
-		if dl := startingDeadline(job); dl != nil && to.Sub(st.Deferred.Time) > *dl {
-			p.record(runstatus.OutcomeMissed, st.Deferred.Time, fmt.Sprintf("deferred, then not started within startingDeadlineSeconds (%s) while the blackout lasted", dl))
+		dl := startingDeadline(job)
+		if superseded, reason := blackout.Supersede(st.Deferred.Time, to, dl); superseded {
+			p.record(runstatus.OutcomeSkippedBlackout, st.Deferred.Time, reason)
 		} else {
-			p.record(runstatus.OutcomeSkippedBlackout, st.Deferred.Time, "deferred, then superseded by occurrence "+at+" while the blackout lasted")
+			p.record(runstatus.OutcomeMissed, st.Deferred.Time, fmt.Sprintf("deferred, then not started within startingDeadlineSeconds (%s) while the blackout lasted", dl))
 		}
 		st.Deferred = nil
 	}
