@@ -218,7 +218,14 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 	if !ok {
 		return
 	}
-	plan := sched.Plan(schedule.Input{Earliest: earliest(p.job, p.status), Now: at})
+	from := earliest(p.job, p.status)
+	if d := p.status.Deferred; d != nil && d.After(from) {
+		// The pass that deferred it decided the occurrences before it (a superseded one
+		// is already counted skippedBlackout), whatever lastScheduleTime says: status
+		// written before accountDeferred moved it up.
+		from = d.Add(-time.Nanosecond)
+	}
+	plan := sched.Plan(schedule.Input{Earliest: from, Now: at})
 	if plan.Latest == nil {
 		return
 	}

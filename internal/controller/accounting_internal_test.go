@@ -69,17 +69,29 @@ func TestAccountUntilChange(t *testing.T) {
 		at       time.Time
 		missed   int64
 		lastTo   time.Time
+		deferred time.Time // status.deferred, if set
 	}{
-		{"the controller was down across a suspension: 3 hourly occurrences up to it", "0 * * * *|UTC|suspend=false", t0.Add(3*time.Hour + 30*time.Minute), 3, t0.Add(3 * time.Hour)},
-		{"changed right away: nothing fell due", "0 * * * *|UTC|suspend=false", t0.Add(30 * time.Minute), 0, t0},
-		{"the change is an occurrence's own second: it counts", "0 * * * *|UTC|suspend=false", t0.Add(time.Hour), 1, t0.Add(time.Hour)},
-		{"resumed: nothing ran while suspended", "0 * * * *|UTC|suspend=true", t0.Add(5 * time.Hour), 0, t0},
-		{"an old schedule that did not parse", "61 * * * *|UTC|suspend=false", t0.Add(5 * time.Hour), 0, t0},
-		{"garbage", "x", t0.Add(5 * time.Hour), 0, t0},
+		{"the controller was down across a suspension: 3 hourly occurrences up to it", "0 * * * *|UTC|suspend=false", t0.Add(3*time.Hour + 30*time.Minute), 3, t0.Add(3 * time.Hour), time.Time{}},
+		{"changed right away: nothing fell due", "0 * * * *|UTC|suspend=false", t0.Add(30 * time.Minute), 0, t0, time.Time{}},
+		{"the change is an occurrence's own second: it counts", "0 * * * *|UTC|suspend=false", t0.Add(time.Hour), 1, t0.Add(time.Hour), time.Time{}},
+		{"resumed: nothing ran while suspended", "0 * * * *|UTC|suspend=true", t0.Add(5 * time.Hour), 0, t0, time.Time{}},
+		{"an old schedule that did not parse", "61 * * * *|UTC|suspend=false", t0.Add(5 * time.Hour), 0, t0, time.Time{}},
+		{"garbage", "x", t0.Add(5 * time.Hour), 0, t0, time.Time{}},
+		// status.deferred: the pass that deferred it decided the ones before it (here
+		// 11:00, superseded by 12:00 while a blackout lasted), whatever lastScheduleTime
+		// says. The soak found 11:00 counted twice (skippedBlackout, then missed here).
+		{"deferred 12:00 after superseding 11:00", "0 * * * *|UTC|suspend=false", t0.Add(2*time.Hour + 30*time.Minute), 1, t0.Add(2 * time.Hour), t0.Add(2 * time.Hour)},
+		{"deferred 12:00, changed at 14:30", "0 * * * *|UTC|suspend=false", t0.Add(4*time.Hour + 30*time.Minute), 3, t0.Add(4 * time.Hour), t0.Add(2 * time.Hour)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &pass{job: plainJob("*/5 * * * *"), status: &v1alpha1.LockedCronJobStatus{LastScheduleTime: &last}, now: t0.Add(6 * time.Hour)}
+			if !c.deferred.IsZero() {
+				p.status.Deferred = &metav1.Time{Time: c.deferred}
+			}
 			accountUntilChange(p, c.observed, c.at)
+			if p.status.Deferred != nil {
+				t.Errorf("status.deferred %s stays after the change", p.status.Deferred)
+			}
 			if p.status.Counters.Missed != c.missed {
 				t.Errorf("missed %d, want %d", p.status.Counters.Missed, c.missed)
 			}

@@ -270,6 +270,11 @@ func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, ear
 	}
 	if superseded, reason := blackout.CorrectDeferred(plan, sched, earliest, deferred.Time, deadline); superseded {
 		p.record(runstatus.OutcomeSkippedBlackout, deferred.Time, reason)
+		// Decided: lastScheduleTime says so, or a reader that plans from it alone (a
+		// schedule change, a suspension) would count it again.
+		if st := p.status; st.LastScheduleTime == nil || deferred.After(st.LastScheduleTime.Time) {
+			st.LastScheduleTime = deferred.DeepCopy()
+		}
 	}
 }
 

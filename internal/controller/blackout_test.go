@@ -284,6 +284,34 @@ var _ = Describe("Blackout", func() {
 		Eventually(func() []string { return eventReasons(job) }).Should(ContainElements(ReasonDeferred, ReasonSkippedBlackout))
 	})
 
+	It("with Defer, a suspension while an occurrence is deferred counts each occurrence of the window once", func() {
+		// The soak found it: in a window, occurrence A deferred, then superseded by B
+		// (skippedBlackout) and B deferred; the suspension then counted A missed again.
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		s, e := metav1.NewTime(time.Now().Add(-time.Second)), metav1.NewTime(time.Now().Add(time.Minute))
+		job := newJob(ns, "suspended-in-window", "*/2 * * * * *")
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{{Name: "w", Start: &s, End: &e}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() bool {
+			st := getJob(job).Status
+			return st.Counters.SkippedBlackout >= 1 && st.Deferred != nil
+		}, 10*time.Second, 50*time.Millisecond).Should(BeTrue(), "one occurrence superseded, the next deferred")
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) })
+		Eventually(func() string { return getJob(job).Status.ObservedSchedule }).Should(HaveSuffix("suspend=true"))
+		got := getJob(job)
+		sched, err := schedule.Parse(got.Spec.Schedule, "UTC")
+		Expect(err).NotTo(HaveOccurred())
+		var want int64 // the occurrences in (creation, suspension]
+		for at := sched.Next(got.CreationTimestamp.Time); !at.After(specChangedAt(got, time.Now())); at = sched.Next(at) {
+			want++
+		}
+		st := got.Status
+		Expect(st.Counters.SkippedBlackout+st.Counters.Missed).To(Equal(want), "skippedBlackout %d + missed %d", st.Counters.SkippedBlackout, st.Counters.Missed)
+		Expect(st.Deferred).To(BeNil())
+		Expect(podsOf(job)).To(BeEmpty())
+	})
+
 	It("defers an occurrence while a Deployment rolls out: starts when it completes, misses past the deadline", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
@@ -381,6 +409,7 @@ var _ = Describe("accountDeferred", func() {
 		Expect(*plan.Due).To(BeTemporally("==", t0.Add(time.Hour)))
 		Expect(p.status.Counters.SkippedBlackout).To(Equal(int64(1)))
 		Expect(p.status.Deferred).To(BeNil())
+		Expect(p.status.LastScheduleTime.Time).To(BeTemporally("==", t0), "the superseded occurrence is decided: no later plan counts it")
 		Expect(p.status.Recent).To(ConsistOf(HaveField("Outcome", runstatus.OutcomeSkippedBlackout)))
 		Expect(p.events).To(HaveLen(1))
 		Expect(p.events[0].reason).To(Equal(ReasonSkippedBlackout))
