@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,6 +102,9 @@ func (p *pass) track(pods []corev1.Pod) {
 			p.count(pod, res)
 		case tracking.NeverStarted:
 			p.count(pod, withoutReport(pod, occ, report.Missed, d.Reason))
+		case tracking.Withdraw:
+			p.active = append(p.active, pod) // until its kubelet has said what happened
+			p.withdraw(pod, d.Reason)
 		case tracking.Lost:
 			p.count(pod, withoutReport(pod, occ, report.Error, d.Reason))
 		}
@@ -111,9 +115,32 @@ func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string)
 	return runstatus.Result{Pod: pod.Name, Occurrence: occ, Trigger: runpod.Trigger(pod), Report: report.Report{V: report.Version, Outcome: o, Message: why}}
 }
 
+// withdrawal is a pod to delete, uncounted, with why (tracking.Withdraw).
+type withdrawal struct {
+	pod *corev1.Pod
+	why string
+}
+
+// withdraw takes back an active pod on a node whose job has not started as far as its
+// status says and must not start (tracking.Withdraw): it stays active until its kubelet
+// has said what happened, and no longer holds back the due occurrence (unstarted).
+func (p *pass) withdraw(pod *corev1.Pod, why string) {
+	if p.isWithdrawing(pod) {
+		return
+	}
+	p.withdrawing = append(p.withdrawing, withdrawal{pod, why})
+	occ, _ := runstatus.Occurrence(pod)
+	p.log.Info("pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
+}
+
+func (p *pass) isWithdrawing(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(p.withdrawing, func(w withdrawal) bool { return w.pod.Name == pod.Name })
+}
+
 // dropUnstarted counts, as missed, the active pods whose job has not started when a
 // blackout is in effect (they were created before it began), and takes them out of
-// p.active; the pass deletes them.
+// p.active; the pass deletes them. One on a node is withdrawn instead (it may have
+// started: tracking.Withdraw).
 func (p *pass) dropUnstarted(blackout string) {
 	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job), Blackout: blackout}
 	keep := p.active[:0]
@@ -123,11 +150,15 @@ func (p *pass) dropUnstarted(blackout string) {
 			keep = append(keep, pod) // prepared ahead: withdrawn, not counted (prepare.go)
 			continue
 		}
-		if d := tracking.Decide(pod, occ, in); d.Verdict == tracking.NeverStarted {
+		switch d := tracking.Decide(pod, occ, in); {
+		case d.Verdict == tracking.NeverStarted:
 			p.count(pod, withoutReport(pod, occ, report.Missed, d.Reason))
-			continue
+		case d.Verdict == tracking.Withdraw:
+			p.withdraw(pod, d.Reason)
+			keep = append(keep, pod)
+		default:
+			keep = append(keep, pod)
 		}
-		keep = append(keep, pod)
 	}
 	p.active = keep
 }
@@ -176,7 +207,7 @@ func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
 func (p *pass) unstarted(due time.Time) *corev1.Pod {
 	own := runpod.Name(p.job.Name, due)
 	for _, pod := range p.active {
-		if pod.Name != own && !runpod.IsManual(pod) && pod.DeletionTimestamp == nil && !tracking.Started(pod) {
+		if pod.Name != own && !runpod.IsManual(pod) && pod.DeletionTimestamp == nil && !tracking.Started(pod) && !p.isWithdrawing(pod) {
 			return pod
 		}
 	}
@@ -261,7 +292,8 @@ func specChangedAt(job *v1alpha1.LockedCronJob, now time.Time) time.Time {
 
 // markCounted, after the status write, labels the pods counted and removes their
 // tracking finalizer in one patch; the next pass drops them from status.countedPods.
-// Then it deletes the pods that never started.
+// Then it deletes the pods that never started, and the withdrawn ones (their reason
+// noted on them first: tracking counts them from it if they never started).
 func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) error {
 	for _, pod := range p.mark {
 		patch := client.StrategicMergeFrom(pod.DeepCopy())
@@ -277,6 +309,21 @@ func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) erro
 	for _, pod := range p.doomed {
 		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting pod %s that never started: %w", pod.Name, err)
+		}
+	}
+	for _, w := range p.withdrawing {
+		pod := w.pod
+		if pod.Annotations[runpod.AnnotationWithdrawn] != w.why {
+			patch := client.MergeFrom(pod.DeepCopy())
+			metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runpod.AnnotationWithdrawn, w.why)
+			if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("noting why pod %s is withdrawn: %w", pod.Name, err)
+			}
+		}
+		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("withdrawing pod %s: %w", pod.Name, err)
 		}
 	}
 	return nil

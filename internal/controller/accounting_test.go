@@ -283,6 +283,56 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		Expect(getJob(job).Status.Recent[0].Message).To(ContainSubstring("a blackout began before its job started: Deployment/web is rolling out"))
 	})
 
+	// The soak found it: a pod whose job started just before a blackout began, its Running
+	// status not yet seen, was counted missed and deleted; its report (Failed, exit 143)
+	// came a second later and was never counted. A pod on a node may have started: it is
+	// deleted, and counted from what its kubelet says.
+	DescribeTable("withdraws a pod on a node that has not started when a blackout begins, and counts what its kubelet says",
+		func(kubelet func(pod *corev1.Pod), counters v1alpha1.Counters, msg string) {
+			startManager(clock.RealClock{})
+			ns := newNamespace()
+			d := newDeployment(ns, "web")
+			Expect(k8sClient.Create(ctx, d)).To(Succeed())
+			writeStatus(d, deploymentDone)
+			at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "raced", dailyAt(at))
+			job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			name := runpod.Name("raced", at)
+			var pod *corev1.Pod
+			Eventually(func() error { var err error; pod, err = getPod(ns, name); return err }, 10*time.Second).Should(Succeed())
+			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+			Eventually(func() string { p, _ := getPod(ns, name); return p.Spec.NodeName }).Should(Equal("node-1"))
+
+			writeStatus(d, func(d *appsv1.Deployment) {
+				deploymentDone(d)
+				d.Status.AvailableReplicas = 1 // rolling out
+			})
+			Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")
+			st := getJob(job).Status
+			Expect(st.Counters.Missed + st.Counters.Runs).To(BeZero(), "nothing counted before the kubelet's word")
+			pod, _ = getPod(ns, name)
+			Expect(pod.Annotations).To(HaveKeyWithValue(runpod.AnnotationWithdrawn, ContainSubstring("a blackout began before its job started")))
+
+			kubelet(pod)
+			// (A bound pod stays Terminating without a kubelet to confirm its deletion.)
+			Eventually(func() string { p, _ := getPod(ns, name); return p.Labels[runpod.LabelCounted] }, 5*time.Second).Should(Equal("true"), "counted and released")
+			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }).Should(Equal(counters))
+			if msg != "" {
+				Expect(getJob(job).Status.Recent[0].Message).To(ContainSubstring(msg))
+			}
+		},
+		Entry("its job had started: the report counts", func(pod *corev1.Pod) {
+			finishPod(pod, corev1.PodFailed, 143, reportJSON(report.Report{Outcome: report.Failed, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+				Holder: "h", FencingToken: 1, ExitCode: 143}))
+		}, v1alpha1.Counters{Runs: 1, Failed: 1}, ""),
+		Entry("it never started: missed, for the blackout", func(pod *corev1.Pod) {
+			pod.Status.Phase = corev1.PodFailed
+			Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		}, v1alpha1.Counters{Missed: 1}, "a blackout began before its job started: Deployment/web is rolling out"),
+	)
+
 	It("tracks pods with a finalizer: counted and released in one pass, still counted when deleted first", func() {
 		ns := newNamespace()
 		job := newJob(ns, "tracked", "0 0 1 1 *")

@@ -125,6 +125,9 @@ type pass struct {
 	doomed      []*corev1.Pod // counted as never started: to delete
 	history     []*corev1.Pod // finished and marked: pruned to the history limits
 	withdrawn   []*corev1.Pod // prepared ahead, no longer wanted: deleted uncounted
+	// withdrawing: on a node, not started as far as they say, and must not start
+	// (tracking.Withdraw): deleted with the reason noted, counted from the kubelet's word.
+	withdrawing []withdrawal
 	seen        []string      // names of all the job's pods in the cache
 }
 

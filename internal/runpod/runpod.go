@@ -28,6 +28,10 @@ const (
 	// AnnotationWrappedContainer names the container lockwrap wraps (whose termination
 	// message is the report).
 	AnnotationWrappedContainer = "scheduling.lockedcron.io/wrapped-container"
+	// AnnotationWithdrawn holds why the controller deleted a pod whose job had not
+	// started as far as its status said (a blackout began, its deadline passed): the
+	// reason it is counted missed for if its kubelet confirms the job never started.
+	AnnotationWithdrawn = "scheduling.lockedcron.io/withdrawn"
 	// LabelJob holds the name of the owning LockedCronJob (used to select its pods).
 	LabelJob = "scheduling.lockedcron.io/job"
 	// LabelCounted marks a finished pod whose report is already in the owner's status.

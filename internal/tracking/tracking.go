@@ -39,11 +39,18 @@ const (
 	Active Verdict = "Active"
 	// Report: finished; its report is folded.
 	Report Verdict = "Report"
-	// NeverStarted: its job never started and never will (deleted, past its deadline,
-	// or a blackout began): counted Missed with Reason; the controller deletes it.
+	// NeverStarted: its job never started and never will (deleted, or, not bound to a
+	// node, past its deadline or a blackout began): counted Missed with Reason; the
+	// controller deletes it.
 	NeverStarted Verdict = "NeverStarted"
 	// Lost: deleted after its job started, and no report came: counted Error with Reason.
 	Lost Verdict = "Lost"
+	// Withdraw: bound to a node, its job not started as far as its status says, and it
+	// must not start (past its deadline, or a blackout began). Its kubelet may have
+	// started it all the same (status updates lag under load): the controller deletes it
+	// (noting Reason on it, runpod.AnnotationWithdrawn) and counts it once the kubelet
+	// has said what happened (its report, or NeverStarted with Reason).
+	Withdraw Verdict = "Withdraw"
 )
 
 // Input is what the pass knows besides the pod.
@@ -82,6 +89,9 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		// load): wait for the kubelet's last word, or for the grace to pass.
 		until := pod.DeletionTimestamp.Add(TerminatingGrace)
 		if pod.Spec.NodeName == "" || ended || !in.Now.Before(until) {
+			if why := pod.Annotations[runpod.AnnotationWithdrawn]; why != "" {
+				return Decision{Verdict: NeverStarted, Reason: "deleted before its job started: " + why}
+			}
 			return Decision{Verdict: NeverStarted, Reason: with("deleted before its job started", WaitingReason(pod))}
 		}
 		return Decision{Verdict: Active, Recheck: until}
@@ -100,7 +110,7 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		return Decision{Verdict: Active}
 	}
 	if in.Blackout != "" {
-		return Decision{Verdict: NeverStarted, Reason: with("a blackout began before its job started: "+in.Blackout, WaitingReason(pod))}
+		return withdraw(pod, with("a blackout began before its job started: "+in.Blackout, WaitingReason(pod)))
 	}
 	dl := PendingDeadline(occurrence, pod.CreationTimestamp.Time, in.StartingDeadline)
 	if !in.Now.Before(dl) {
@@ -111,9 +121,19 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		case in.StartingDeadline == nil:
 			what = "the pending timeout (" + DefaultPendingTimeout.String() + ")"
 		}
-		return Decision{Verdict: NeverStarted, Reason: with(fmt.Sprintf("its job had not started by %s (%s)", dl.UTC().Format(time.RFC3339), what), WaitingReason(pod))}
+		return withdraw(pod, with(fmt.Sprintf("its job had not started by %s (%s)", dl.UTC().Format(time.RFC3339), what), WaitingReason(pod)))
 	}
 	return Decision{Verdict: Active, Recheck: dl}
+}
+
+// withdraw decides a pod whose job has not started as far as its status says and must
+// not start: not bound to a node, it never started (NeverStarted); bound, its kubelet
+// may have started it already (Withdraw).
+func withdraw(pod *corev1.Pod, reason string) Decision {
+	if pod.Spec.NodeName == "" {
+		return Decision{Verdict: NeverStarted, Reason: reason}
+	}
+	return Decision{Verdict: Withdraw, Reason: reason}
 }
 
 func with(what, why string) string {
