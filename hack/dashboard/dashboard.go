@@ -38,8 +38,12 @@ const (
 // UID is the dashboard's uid (stable: links and provisioning refer to it).
 const UID = "lockedcron"
 
-// sel selects the jobs the dashboard's variables chose.
-const sel = `namespace=~"$namespace", name=~"$job"`
+// sel selects the jobs the dashboard's variables chose; nsSel their namespaces (the
+// histograms are per namespace, not per job).
+const (
+	sel   = `namespace=~"$namespace", name=~"$job"`
+	nsSel = `namespace=~"$namespace"`
+)
 
 var ds = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("$datasource")}
 
@@ -61,7 +65,7 @@ func perLockKey(outcomes string) string {
 }
 
 func quantile(q, hist string) string {
-	return fmt.Sprintf(`histogram_quantile(%s, sum by (namespace, name, le) (rate(%s_bucket{%s}[$__rate_interval])))`, q, hist, sel)
+	return fmt.Sprintf(`histogram_quantile(%s, sum by (namespace, le) (rate(%s_bucket{%s}[$__rate_interval])))`, q, hist, nsSel)
 }
 
 // Build is the dashboard.
@@ -89,11 +93,11 @@ func Build() (dashboard.Dashboard, error) {
 			WithTarget(query(perLockKey("Succeeded|Failed|LockLost"), "{{lock_key}} ran")).
 			WithTarget(query(perLockKey("SkippedContention"), "{{lock_key}} skipped"))).
 		WithRow(dashboard.NewRowBuilder("Lock")).
-		WithPanel(graph("Lock hold time (p50, p90)", "Time from acquiring to releasing the lock (lockedcron_lock_hold_seconds).", "s").
-			WithTarget(query(quantile("0.5", lockHold), "p50 {{namespace}}/{{name}}")).
-			WithTarget(query(quantile("0.9", lockHold), "p90 {{namespace}}/{{name}}"))).
-		WithPanel(graph("Lock wait time (p90)", "Time pods waited for a held lock before acquiring it or giving up (lockedcron_lock_wait_seconds).", "s").
-			WithTarget(query(quantile("0.9", lockWait), "{{namespace}}/{{name}}"))).
+		WithPanel(graph("Lock hold time (p50, p90)", "Time from acquiring to releasing the lock, per namespace (lockedcron_lock_hold_seconds).", "s").
+			WithTarget(query(quantile("0.5", lockHold), "p50 {{namespace}}")).
+			WithTarget(query(quantile("0.9", lockHold), "p90 {{namespace}}"))).
+		WithPanel(graph("Lock wait time (p90)", "Time pods waited for a held lock before acquiring it or giving up, per namespace (lockedcron_lock_wait_seconds).", "s").
+			WithTarget(query(quantile("0.9", lockWait), "{{namespace}}"))).
 		WithPanel(graph("Lock lost", "Runs that lost their lock while the job ran (lockedcron_lock_lost_total); see LockedCronLockLost.", "short").
 			DrawStyle(common.GraphDrawStyleBars).
 			WithTarget(query(fmt.Sprintf(`sum by (namespace, name) (increase(%s{%s}[$__rate_interval]))`, lockLost, sel), "{{namespace}}/{{name}}"))).
@@ -101,8 +105,8 @@ func Build() (dashboard.Dashboard, error) {
 			Min(0).
 			WithTarget(query(fmt.Sprintf(`%s{%s}`, backendUp, sel), "{{namespace}}/{{name}}"))).
 		WithRow(dashboard.NewRowBuilder("Schedule")).
-		WithPanel(graph("Schedule lag (p90)", "Pod creation time minus the occurrence's scheduled time (lockedcron_schedule_lag_seconds).", "s").
-			WithTarget(query(quantile("0.9", scheduleLag), "{{namespace}}/{{name}}"))).
+		WithPanel(graph("Schedule lag (p90)", "Pod creation time minus the occurrence's scheduled time, per namespace (lockedcron_schedule_lag_seconds).", "s").
+			WithTarget(query(quantile("0.9", scheduleLag), "{{namespace}}"))).
 		WithPanel(graph("Active runs", "Pods of occurrences still running (lockedcron_active_runs).", "short").
 			Min(0).
 			WithTarget(query(fmt.Sprintf(`%s{%s}`, activeRuns, sel), "{{namespace}}/{{name}}"))).

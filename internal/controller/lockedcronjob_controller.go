@@ -476,7 +476,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 	}
 	st.LastScheduleTime = &metav1.Time{Time: due}
 	r.decided.noteCreated(job, due)
-	metrics.ScheduleLag.WithLabelValues(job.Namespace, job.Name).Observe(p.now.Sub(due).Seconds())
+	metrics.ScheduleLag.WithLabelValues(job.Namespace).Observe(p.now.Sub(due).Seconds())
 	// No Event: the pod is the record (its own Events follow it); an Event per occurrence
 	// would double the API calls of the creation path.
 	p.log.Info("occurrence started", "occurrence", occ, "pod", pod.Name)
@@ -515,19 +515,19 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 		rep := res.Report
 		metrics.Runs.WithLabelValues(job.Namespace, job.Name, string(rep.Outcome)).Inc()
 		if rep.WaitedMs > 0 || rep.Attempts > 1 {
-			metrics.LockWait.WithLabelValues(job.Namespace, job.Name).Observe(float64(rep.WaitedMs) / 1000)
+			metrics.LockWait.WithLabelValues(job.Namespace).Observe(float64(rep.WaitedMs) / 1000)
 		}
 		a, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
 		b, errB := time.Parse(time.RFC3339Nano, rep.ReleasedAt)
 		if errA == nil && errB == nil {
-			metrics.LockHold.WithLabelValues(job.Namespace, job.Name).Observe(b.Sub(a).Seconds())
+			metrics.LockHold.WithLabelValues(job.Namespace).Observe(b.Sub(a).Seconds())
 		}
 		if rep.Outcome == report.LockLost || rep.LockLost {
 			metrics.LockLost.WithLabelValues(job.Namespace, job.Name).Inc()
 		}
 		if _, ok := res.StartLag(); ok && res.Trigger != v1alpha1.TriggerManual {
 			// Start lag: the job process's start − its scheduled time (report.startedAt).
-			metrics.ObserveStartLag(job.Namespace, job.Name, res.Occurrence, res.StartedAt)
+			metrics.ObserveStartLag(job.Namespace, res.Occurrence, res.StartedAt)
 		}
 	}
 }

@@ -85,8 +85,8 @@ var _ = Describe("metrics from status", func() {
 			Should(Equal(map[string]float64{"": 1}))
 		finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: occ.Format(time.RFC3339), Holder: "h", FencingToken: 1,
 			StartedAt: occ.Add(40 * time.Millisecond).Format(time.RFC3339Nano)}))
-		// The report's startedAt gives the start lag (job start − scheduled time).
-		Eventually(func() map[string]float64 { return series("lockedcron_start_lag_seconds", ns, "gauges") }).
+		// The report's startedAt gives the start lag (job start − scheduled time), per namespace.
+		Eventually(func() map[string]float64 { return series("lockedcron_start_lag_seconds", ns, "") }).
 			Should(Equal(map[string]float64{"": 1}))
 		Eventually(func() map[string]float64 { return series("lockedcron_last_success_timestamp_seconds", ns, "gauges") }).
 			Should(Equal(map[string]float64{"": unix(occ)}))

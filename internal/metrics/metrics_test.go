@@ -24,10 +24,10 @@ func gather(t *testing.T) map[string]*dto.MetricFamily {
 
 func touchAll(ns, name string) {
 	Runs.WithLabelValues(ns, name, "Succeeded").Inc()
-	LockWait.WithLabelValues(ns, name).Observe(1)
-	LockHold.WithLabelValues(ns, name).Observe(1)
-	ScheduleLag.WithLabelValues(ns, name).Observe(1)
-	ObserveStartLag(ns, name, time.Unix(100, 0), time.Unix(103, 500e6))
+	LockWait.WithLabelValues(ns).Observe(1)
+	LockHold.WithLabelValues(ns).Observe(1)
+	ScheduleLag.WithLabelValues(ns).Observe(1)
+	ObserveStartLag(ns, time.Unix(100, 0), time.Unix(103, 500e6))
 	LockLost.WithLabelValues(ns, name).Inc()
 	NextRun.WithLabelValues(ns, name).Set(1)
 	LastSchedule.WithLabelValues(ns, name).Set(1)
@@ -65,7 +65,8 @@ func TestFamiliesMatchRegistry(t *testing.T) {
 }
 
 // Labels stay bounded: namespace and name (plus outcome, or the lock key on the info
-// series), never a pod or an occurrence.
+// series), never a pod or an occurrence; a histogram's only label is the namespace, so
+// that its 13 series are per namespace, not per job.
 func TestLabelsAreBounded(t *testing.T) {
 	touchAll("ns", "labels")
 	t.Cleanup(func() { Forget("ns", "labels") })
@@ -79,33 +80,42 @@ func TestLabelsAreBounded(t *testing.T) {
 				if !allowed[l.GetName()] {
 					t.Errorf("%s has label %q", name, l.GetName())
 				}
+				if f.GetType() == dto.MetricType_HISTOGRAM && l.GetName() != "namespace" {
+					t.Errorf("histogram %s has label %q: histograms are per namespace", name, l.GetName())
+				}
 			}
 		}
 	}
 }
 
+// One job's observations land in its namespace's histograms; Forget drops the job's own
+// series and leaves the namespace's histograms to its other jobs.
 func TestStartLagAndForget(t *testing.T) {
-	touchAll("ns", "gone")
-	h := gather(t)[NameStartLag]
+	touchAll("startlag", "gone")
+	touchAll("startlag", "stays")
 	var found bool
-	for _, m := range h.GetMetric() {
-		if labelsOf(m)["name"] == "gone" {
+	for _, m := range gather(t)[NameStartLag].GetMetric() {
+		if labelsOf(m)["namespace"] == "startlag" {
 			found = true
-			if got := m.GetHistogram().GetSampleSum(); got != 3.5 {
-				t.Errorf("start lag sum = %v, want 3.5 (startedAt - scheduled)", got)
+			if got := m.GetHistogram().GetSampleSum(); got != 7 {
+				t.Errorf("start lag sum = %v, want 7 (startedAt - scheduled, twice)", got)
 			}
 		}
 	}
 	if !found {
 		t.Fatal("no start lag series")
 	}
-	Forget("ns", "gone")
+	Forget("startlag", "gone")
+	t.Cleanup(func() { Forget("startlag", "stays") })
 	for name, f := range gather(t) {
 		for _, m := range f.GetMetric() {
-			if l := labelsOf(m); l["namespace"] == "ns" && l["name"] == "gone" {
+			if l := labelsOf(m); l["namespace"] == "startlag" && l["name"] == "gone" {
 				t.Errorf("%s%v survives Forget", name, l)
 			}
 		}
+	}
+	if n := len(gather(t)[NameLockHold].GetMetric()); n == 0 {
+		t.Error("Forget of one job dropped its namespace's histograms")
 	}
 }
 
