@@ -311,7 +311,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 			})
 			Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")
 			st := getJob(job).Status
-			Expect(st.Counters.Missed + st.Counters.Runs).To(BeZero(), "nothing counted before the kubelet's word")
+			Expect(st.Counters.Missed+st.Counters.Runs).To(BeZero(), "nothing counted before the kubelet's word")
 			pod, _ = getPod(ns, name)
 			Expect(pod.Annotations).To(HaveKeyWithValue(runpod.AnnotationWithdrawn, ContainSubstring("a blackout began before its job started")))
 

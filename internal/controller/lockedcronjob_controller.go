@@ -128,7 +128,7 @@ type pass struct {
 	// withdrawing: on a node, not started as far as they say, and must not start
 	// (tracking.Withdraw): deleted with the reason noted, counted from the kubelet's word.
 	withdrawing []withdrawal
-	seen        []string      // names of all the job's pods in the cache
+	seen        []string // names of all the job's pods in the cache
 }
 
 type event struct{ typ, reason, note string }
