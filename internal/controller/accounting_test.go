@@ -261,24 +261,33 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		Expect(envValue(pod, "LOCKEDCRON_NOT_AFTER")).To(Equal(start.UTC().Format(time.RFC3339)))
 	})
 
-	It("deletes a pod that has not started when a rollout blackout begins, and counts it missed", func() {
+	// podBeforeRollout creates a job guarded by the rollout of Deployment web, waits for
+	// the pod of its occurrence (3 s ahead), and returns the job, the pod and a function
+	// that starts the rollout.
+	podBeforeRollout := func(name string) (*v1alpha1.LockedCronJob, *corev1.Pod, func()) {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
 		d := newDeployment(ns, "web")
 		Expect(k8sClient.Create(ctx, d)).To(Succeed())
 		writeStatus(d, deploymentDone)
 		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
-		job := newJob(ns, "caught", dailyAt(at))
+		job := newJob(ns, name, dailyAt(at))
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		name := runpod.Name("caught", at)
-		Eventually(func() error { _, err := getPod(ns, name); return err }, 10*time.Second).Should(Succeed())
+		var pod *corev1.Pod
+		Eventually(func() error { var err error; pod, err = getPod(ns, runpod.Name(name, at)); return err }, 10*time.Second).Should(Succeed())
+		return job, pod, func() {
+			writeStatus(d, func(d *appsv1.Deployment) {
+				deploymentDone(d)
+				d.Status.AvailableReplicas = 1 // rolling out
+			})
+		}
+	}
 
-		writeStatus(d, func(d *appsv1.Deployment) {
-			deploymentDone(d)
-			d.Status.AvailableReplicas = 1 // rolling out
-		})
-		Eventually(gone(ns, name), 5*time.Second).Should(BeTrue())
+	It("deletes a pod that has not started when a rollout blackout begins, and counts it missed", func() {
+		job, pod, rollout := podBeforeRollout("caught")
+		rollout()
+		Eventually(gone(pod.Namespace, pod.Name), 5*time.Second).Should(BeTrue())
 		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }).Should(Equal(int64(1)))
 		Expect(getJob(job).Status.Recent[0].Message).To(ContainSubstring("a blackout began before its job started: Deployment/web is rolling out"))
 	})
@@ -289,26 +298,13 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 	// deleted, and counted from what its kubelet says.
 	DescribeTable("withdraws a pod on a node that has not started when a blackout begins, and counts what its kubelet says",
 		func(kubelet func(pod *corev1.Pod), counters v1alpha1.Counters, msg string) {
-			startManager(clock.RealClock{})
-			ns := newNamespace()
-			d := newDeployment(ns, "web")
-			Expect(k8sClient.Create(ctx, d)).To(Succeed())
-			writeStatus(d, deploymentDone)
-			at := time.Now().Add(3 * time.Second).Truncate(time.Second)
-			job := newJob(ns, "raced", dailyAt(at))
-			job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
-			Expect(k8sClient.Create(ctx, job)).To(Succeed())
-			name := runpod.Name("raced", at)
-			var pod *corev1.Pod
-			Eventually(func() error { var err error; pod, err = getPod(ns, name); return err }, 10*time.Second).Should(Succeed())
+			job, pod, rollout := podBeforeRollout("raced")
+			ns, name := pod.Namespace, pod.Name
 			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
 				ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
 			Eventually(func() string { p, _ := getPod(ns, name); return p.Spec.NodeName }).Should(Equal("node-1"))
 
-			writeStatus(d, func(d *appsv1.Deployment) {
-				deploymentDone(d)
-				d.Status.AvailableReplicas = 1 // rolling out
-			})
+			rollout()
 			Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")
 			st := getJob(job).Status
 			Expect(st.Counters.Missed+st.Counters.Runs).To(BeZero(), "nothing counted before the kubelet's word")

@@ -177,7 +177,7 @@ func TestSoak(t *testing.T) {
 	}
 	t.Cleanup(func() { s.deleteNamespaces(cons) })
 	s.watchPods(ctx, keyOf)
-	waitStopSecond()
+	waitOddSecond()
 	for _, c := range cons {
 		s.create(ctx, c, podURL(s.lockR), podURL(s.auditR))
 	}
@@ -259,12 +259,22 @@ func (s *soak) connect() {
 	}
 }
 
-// waitStopSecond sleeps until 300 ms past second 37 of a minute: inside the blackout
-// key's window (:30 for 10 s), after :32 was deferred and then superseded by :36, so the
-// suspension meets a deferred occurrence (it once counted the superseded one twice). 37
-// is odd: no occurrence of an even-second schedule (*/2, */4) is at the second a change
-// is stamped with (managed fields have second precision), so each side of it is
-// unambiguous.
+// waitOddSecond sleeps until 300 ms past an odd second: no occurrence of an even-second
+// schedule (*/2, */4) is at the second a change is stamped with (managed fields have
+// second precision), so each side of it is unambiguous.
+func waitOddSecond() {
+	now := time.Now()
+	next := now.Truncate(time.Second).Add(time.Second)
+	if next.Unix()%2 == 0 {
+		next = next.Add(time.Second)
+	}
+	time.Sleep(time.Until(next.Add(300 * time.Millisecond)))
+}
+
+// waitStopSecond sleeps until 300 ms past second 37 of a minute, an odd second (see
+// waitOddSecond) inside the blackout key's window (:30 for 10 s), after :32 was deferred
+// and then superseded by :36: the suspension meets a deferred occurrence (it once counted
+// the superseded one twice).
 func waitStopSecond() {
 	now := time.Now()
 	next := now.Truncate(time.Minute).Add(37 * time.Second)
