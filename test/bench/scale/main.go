@@ -69,6 +69,7 @@ type config struct {
 	burst        int
 	cronSyncs    int
 	prepareAhead int
+	workers      int
 	assets       string
 	manager      string
 	crds         string
@@ -86,6 +87,7 @@ func main() {
 	flag.Float64Var(&c.qps, "qps", 100, "Client QPS of both controllers (--kube-api-qps of each).")
 	flag.IntVar(&c.burst, "burst", 200, "Client burst of both controllers (--kube-api-burst of each).")
 	flag.IntVar(&c.cronSyncs, "concurrent-cron-job-syncs", 5, "kube-controller-manager --concurrent-cron-job-syncs (its default is 5).")
+	flag.IntVar(&c.workers, "manager-workers", 0, "The manager's --max-concurrent-reconciles (0: its default).")
 	flag.IntVar(&c.prepareAhead, "prepare-ahead", 0, "spec.prepareAheadSeconds of every LockedCronJob (0: unset).")
 	flag.StringVar(&c.assets, "assets", "", "Folder with etcd, kube-apiserver and kube-controller-manager (hack/k8s-binaries.sh kube-controller-manager).")
 	flag.StringVar(&c.manager, "manager", "", "The manager binary (go build ./cmd/manager).")
@@ -146,6 +148,9 @@ func printMachine(c config) {
 	fmt.Printf("== machine: %d cpus (%s); load average at start %s\n", runtime.NumCPU(), model, strings.Join(strings.Fields(string(load))[:3], " "))
 	fmt.Printf("== both controllers: client QPS %g, burst %d; kube-controller-manager --concurrent-cron-job-syncs=%d; schedule \"* * * * *\" in %d namespaces; %d warm-up + %d measured occurrences\n",
 		c.qps, c.burst, c.cronSyncs, c.namespaces, c.warmup, c.window)
+	if c.workers > 0 {
+		fmt.Printf("== manager --max-concurrent-reconciles=%d\n", c.workers)
+	}
 	if c.prepareAhead > 0 {
 		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
 	}
@@ -405,7 +410,7 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := start("manager", dir, []string{"KUBECONFIG=" + mgrKC}, c.manager,
+	mgrArgs := []string{
 		"--leader-elect=false",
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort),
 		fmt.Sprintf("--kube-api-qps=%g", c.qps),
@@ -414,7 +419,11 @@ func run(c config, n int) (res []result, err error) {
 		"--metrics-secure=false",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
 		"--cluster-name=bench",
-	)
+	}
+	if c.workers > 0 {
+		mgrArgs = append(mgrArgs, fmt.Sprintf("--max-concurrent-reconciles=%d", c.workers))
+	}
+	mgr, err := start("manager", dir, []string{"KUBECONFIG=" + mgrKC}, c.manager, mgrArgs...)
 	if err != nil {
 		return nil, err
 	}
