@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // apiServerWait is how long the manager waits at start-up for kube-apiserver to answer.
@@ -42,4 +43,19 @@ func waitForAPIServer(ctx context.Context, cfg *rest.Config, timeout time.Durati
 		return fmt.Errorf("kube-apiserver at %s did not answer within %s: %w", cfg.Host, timeout, last)
 	}
 	return nil
+}
+
+// clientConfigs returns the configuration of the manager's API clients, at qps/burst,
+// and a copy for leader election. The flags are one budget for all of the manager's API
+// calls (pod creations, status writes, Secret reads, Events, lists and watches), as
+// kube-controller-manager's client QPS is for a controller: controller-runtime builds a
+// REST client per resource type, each with a token bucket of its own unless the
+// configuration carries one. Leader election has its own, so that renewing the Lease
+// never waits behind a burst of pod creations.
+func clientConfigs(base *rest.Config, qps float64, burst int) (cfg, leaderElection *rest.Config) {
+	cfg = rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	leaderElection = rest.CopyConfig(cfg)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
+	return cfg, leaderElection
 }

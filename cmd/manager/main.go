@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -59,8 +60,8 @@ func run() error {
 	flag.StringVar(&clusterName, "cluster-name", "", "This cluster's name in holder identities (<cluster>/<namespace>/<pod>); default derived from the kube-system namespace UID.")
 	flag.StringVar(&wrapperImage, "wrapper-image", "k8s.local/lockedcron:dev", "Image holding /lockwrap, copied into every job pod by an init container (normally this operator's own image).")
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
-	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server.")
-	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server.")
+	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server, all of the manager's calls together (leader election has a budget of its own).")
+	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server, with --kube-api-qps.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 5, "How many LockedCronJobs are reconciled at once (kube-controller-manager's --concurrent-cron-job-syncs is 5 too).")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
@@ -94,11 +95,11 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
-	cfg, err := ctrl.GetConfig()
+	kubeconfig, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = float32(qps), burst
+	cfg, leCfg := clientConfigs(kubeconfig, qps, burst)
 	if err := waitForAPIServer(context.Background(), cfg, apiServerWait, log); err != nil {
 		return err
 	}
@@ -107,6 +108,9 @@ func run() error {
 		log.Info("metrics served over plain HTTP without authentication (--metrics-secure=false)", "address", metricsAddr)
 	}
 	metrics := metricsOptions(metricsAddr, secureMetrics)
+	// How long API calls take and how long they wait for the client's --kube-api-qps:
+	// the two figures that say whether the manager is throttled (docs/monitoring.md).
+	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRequestLatency, crmetrics.MetricRateLimiterLatency)
 	cacheOpts, err := cacheOptions(watchNamespaces)
 	if err != nil {
 		return err
@@ -118,6 +122,7 @@ func run() error {
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "lockedcron.scheduling.lockedcron.io",
+		LeaderElectionConfig:    leCfg,
 		LeaderElectionNamespace: leaderElectionNamespace,
 		// The process exits as soon as the manager stops, so handing the Lease back at
 		// once is safe and lets a new pod take over without waiting for it to expire.

@@ -170,6 +170,43 @@ type result struct {
 	early     int     // lockedcron with prepare-ahead: pods seen before their instant
 	adds      float64 // work queue adds over the window
 	peakDepth float64 // the work queues' peak depth in the window
+	// mean time of an API call at the server, and mean wait for the client's QPS
+	// before it, over the window
+	latency     map[string]time.Duration // by verb
+	server      map[string]time.Duration // the API server's own time, by serverCalls
+	limiterWait time.Duration
+}
+
+// serverCalls are the requests of each controller whose time in the API server the
+// harness prints ("verb resource", subresources included).
+var serverCalls = map[string][]string{
+	kindNative: {"POST jobs", "PUT cronjobs", "POST events"},
+	kindLocked: {"POST pods", "PUT lockedcronjobs"},
+}
+
+// apiserverTimes is the API server's apiserver_request_duration_seconds, sum and count
+// by "verb resource".
+type apiserverTimes struct{ sum, count map[string]float64 }
+
+func serverTimes(ctx context.Context, cs kubernetes.Interface) (apiserverTimes, error) {
+	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return apiserverTimes{}, fmt.Errorf("kube-apiserver metrics: %w", err)
+	}
+	var t apiserverTimes
+	if t.sum, err = sumBy(string(b), "apiserver_request_duration_seconds_sum", "verb", "resource"); err != nil {
+		return t, err
+	}
+	t.count, err = sumBy(string(b), "apiserver_request_duration_seconds_count", "verb", "resource")
+	return t, err
+}
+
+// perCall is sum seconds over count calls, as a mean duration (0 without calls).
+func perCall(sum, count float64) time.Duration {
+	if count <= 0 {
+		return 0
+	}
+	return time.Duration(sum / count * float64(time.Second))
 }
 
 func (r result) callsPerOcc() float64 {
@@ -511,6 +548,10 @@ func run(c config, n int) (res []result, err error) {
 	if err := sleepUntil(ctx, from, kcm, mgr); err != nil {
 		return nil, err
 	}
+	serverBefore, err := serverTimes(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
 	before, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
 	if err != nil {
 		return nil, err
@@ -552,6 +593,10 @@ func run(c config, n int) (res []result, err error) {
 		return nil, err
 	}
 	after, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
+	if err != nil {
+		return nil, err
+	}
+	serverAfter, err := serverTimes(ctx, cs)
 	if err != nil {
 		return nil, err
 	}
@@ -599,6 +644,17 @@ func run(c config, n int) (res []result, err error) {
 			}
 		}
 		r.adds = a.adds - b.adds
+		r.latency = map[string]time.Duration{}
+		for verb, sum := range a.latSum {
+			if n := a.latCount[verb] - b.latCount[verb]; n > 0 {
+				r.latency[verb] = perCall(sum-b.latSum[verb], n)
+			}
+		}
+		r.server = map[string]time.Duration{}
+		for _, k := range serverCalls[kind] {
+			r.server[k] = perCall(serverAfter.sum[k]-serverBefore.sum[k], serverAfter.count[k]-serverBefore.count[k])
+		}
+		r.limiterWait = perCall(total(a.waitSum)-total(b.waitSum), total(a.waitCount)-total(b.waitCount))
 		r.peakDepth = max(peak[kind], a.depth)
 		r.cpu = a.proc.CPU - b.proc.CPU
 		r.rss, r.hwm = a.proc.RSS, a.proc.HWM
@@ -686,9 +742,13 @@ func jobScheduled(job *batchv1.Job) (time.Time, bool) {
 
 type procFigures struct {
 	calls map[string]float64
-	adds  float64 // workqueue_adds_total, all queues
-	depth float64 // workqueue_depth, all queues
-	proc  procSample
+	// client-go's rest_client_request_duration_seconds and
+	// rest_client_rate_limiter_duration_seconds, sum and count by verb: how long calls
+	// took at the API server, and how long they waited for the client's QPS.
+	latSum, latCount, waitSum, waitCount map[string]float64
+	adds                                 float64 // workqueue_adds_total, all queues
+	depth                                float64 // workqueue_depth, all queues
+	proc                                 procSample
 }
 
 func snapshot(kcm, mgr *proc, kcmURL, mgrURL string) (map[string]procFigures, error) {
@@ -714,11 +774,24 @@ func snapshot(kcm, mgr *proc, kcmURL, mgrURL string) (map[string]procFigures, er
 		if err != nil {
 			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
 		}
-		ps, err := sampleProc(p.cmd.Process.Pid)
-		if err != nil {
+		f := procFigures{calls: calls, adds: total(adds), depth: total(depth)}
+		for _, m := range []struct {
+			name string
+			to   *map[string]float64
+		}{
+			{"rest_client_request_duration_seconds_sum", &f.latSum},
+			{"rest_client_request_duration_seconds_count", &f.latCount},
+			{"rest_client_rate_limiter_duration_seconds_sum", &f.waitSum},
+			{"rest_client_rate_limiter_duration_seconds_count", &f.waitCount},
+		} {
+			if *m.to, err = sumBy(text, m.name, "verb"); err != nil {
+				return nil, fmt.Errorf("%s metrics: %w", p.name, err)
+			}
+		}
+		if f.proc, err = sampleProc(p.cmd.Process.Pid); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
-		out[kind] = procFigures{calls: calls, adds: total(adds), depth: total(depth), proc: ps}
+		out[kind] = f
 	}
 	return out, nil
 }
@@ -853,6 +926,21 @@ func printResults(c config, n int, rs []result) {
 		}
 		fmt.Printf("  %-10s API calls per occurrence by method: %s (%d children created in the window)\n", r.kind, strings.Join(parts, ", "), r.inWindow)
 		fmt.Printf("  %-10s work queue: %.2f adds per occurrence, peak depth %.0f\n", r.kind, r.adds/float64(max(r.inWindow, 1)), r.peakDepth)
+		verbs := make([]string, 0, len(r.latency))
+		for v := range r.latency {
+			verbs = append(verbs, v)
+		}
+		sort.Strings(verbs)
+		var lat []string
+		for _, v := range verbs {
+			lat = append(lat, fmt.Sprintf("%s %s", v, r.latency[v].Round(100*time.Microsecond)))
+		}
+		var srv []string
+		for _, k := range serverCalls[r.kind] {
+			srv = append(srv, fmt.Sprintf("%s %s", k, r.server[k].Round(100*time.Microsecond)))
+		}
+		fmt.Printf("  %-10s API call time (mean): as the client saw it %s; waiting for the client's QPS %s; in the API server (apiserver_request_duration_seconds) %s\n",
+			r.kind, strings.Join(lat, ", "), r.limiterWait.Round(100*time.Microsecond), strings.Join(srv, ", "))
 		if r.kind == kindLocked && c.prepareAhead > 0 {
 			fmt.Printf("  %-10s pods that existed before their instant: %d of %d (%.1f%%)\n", r.kind, r.early, r.expected, 100*float64(r.early)/float64(max(r.expected, 1)))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,8 +50,8 @@ func requestsByMethod(exposition string) (map[string]float64, error) {
 }
 
 // sumBy sums the samples of metric (without labels too) in a Prometheus text
-// exposition by the value of label ("?" where it is absent).
-func sumBy(exposition, metric, label string) (map[string]float64, error) {
+// exposition by the values of labels, joined by " " ("?" where one is absent).
+func sumBy(exposition, metric string, labels ...string) (map[string]float64, error) {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(exposition))
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -60,13 +61,13 @@ func sumBy(exposition, metric, label string) (map[string]float64, error) {
 		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
 			continue
 		}
-		labels, value := "", rest
+		pairs, value := "", rest
 		if rest[0] == '{' {
 			end := strings.LastIndexByte(rest, '}')
 			if end < 0 {
 				return nil, fmt.Errorf("malformed sample %q", line)
 			}
-			labels, value = rest[1:end], rest[end+1:]
+			pairs, value = rest[1:end], rest[end+1:]
 		}
 		f := strings.Fields(value)
 		if len(f) == 0 {
@@ -76,13 +77,18 @@ func sumBy(exposition, metric, label string) (map[string]float64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sample %q: %w", line, err)
 		}
-		key := "?"
-		for _, kv := range strings.Split(labels, ",") {
-			if k, val, ok := strings.Cut(kv, "="); ok && k == label {
-				key = strings.Trim(val, `"`)
+		key := make([]string, len(labels))
+		for i := range key {
+			key[i] = "?"
+		}
+		for _, kv := range strings.Split(pairs, ",") {
+			if k, val, ok := strings.Cut(kv, "="); ok {
+				if i := slices.Index(labels, k); i >= 0 {
+					key[i] = strings.Trim(val, `"`)
+				}
 			}
 		}
-		out[key] += v
+		out[strings.Join(key, " ")] += v
 	}
 	return out, sc.Err()
 }

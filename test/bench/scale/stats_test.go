@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"testing"
 	"time"
 )
@@ -71,5 +72,23 @@ workqueue_adds_total{name="DynamicServingCertificateController"} 2
 	}
 	if total(adds) != 42 {
 		t.Fatalf("adds = %v", adds)
+	}
+}
+
+// The API server's request durations are summed by verb and resource together; a
+// sample without one of the labels has "?" in its place.
+func TestSumByTwoLabels(t *testing.T) {
+	const text = `apiserver_request_duration_seconds_sum{component="apiserver",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 1.5
+apiserver_request_duration_seconds_sum{component="apiserver",resource="pods",scope="resource",subresource="status",verb="PATCH",version="v1"} 2
+apiserver_request_duration_seconds_sum{component="apiserver",resource="pods",scope="namespace",subresource="",verb="POST",version="v1"} 0.5
+apiserver_request_duration_seconds_sum{verb="GET"} 3
+`
+	got, err := sumBy(text, "apiserver_request_duration_seconds_sum", "verb", "resource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"POST pods": 2, "PATCH pods": 2, "GET ?": 3}
+	if !maps.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }
