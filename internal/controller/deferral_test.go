@@ -62,16 +62,71 @@ func TestDeferrable(t *testing.T) {
 			return s
 		}(), notStarted, false},
 	} {
-		if got := deferrable(before, c.next, c.started); got != c.want {
+		if got := deferrable(before, c.next, c.started, "j-1"); got != c.want {
 			t.Errorf("%s: deferrable %t, want %t", c.name, got, c.want)
 		}
 	}
-	// While a started pod is active, the schedule columns are kept current.
-	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-1"), started) {
-		t.Error("lastScheduleTime deferred while a pod runs")
+	// A prepared pod, listed and running, reaching its instant: the schedule columns move.
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-1"), started, "j-1") {
+		t.Error("lastScheduleTime deferred when the pod of its occurrence runs")
+	}
+	// An earlier occurrence's pod still running, a new occurrence's pod created and not
+	// started: the new pod is written with its start, not at its creation.
+	onlyJ0 := func(name string) bool { return name == "j-0" }
+	if !deferrable(scheduledStatus(t0, t0.Add(m), "j-0"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-0", "j-1"), onlyJ0, "j-1") {
+		t.Error("a new occurrence's pod not yet started was written because an earlier one runs")
+	}
+	// ... and once the new pod has news, it is written.
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-0"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-0", "j-1"), started, "j-1") {
+		t.Error("a new occurrence's started pod was deferred")
 	}
 	// A pod that leaves active is always news, started or not.
-	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0, t0.Add(m)), notStarted) {
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0, t0.Add(m)), notStarted, "j-1") {
 		t.Error("a pod leaving active was deferred")
+	}
+}
+
+// A pod's start is news for status startNewsDelay after its job started (a short job's
+// start and end are one write); being stuck, an ended pod, a restart, or a start the
+// kubelet gave no time for are news at once; a pod starting has none.
+func TestNewsAt(t *testing.T) {
+	started := t0.Add(3 * time.Second)
+	pod := func(phase corev1.PodPhase, cs ...corev1.ContainerStatus) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{"scheduling.lockedcron.io/wrapped-container": "job"}},
+			Status:     corev1.PodStatus{Phase: phase, ContainerStatuses: cs},
+		}
+	}
+	running := func(at time.Time, restarts int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "job", RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}
+	}
+	waiting := func(reason string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "job", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}
+	}
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		ok   bool
+		at   time.Time
+	}{
+		{"created", pod(corev1.PodPending), false, time.Time{}},
+		{"container creating", pod(corev1.PodPending, waiting("ContainerCreating")), false, time.Time{}},
+		{"image pull failing: at once", pod(corev1.PodPending, waiting("ImagePullBackOff")), true, time.Time{}},
+		{"running its first attempt: startNewsDelay after it started", pod(corev1.PodRunning, running(started, 0)), true, started.Add(startNewsDelay)},
+		{"restarted: at once", pod(corev1.PodRunning, running(started, 1)), true, time.Time{}},
+		{"running, no start time: at once", pod(corev1.PodRunning, running(time.Time{}, 0)), true, time.Time{}},
+		{"running phase, no container status: at once", pod(corev1.PodRunning), true, time.Time{}},
+		{"ended: at once", pod(corev1.PodSucceeded, running(started, 0)), true, time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			at, ok := newsAt(c.pod)
+			if ok != c.ok || !at.Equal(c.at) {
+				t.Errorf("newsAt = %s, %t; want %s, %t", at, ok, c.at, c.ok)
+			}
+		})
+	}
+	p := pod(corev1.PodRunning, running(started, 0))
+	if podNews([]*corev1.Pod{p}, started.Add(startNewsDelay-time.Millisecond))("p") || !podNews([]*corev1.Pod{p}, started.Add(startNewsDelay))("p") {
+		t.Error("podNews: a running pod's start is news from startNewsDelay after it, not before")
 	}
 }

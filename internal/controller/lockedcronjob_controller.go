@@ -229,7 +229,12 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 7: write status once (unless it only records a pod not yet started: deferral.go),
 	// then act on what it records.
-	if !equality.Semantic.DeepEqual(&job.Status, p.status) && !deferrable(&job.Status, p.status, podNews(p.active)) {
+	p.requeueForNews()
+	latest := ""
+	if p.status.LastScheduleTime != nil {
+		latest = runpod.Name(job.Name, p.status.LastScheduleTime.Time)
+	}
+	if !equality.Semantic.DeepEqual(&job.Status, p.status) && !deferrable(&job.Status, p.status, podNews(p.active, p.now), latest) {
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
 			if apierrors.IsConflict(err) {

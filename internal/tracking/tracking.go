@@ -176,6 +176,16 @@ func Started(pod *corev1.Pod) bool {
 		cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0)
 }
 
+// RunningSince returns when the wrapped container started, while it runs its first
+// attempt (false otherwise, or if the kubelet did not say).
+func RunningSince(pod *corev1.Pod) (time.Time, bool) {
+	cs := wrapped(pod)
+	if cs == nil || cs.State.Running == nil || cs.RestartCount > 0 || cs.State.Running.StartedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return cs.State.Running.StartedAt.Time, true
+}
+
 // Attempts is how many times the wrapped container has run (restartPolicy OnFailure
 // restarts it in place): its restart count plus one, or zero if it never started.
 func Attempts(pod *corev1.Pod) int32 {
