@@ -26,7 +26,8 @@ import (
 // The manager's metrics endpoint as main configures it, against a real API server
 // (envtest: KUBEBUILDER_ASSETS, as `make test` sets it): refused without a token (401),
 // refused for a ServiceAccount without metrics-reader (403), served to one bound to the
-// shipped metrics-reader ClusterRole (200); plain HTTP only with --metrics-secure=false.
+// shipped metrics-reader ClusterRole (200); plain HTTP only with --metrics-secure=false;
+// client-go's call and rate-limiter latencies served.
 // KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh)" go test ./cmd/manager/ -run TestMetrics
 func TestMetricsEndpointAuth(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -136,5 +137,18 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	plain := start(false)
 	if code, body := get(fmt.Sprintf("http://%s/metrics", plain), ""); code != http.StatusOK || !strings.Contains(body, "# HELP") {
 		t.Errorf("--metrics-secure=false: %d, want 200 over plain HTTP", code)
+	}
+
+	// The figures docs/monitoring.md tells operators to read when jobs start late: how
+	// long API calls take, and how long they wait for the client's QPS.
+	registerClientMetrics()
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := get(fmt.Sprintf("http://%s/metrics", plain), "")
+	for _, series := range []string{`rest_client_request_duration_seconds_count{host=`, `rest_client_rate_limiter_duration_seconds_count{host=`} {
+		if !strings.Contains(body, series) {
+			t.Errorf("the metrics endpoint does not serve %s…", series)
+		}
 	}
 }
