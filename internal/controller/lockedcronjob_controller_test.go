@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -120,6 +121,46 @@ var _ = Describe("LockedCronJob controller", func() {
 		Expect(getJob(job).Status.LastScheduleTime.Time).To(BeTemporally("==", at))
 		Expect(getJob(job).Status.ActiveCount).To(Equal(int32(1)))
 		Consistently(func() []corev1.Pod { return podsOf(job) }, time.Second).Should(HaveLen(1), "one pod")
+	})
+
+	// Issue 13: a new occurrence's pod is written with its own start, even while an
+	// earlier pod of the job runs. Try to break that deferral: restart the manager while
+	// the write is deferred.
+	It("defers a new occurrence's pod while an earlier one runs; a restart meanwhile neither makes another pod nor counts it missed", func() {
+		stop := startManager(clock.RealClock{})
+		ns := newNamespace()
+		first := time.Now().Add(3 * time.Second).Truncate(time.Second).UTC()
+		if first.Second() > 44 { // both occurrences in one minute of a daily schedule
+			first = first.Truncate(time.Minute).Add(time.Minute)
+		}
+		second := first.Add(15 * time.Second)
+		job := newJob(ns, "overlap", fmt.Sprintf("%d,%d %d %d * * *", first.Second(), second.Second(), first.Minute(), first.Hour()))
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		run := func(at time.Time) {
+			var pod corev1.Pod
+			Eventually(func() error {
+				return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: runpod.Name("overlap", at)}, &pod)
+			}, 20*time.Second).Should(Succeed())
+			setRunning(&pod)
+			Expect(k8sClient.Status().Update(ctx, &pod)).To(Succeed())
+		}
+		run(first)
+		Eventually(func() int32 { return getJob(job).Status.ActiveCount }, 20*time.Second).Should(Equal(int32(1)))
+
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 20*time.Second).Should(HaveLen(2))
+		Consistently(func() *metav1.Time { return getJob(job).Status.LastScheduleTime }, 2*time.Second).
+			Should(Satisfy(func(t *metav1.Time) bool { return t != nil && t.Time.Equal(first) }), "the new pod's creation is not written while it has not started")
+		stop()
+
+		startManager(clock.RealClock{})
+		Consistently(func() []corev1.Pod { return podsOf(job) }, 2*time.Second).Should(HaveLen(2), "one pod per occurrence across the restart")
+		Expect(getJob(job).Status.Counters.Missed).To(BeZero())
+		run(second)
+		Eventually(func() int32 { return getJob(job).Status.ActiveCount }, 20*time.Second).Should(Equal(int32(2)))
+		st := getJob(job).Status
+		Expect(st.LastScheduleTime.Time).To(BeTemporally("==", second))
+		Expect(st.Counters.Missed).To(BeZero())
+		Expect(podsOf(job)).To(HaveLen(2))
 	})
 
 	It("folds each outcome into counters and lastHolder, exactly once across restarts", func() {
