@@ -19,13 +19,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -905,6 +906,15 @@ func isAlreadyExists(err error) bool {
 	return errors.As(err, &st) && st.Status().Reason == metav1.StatusReasonAlreadyExists
 }
 
+// byKey prints a map as "key value, key value", in key order.
+func byKey[V any](m map[string]V, value func(V) string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+value(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func printResults(c config, n int, rs []result) {
 	label := fmt.Sprintf("N=%d", n)
 	if n <= 20 {
@@ -915,32 +925,16 @@ func printResults(c config, n int, rs []result) {
 		label, n, n, c.namespaces, c.qps, c.burst, strings.Join(strings.Fields(string(load))[:3], " "))
 	printTable(rs)
 	for _, r := range rs {
-		methods := make([]string, 0, len(r.calls))
-		for m := range r.calls {
-			methods = append(methods, m)
-		}
-		sort.Strings(methods)
-		var parts []string
-		for _, m := range methods {
-			parts = append(parts, fmt.Sprintf("%s %.2f", m, r.calls[m]/float64(max(r.inWindow, 1))))
-		}
-		fmt.Printf("  %-10s API calls per occurrence by method: %s (%d children created in the window)\n", r.kind, strings.Join(parts, ", "), r.inWindow)
+		perOcc := byKey(r.calls, func(n float64) string { return fmt.Sprintf("%.2f", n/float64(max(r.inWindow, 1))) })
+		fmt.Printf("  %-10s API calls per occurrence by method: %s (%d children created in the window)\n", r.kind, perOcc, r.inWindow)
 		fmt.Printf("  %-10s work queue: %.2f adds per occurrence, peak depth %.0f\n", r.kind, r.adds/float64(max(r.inWindow, 1)), r.peakDepth)
-		verbs := make([]string, 0, len(r.latency))
-		for v := range r.latency {
-			verbs = append(verbs, v)
-		}
-		sort.Strings(verbs)
-		var lat []string
-		for _, v := range verbs {
-			lat = append(lat, fmt.Sprintf("%s %s", v, r.latency[v].Round(100*time.Microsecond)))
-		}
+		lat := byKey(r.latency, func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() })
 		var srv []string
 		for _, k := range serverCalls[r.kind] {
 			srv = append(srv, fmt.Sprintf("%s %s", k, r.server[k].Round(100*time.Microsecond)))
 		}
 		fmt.Printf("  %-10s API call time (mean): as the client saw it %s; waiting for the client's QPS %s; in the API server (apiserver_request_duration_seconds) %s\n",
-			r.kind, strings.Join(lat, ", "), r.limiterWait.Round(100*time.Microsecond), strings.Join(srv, ", "))
+			r.kind, lat, r.limiterWait.Round(100*time.Microsecond), strings.Join(srv, ", "))
 		if r.kind == kindLocked && c.prepareAhead > 0 {
 			fmt.Printf("  %-10s pods that existed before their instant: %d of %d (%.1f%%)\n", r.kind, r.early, r.expected, 100*float64(r.early)/float64(max(r.expected, 1)))
 		}
