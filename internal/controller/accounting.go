@@ -88,7 +88,10 @@ func (p *pass) track(pods []corev1.Pod) {
 		}
 		occ, _ := runstatus.Occurrence(pod)
 		d := tracking.Decide(pod, occ, in)
+		p.setAside(pod, d.Verdict)
 		switch d.Verdict {
+		case tracking.Withdrawn:
+			p.mark = append(p.mark, pod) // released, not counted
 		case tracking.Active:
 			p.active = append(p.active, pod)
 			if !d.Recheck.IsZero() {
@@ -190,6 +193,9 @@ func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
 	}
 	if unmarked || controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) {
 		p.mark = append(p.mark, pod)
+	}
+	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead && !tracking.JobRan(pod) {
+		p.setAside(pod, tracking.Withdrawn)
 	}
 	switch {
 	case runstatus.Finished(pod):

@@ -124,7 +124,12 @@ type pass struct {
 	mark        []*corev1.Pod // to label counted and release (after the status write)
 	doomed      []*corev1.Pod // counted as never started: to delete
 	history     []*corev1.Pod // finished and marked: pruned to the history limits
-	withdrawn   []*corev1.Pod // prepared ahead, no longer wanted: deleted uncounted
+	// withdrawn: prepared ahead, no longer wanted before their instant: deleted with the
+	// reason noted (runpod.AnnotationWithdrawnAhead), counted only if their job ran.
+	withdrawn []withdrawal
+	// aside: withdrawn ahead and not (or not yet) known to have run: they do not stand
+	// for their occurrence, which the schedule decides once they have said (prepare.go).
+	aside map[string]bool
 	// withdrawing: on a node, not started as far as they say, and must not start
 	// (tracking.Withdraw): deleted with the reason noted, counted from the kubelet's word.
 	withdrawing []withdrawal
@@ -189,7 +194,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	// lastScheduleTime up to the newest occurrence decided (catchup.go).
 	written, created := r.decided.of(&job)
-	p.catchUp(pods.Items, written, created)
+	p.catchUp(p.standing(pods.Items), written, created)
 	for i := range pods.Items {
 		p.seen = append(p.seen, pods.Items[i].Name)
 	}
@@ -384,7 +389,13 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		return r.prepare(ctx, p, &plan, bs, berr)
 	}
 	due := *plan.Due
-	if p.hasPod(runpod.Name(job.Name, due)) {
+	if name := runpod.Name(job.Name, due); p.aside[name] {
+		// Its prepared pod was withdrawn, and may have run the job all the same: the
+		// occurrence is decided once the pod has said and is gone (prepare.go).
+		p.log.V(1).Info("occurrence waits for its withdrawn pod", "occurrence", due.UTC().Format(time.RFC3339), "pod", name)
+		p.requeueAt(asideRetry)
+		return nil
+	} else if p.hasPod(name) {
 		// Created ahead of its time (prepareAheadSeconds), or by a pass whose status
 		// write was deferred: nothing to do, and no POST to find out.
 		st.LastScheduleTime = &metav1.Time{Time: due}

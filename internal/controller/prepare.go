@@ -9,12 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
+	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
 // Prepare-ahead (spec.prepareAheadSeconds, issue 13): the next occurrence's pod is
@@ -23,9 +23,21 @@ import (
 // node's clock and only then takes the lock. The occurrence is decided at its instant as
 // any other: until then the pod is "prepared", and a pass that finds it no longer
 // wanted — the job suspended, the schedule changed, a blackout now covering the instant
-// — withdraws it: the pod is deleted and not counted (the occurrence had not come).
+// — withdraws it: the pod is deleted, the reason noted on it first
+// (runpod.AnnotationWithdrawnAhead). Its kubelet may act on the deletion only after the
+// instant, when lockwrap has already started the job (the pass decided a moment before
+// it, or the kubelet is slow under load), so the pod keeps its tracking finalizer until
+// it has said: if its job ran, its report is its occurrence's outcome, counted as any
+// other; if not (interrupted while waiting for the instant, or it never started), it is
+// released uncounted and the schedule decides its occurrence as if it had never been
+// (skipped in the blackout that withdrew it, say). Until then the occurrence waits: it
+// is counted once either way, and no second pod of its name is made.
 // If the controller is down then, nobody withdraws it: at its instant lockwrap runs the
 // job (still under the lock and the ledger), as a pod created at the instant would.
+
+// asideRetry is how soon a pass that left an occurrence to its withdrawn pod looks again
+// (the pod's own events usually come first).
+const asideRetry = time.Second
 
 // prepareAhead is spec.prepareAheadSeconds as a duration (0: off).
 func prepareAhead(job *v1alpha1.LockedCronJob) time.Duration {
@@ -78,38 +90,74 @@ func (p *pass) hasPod(name string) bool {
 // job no longer wants: all of them when suspended, otherwise those that are not for
 // next or whose instant a blackout now covers. why says which.
 func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
-	active := p.active[:0]
 	for _, pod := range p.active {
 		occ, err := runstatus.Occurrence(pod)
-		if err == nil && occ.After(p.now) && pod.Name == runpod.Name(p.job.Name, occ) && !keep(occ) {
-			p.withdrawn = append(p.withdrawn, pod)
-			p.log.Info("prepared pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
-			continue
+		if err == nil && occ.After(p.now) && pod.Name == runpod.Name(p.job.Name, occ) && !p.aside[pod.Name] && !keep(occ) {
+			p.withdrawAhead(pod, why)
 		}
-		active = append(active, pod)
 	}
-	p.active = active
 }
 
-// deleteWithdrawn releases the withdrawn pods as counted (so that no pass counts them),
-// then deletes them. In that order: the cache delivers the two changes in order, so a
-// later pass sees the pod released before it sees it deleted (never deleted and
-// uncounted, which would count it missed); and a pod released but not deleted (the
-// delete failed) is deleted by the next pass, as any counted pod that never started
-// (settle).
-func (r *LockedCronJobReconciler) deleteWithdrawn(ctx context.Context, p *pass) error {
-	for _, pod := range p.withdrawn {
-		patch := client.StrategicMergeFrom(pod.DeepCopy())
-		if pod.Labels == nil {
-			pod.Labels = map[string]string{}
+// withdrawAhead notes why pod, prepared ahead, is withdrawn (the annotation, then the
+// deletion, after the status write: deleteWithdrawn). It stays active, aside, until its
+// kubelet has said whether its job ran.
+func (p *pass) withdrawAhead(pod *corev1.Pod, why string) {
+	p.withdrawn = append(p.withdrawn, withdrawal{pod, why})
+	p.putAside(pod.Name)
+	occ, _ := runstatus.Occurrence(pod)
+	p.log.Info("prepared pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
+}
+
+// setAside records, from its verdict, whether a pod withdrawn ahead of its instant
+// stands aside from its occurrence: until it has said (Active), or for good if its job
+// did not run (Withdrawn). A pod that ran (Report, Lost) stands for it.
+func (p *pass) setAside(pod *corev1.Pod, v tracking.Verdict) {
+	why, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]
+	if !ahead || (v != tracking.Active && v != tracking.Withdrawn) {
+		return
+	}
+	p.putAside(pod.Name)
+	if v == tracking.Active && pod.DeletionTimestamp == nil {
+		p.withdrawn = append(p.withdrawn, withdrawal{pod, why}) // noted, but its deletion failed: again
+	}
+}
+
+func (p *pass) putAside(name string) {
+	if p.aside == nil {
+		p.aside = map[string]bool{}
+	}
+	p.aside[name] = true
+}
+
+// standing is pods without those that stand aside from their occurrence.
+func (p *pass) standing(pods []corev1.Pod) []corev1.Pod {
+	if len(p.aside) == 0 {
+		return pods
+	}
+	var out []corev1.Pod
+	for i := range pods {
+		if !p.aside[pods[i].Name] {
+			out = append(out, pods[i])
 		}
-		pod.Labels[runpod.LabelCounted] = "true"
-		controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
-		if err := r.Patch(ctx, pod, patch); err != nil {
-			if apierrors.IsNotFound(err) {
+	}
+	return out
+}
+
+// deleteWithdrawn notes on each withdrawn pod why it was withdrawn, then deletes it,
+// keeping its tracking finalizer: in that order, so that every pass that sees it deleted
+// knows it was withdrawn ahead (tracking.Decide), and a pod noted but not deleted (the
+// delete failed) is deleted by the next pass (setAside).
+func (r *LockedCronJobReconciler) deleteWithdrawn(ctx context.Context, p *pass) error {
+	for _, w := range p.withdrawn {
+		pod := w.pod
+		if pod.Annotations[runpod.AnnotationWithdrawnAhead] != w.why {
+			patch := client.MergeFrom(pod.DeepCopy())
+			metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runpod.AnnotationWithdrawnAhead, w.why)
+			if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
 				continue
+			} else if err != nil {
+				return fmt.Errorf("noting why prepared pod %s is withdrawn: %w", pod.Name, err)
 			}
-			return fmt.Errorf("releasing withdrawn pod %s: %w", pod.Name, err)
 		}
 		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("withdrawing prepared pod %s: %w", pod.Name, err)

@@ -7,11 +7,14 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
@@ -105,4 +108,83 @@ var _ = Describe("Prepare-ahead", func() {
 		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}), "a withdrawn pod is not an occurrence")
 		Consistently(func() []corev1.Pod { return podsOf(job) }, 2*time.Second).Should(BeEmpty(), "not prepared again while the rollout runs")
 	})
+
+	// The race this guards against: a pass withdraws a prepared pod a moment before its
+	// instant, and its kubelet acts on the deletion only after the instant, so lockwrap
+	// has already taken the lock and started the job. Released uncounted at once, the run
+	// was in no counter, and its occurrence in none either (the pod's name made the
+	// planner take it as started). The pod is counted from what its kubelet says: a run
+	// is the occurrence's outcome; a pod that did not run leaves the occurrence to the
+	// schedule (here: skipped in the rollout's blackout), counted once either way.
+	DescribeTable("withdraws a prepared pod on a node and counts its occurrence once, from what its kubelet says",
+		func(wordAfterInstant bool, word func(pod *corev1.Pod), counters v1alpha1.Counters, outcome string) {
+			startManager(clock.RealClock{})
+			ns := newNamespace()
+			api := newDeployment(ns, "api")
+			Expect(k8sClient.Create(ctx, api)).To(Succeed())
+			writeStatus(api, deploymentDone)
+			at := time.Now().Add(6 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "raced", dailyAt(at))
+			job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+			job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).Should(HaveLen(1))
+			pod := podsOf(job)[0]
+			ns, name := pod.Namespace, pod.Name
+			// Scheduled, and lockwrap runs, waiting for the instant (--not-before).
+			Expect(k8sClient.SubResource("binding").Create(ctx, &pod, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p, err := getPod(ns, name)
+				if err != nil {
+					return err
+				}
+				setRunning(p)
+				return k8sClient.Status().Update(ctx, p)
+			})).To(Succeed())
+
+			// A rollout of the guarded Deployment begins before the instant: withdrawn.
+			writeStatus(api, func(d *appsv1.Deployment) {
+				deploymentDone(d)
+				d.Status.AvailableReplicas = 1 // rolling out
+			})
+			Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")
+			Expect(time.Now()).To(BeTemporally("<", at))
+			p, err := getPod(ns, name)
+			Expect(err).NotTo(HaveOccurred(), "kept (Terminating) until its kubelet has said what happened")
+			Expect(p.Finalizers).To(ContainElement(runpod.FinalizerTracking))
+
+			if wordAfterInstant {
+				// The pass after the instant does not decide the occurrence yet: its pod may
+				// be running the job.
+				Eventually(func() *metav1.Time { return getJob(job).Status.NextScheduleTime }, 15*time.Second).
+					Should(HaveField("Time", BeTemporally(">", at)))
+				st := getJob(job).Status
+				Expect(st.Counters).To(Equal(v1alpha1.Counters{}), "nothing counted before the kubelet's word")
+				Expect(st.Recent).To(BeEmpty())
+			}
+			word(p)
+			// The kubelet removes the pod once its containers have stopped.
+			Expect(k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+			Eventually(gone(ns, name), 15*time.Second).Should(BeTrue(), "released")
+			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(counters))
+			Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 2*time.Second).Should(Equal(counters), "counted once")
+			st := getJob(job).Status
+			Expect(st.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", outcome))))
+			Expect(st.LastScheduleTime.Time).To(BeTemporally("==", at))
+			Expect(podsOf(job)).To(BeEmpty(), "no second pod for the occurrence")
+		},
+		Entry("its job started after the instant: the run counts", true, func(pod *corev1.Pod) {
+			finishPod(pod, corev1.PodFailed, 143, reportJSON(report.Report{Outcome: report.Failed, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+				Holder: "h", FencingToken: 1, ExitCode: 143, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+		}, v1alpha1.Counters{Runs: 1, Failed: 1}, "Failed"),
+		Entry("interrupted before the instant: the blackout skips the occurrence", false, func(pod *corev1.Pod) {
+			finishPod(pod, corev1.PodFailed, 70, reportJSON(report.Report{Outcome: report.Interrupted, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+				Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
+		}, v1alpha1.Counters{SkippedBlackout: 1}, "SkippedBlackout"),
+		Entry("interrupted, said after the instant: the blackout skips the occurrence", true, func(pod *corev1.Pod) {
+			finishPod(pod, corev1.PodFailed, 70, reportJSON(report.Report{Outcome: report.Interrupted, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+				Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
+		}, v1alpha1.Counters{SkippedBlackout: 1}, "SkippedBlackout"),
+	)
 })

@@ -32,6 +32,12 @@ const (
 	// started as far as its status said (a blackout began, its deadline passed): the
 	// reason it is counted missed for if its kubelet confirms the job never started.
 	AnnotationWithdrawn = "scheduling.lockedcron.io/withdrawn"
+	// AnnotationWithdrawnAhead holds why the controller deleted a pod prepared ahead of
+	// its occurrence's instant (prepareAheadSeconds) that the job no longer wanted. Its
+	// kubelet may act on the deletion only after the instant, when lockwrap has started
+	// the job: the pod is counted if its job ran, and otherwise released uncounted, its
+	// occurrence decided by the schedule as if the pod had never been.
+	AnnotationWithdrawnAhead = "scheduling.lockedcron.io/withdrawn-ahead"
 	// LabelJob holds the name of the owning LockedCronJob (used to select its pods).
 	LabelJob = "scheduling.lockedcron.io/job"
 	// LabelCounted marks a finished pod whose report is already in the owner's status.

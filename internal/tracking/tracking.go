@@ -51,6 +51,10 @@ const (
 	// (noting Reason on it, runpod.AnnotationWithdrawn) and counts it once the kubelet
 	// has said what happened (its report, or NeverStarted with Reason).
 	Withdraw Verdict = "Withdraw"
+	// Withdrawn: prepared ahead of its instant and withdrawn before it
+	// (runpod.AnnotationWithdrawnAhead), and its job did not run: released uncounted.
+	// Its occurrence is the schedule's to decide, as if the pod had never been.
+	Withdrawn Verdict = "Withdrawn"
 )
 
 // Input is what the pass knows besides the pod.
@@ -83,6 +87,9 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	}
 	started := Started(pod)
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead {
+		return decideWithdrawnAhead(pod, in.Now, started, ended)
+	}
 	if pod.DeletionTimestamp != nil && !started {
 		// Not started as far as the pod says. A pod bound to a node may have started
 		// all the same, its kubelet not having said so yet (status updates lag under
@@ -124,6 +131,54 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		return withdraw(pod, with(fmt.Sprintf("its job had not started by %s (%s)", dl.UTC().Format(time.RFC3339), what), WaitingReason(pod)))
 	}
 	return Decision{Verdict: Active, Recheck: dl}
+}
+
+// decideWithdrawnAhead decides a pod withdrawn before its instant. lockwrap waits for
+// the instant in it, so its container runs: only its end (or its kubelet's silence past
+// the deletion's grace) says whether the job ran.
+func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) Decision {
+	switch {
+	case ended && JobRan(pod):
+		return Decision{Verdict: Report}
+	case ended:
+		return Decision{Verdict: Withdrawn}
+	case pod.DeletionTimestamp == nil:
+		return Decision{Verdict: Active} // its deletion is still to be made (prepare.go)
+	}
+	until := pod.DeletionTimestamp.Add(TerminatingGrace)
+	switch {
+	case !started && (pod.Spec.NodeName == "" || !now.Before(until)):
+		return Decision{Verdict: Withdrawn}
+	case !now.Before(until):
+		return Decision{Verdict: Lost, Reason: fmt.Sprintf("withdrawn before its instant, but its kubelet did not say by %s whether the job ran (node lost or pod force-deleted)", until.UTC().Format(time.RFC3339))}
+	}
+	return Decision{Verdict: Active, Recheck: until}
+}
+
+// JobRan reports whether an ended pod's report says its job's command started (a
+// startedAt, or an outcome only a run has). An ended pod without a readable report
+// counts as a run if its wrapped container ran (nothing proves the job did not).
+func JobRan(pod *corev1.Pod) bool {
+	cs := wrapped(pod)
+	if cs == nil {
+		return false
+	}
+	term := cs.State.Terminated
+	if term == nil {
+		term = cs.LastTerminationState.Terminated
+	}
+	if term == nil {
+		return false // never ran: lockwrap could not have started the job
+	}
+	r, err := report.Decode([]byte(term.Message))
+	if err != nil {
+		return true
+	}
+	switch r.Outcome {
+	case report.Succeeded, report.Failed, report.LockLost:
+		return true
+	}
+	return r.StartedAt != ""
 }
 
 // withdraw decides a pod whose job has not started as far as its status says and must

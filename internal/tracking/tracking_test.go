@@ -73,6 +73,18 @@ func withdrawnFor(why string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Annotations[runpod.AnnotationWithdrawn] = why }
 }
 
+// withdrawnAhead: prepared ahead of its instant, withdrawn before it.
+func withdrawnAhead(p *corev1.Pod) {
+	p.Annotations[runpod.AnnotationWithdrawnAhead] = "suspended"
+}
+
+// reported: the wrapped container exited with a report.
+func reported(code int32, msg string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}}}
+	}
+}
+
 func unschedulable(p *corev1.Pod) {
 	p.Status.Phase = corev1.PodPending
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}
@@ -131,6 +143,27 @@ func TestDecide(t *testing.T) {
 		{"deleted while running: waits for the report", pod(running(0), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)}, Active, nil, occ.Add(time.Minute + TerminatingGrace)},
 		{"deleted while running, no report in time: Lost", pod(running(0), deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute + TerminatingGrace)},
 			Lost, []string{"deleted after its job started", "node lost"}, time.Time{}},
+		// Prepared ahead, withdrawn before its instant: its lockwrap may have started the
+		// job all the same (the kubelet acted after the instant). Counted only if it ran.
+		{"withdrawn ahead, waiting for its instant: waits for the kubelet's word", pod(running(0), onNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Active, nil, occ.Add(-time.Second + TerminatingGrace)},
+		{"withdrawn ahead, not yet deleted: waits", pod(running(0), onNode, withdrawnAhead), Input{Now: occ.Add(-time.Second)}, Active, nil, time.Time{}},
+		{"withdrawn ahead, interrupted while waiting: released uncounted", pod(onNode, withdrawnAhead, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted","message":"interrupted by terminated while waiting for the occurrence's instant; the command did not run"}`), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Withdrawn, nil, time.Time{}},
+		{"withdrawn ahead, found the lock held: released uncounted", pod(onNode, withdrawnAhead, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Withdrawn, nil, time.Time{}},
+		{"withdrawn ahead, its job ran after the instant: its report counts", pod(onNode, withdrawnAhead, phase(corev1.PodFailed), reported(143, `{"v":1,"outcome":"Failed","exitCode":143,"startedAt":"2026-11-30T02:00:00.01Z"}`), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
+		{"withdrawn ahead, an error after its job started: its report counts", pod(onNode, withdrawnAhead, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Error","startedAt":"2026-11-30T02:00:00.01Z"}`), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
+		{"withdrawn ahead, ended without a readable report: counted (it may have run)", pod(onNode, withdrawnAhead, phase(corev1.PodFailed), exited(137), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
+		{"withdrawn ahead, its container never started: released uncounted", pod(endedOnNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Withdrawn, nil, time.Time{}},
+		{"withdrawn ahead, unscheduled: released at once", pod(unschedulable, withdrawnAhead, deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(-time.Second)}, Withdrawn, nil, time.Time{}},
+		{"withdrawn ahead, no word from its kubelet in time: Lost (it may have run)", pod(running(0), onNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(TerminatingGrace)}, Lost, []string{"withdrawn before its instant", "whether the job ran"}, time.Time{}},
 		{"no status at all: waits like a pending pod", pod(), Input{Now: occ.Add(time.Second)}, Active, nil, occ.Add(time.Second + time.Hour)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
