@@ -124,9 +124,10 @@ type withdrawal struct {
 	why string
 }
 
-// withdraw takes back an active pod on a node whose job has not started as far as its
-// status says and must not start (tracking.Withdraw): it stays active until its kubelet
-// has said what happened, and no longer holds back the due occurrence (unstarted).
+// withdraw takes back an active pod whose job has not started as far as its status
+// says and must not start (tracking.Withdraw): it stays active until its deletion (or
+// its kubelet) has said what happened, and no longer holds back the due occurrence
+// (unstarted).
 func (p *pass) withdraw(pod *corev1.Pod, why string) {
 	if p.isWithdrawing(pod) {
 		return
@@ -140,30 +141,21 @@ func (p *pass) isWithdrawing(pod *corev1.Pod) bool {
 	return slices.ContainsFunc(p.withdrawing, func(w withdrawal) bool { return w.pod.Name == pod.Name })
 }
 
-// dropUnstarted counts, as missed, the active pods whose job has not started when a
-// blackout is in effect (they were created before it began), and takes them out of
-// p.active; the pass deletes them. One on a node is withdrawn instead (it may have
-// started: tracking.Withdraw).
-func (p *pass) dropUnstarted(blackout string) {
+// withdrawUnstarted withdraws the active pods whose job has not started when a blackout is
+// in effect (they were created before it began): they are deleted, and counted once the
+// API server or their kubelet has said whether the job started (tracking.Withdraw).
+func (p *pass) withdrawUnstarted(blackout string) {
 	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job), Blackout: blackout}
-	keep := p.active[:0]
 	for _, pod := range p.active {
 		occ, _ := runstatus.Occurrence(pod)
 		if occ.After(p.now) {
-			keep = append(keep, pod) // prepared ahead: withdrawn, not counted (prepare.go)
-			continue
+			continue // prepared ahead: withdrawn, not counted (prepare.go)
 		}
-		switch d := tracking.Decide(pod, occ, in); {
-		case d.Verdict == tracking.NeverStarted:
-			p.count(pod, withoutReport(pod, occ, report.Missed, d.Reason))
-		case d.Verdict == tracking.Withdraw:
+		// (A pod deleted unbound was counted by track; one deleted on a node waits.)
+		if d := tracking.Decide(pod, occ, in); d.Verdict == tracking.Withdraw {
 			p.withdraw(pod, d.Reason)
-			keep = append(keep, pod)
-		default:
-			keep = append(keep, pod)
 		}
 	}
-	p.active = keep
 }
 
 // count folds one pod's result into status, exactly once: status.countedPods names it

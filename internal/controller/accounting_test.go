@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -264,8 +265,8 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 	// podBeforeRollout creates a job guarded by the rollout of Deployment web, waits for
 	// the pod of its occurrence (3 s ahead), and returns the job, the pod and a function
 	// that starts the rollout.
-	podBeforeRollout := func(name string) (*v1alpha1.LockedCronJob, *corev1.Pod, func()) {
-		startManager(clock.RealClock{})
+	podBeforeRolloutWrapped := func(name string, wrap func(client.Client) client.Client) (*v1alpha1.LockedCronJob, *corev1.Pod, func()) {
+		startManagerWrapped(clock.RealClock{}, CacheOptions(), wrap)
 		ns := newNamespace()
 		d := newDeployment(ns, "web")
 		Expect(k8sClient.Create(ctx, d)).To(Succeed())
@@ -282,6 +283,9 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 				d.Status.AvailableReplicas = 1 // rolling out
 			})
 		}
+	}
+	podBeforeRollout := func(name string) (*v1alpha1.LockedCronJob, *corev1.Pod, func()) {
+		return podBeforeRolloutWrapped(name, nil)
 	}
 
 	It("deletes a pod that has not started when a rollout blackout begins, and counts it missed", func() {
@@ -328,6 +332,32 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 			Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
 		}, v1alpha1.Counters{Missed: 1}, "a blackout began before its job started: Deployment/web is rolling out"),
 	)
+
+	// The sibling of the one above: the pass decides from its cache, and the cache can
+	// show a pod unbound that the scheduler has already bound (the binding's event not
+	// delivered yet), whose kubelet may then start it. Counted missed at once (as an
+	// unbound pod was) and released, its run went uncounted. Only the API server's view
+	// at the deletion is sure (it refuses to bind a pod being deleted): a pod is counted
+	// as never started only once it is deleted, and a deleted bound pod waits for its
+	// kubelet's word.
+	It("counts a pod its cache showed unbound from its kubelet's word when a blackout begins", func() {
+		job, pod, rollout := podBeforeRolloutWrapped("stale", func(c client.Client) client.Client {
+			return unboundUntilDeleted{c}
+		})
+		ns, name := pod.Namespace, pod.Name
+		Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+
+		rollout()
+		Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")
+		st := getJob(job).Status
+		Expect(st.Counters).To(Equal(v1alpha1.Counters{}), "nothing counted before the kubelet's word")
+		pod, _ = getPod(ns, name)
+		finishPod(pod, corev1.PodFailed, 143, reportJSON(report.Report{Outcome: report.Failed, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+			Holder: "h", FencingToken: 1, ExitCode: 143, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 5*time.Second).Should(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
+		Eventually(func() string { p, _ := getPod(ns, name); return p.Labels[runpod.LabelCounted] }, 5*time.Second).Should(Equal("true"), "counted and released")
+	})
 
 	It("tracks pods with a finalizer: counted and released in one pass, still counted when deleted first", func() {
 		ns := newNamespace()
@@ -422,3 +452,21 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		Expect(strings.Count(rec.Message, "attempts")).To(Equal(1))
 	})
 })
+
+// unboundUntilDeleted is the manager's client whose cache shows its pods unbound until
+// they are deleted: a binding whose watch event has not arrived when the pass decides.
+type unboundUntilDeleted struct{ client.Client }
+
+func (c unboundUntilDeleted) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if pods, ok := list.(*corev1.PodList); ok {
+		for i := range pods.Items {
+			if pods.Items[i].DeletionTimestamp == nil {
+				pods.Items[i].Spec.NodeName = ""
+			}
+		}
+	}
+	return nil
+}

@@ -205,7 +205,7 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 		// A pod whose job has not started when a blackout is in effect was created
 		// before the blackout began: it does not start (it is deleted, counted missed).
 		if b := rules.At(now, bs.rollouts); b.Blocked() {
-			p.dropUnstarted(b.Describe())
+			p.withdrawUnstarted(b.Describe())
 		}
 	}
 	return bs

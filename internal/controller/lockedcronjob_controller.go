@@ -130,8 +130,9 @@ type pass struct {
 	// aside: withdrawn ahead and not (or not yet) known to have run: they do not stand
 	// for their occurrence, which the schedule decides once they have said (prepare.go).
 	aside map[string]bool
-	// withdrawing: on a node, not started as far as they say, and must not start
-	// (tracking.Withdraw): deleted with the reason noted, counted from the kubelet's word.
+	// withdrawing: not started as far as they say, and must not start
+	// (tracking.Withdraw): deleted with the reason noted, counted from what the deletion
+	// (unbound) or the kubelet says.
 	withdrawing []withdrawal
 	seen        []string // names of all the job's pods in the cache
 }

@@ -30,12 +30,12 @@ func TestDecideManualRun(t *testing.T) {
 	}
 	in.Now = requested.Add(runpod.ManualWaitLimit)
 	d = Decide(pod(manual, waiting("ContainerCreating", "")), occ, in)
-	if d.Verdict != NeverStarted || !strings.Contains(d.Reason, "manual run's wait limit") {
-		t.Fatalf("at the limit: %+v, want NeverStarted naming the manual wait limit", d)
+	if d.Verdict != Withdraw || !strings.Contains(d.Reason, "manual run's wait limit") {
+		t.Fatalf("at the limit: %+v, want Withdraw naming the manual wait limit", d)
 	}
 	// The same pod without the request is an occurrence's: long past its deadline.
 	in.Now = requested.Add(time.Minute)
-	if d := Decide(pod(waiting("ContainerCreating", "")), occ, in); d.Verdict != NeverStarted {
+	if d := Decide(pod(waiting("ContainerCreating", "")), occ, in); d.Verdict != Withdraw {
 		t.Fatalf("scheduled pod: %+v", d)
 	}
 }

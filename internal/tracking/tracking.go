@@ -39,17 +39,17 @@ const (
 	Active Verdict = "Active"
 	// Report: finished; its report is folded.
 	Report Verdict = "Report"
-	// NeverStarted: its job never started and never will (deleted, or, not bound to a
-	// node, past its deadline or a blackout began): counted Missed with Reason; the
-	// controller deletes it.
+	// NeverStarted: deleted, and its job never started and never will (unbound when
+	// deleted, or its kubelet said so): counted Missed with Reason.
 	NeverStarted Verdict = "NeverStarted"
 	// Lost: deleted after its job started, and no report came: counted Error with Reason.
 	Lost Verdict = "Lost"
-	// Withdraw: bound to a node, its job not started as far as its status says, and it
-	// must not start (past its deadline, or a blackout began). Its kubelet may have
-	// started it all the same (status updates lag under load): the controller deletes it
-	// (noting Reason on it, runpod.AnnotationWithdrawn) and counts it once the kubelet
-	// has said what happened (its report, or NeverStarted with Reason).
+	// Withdraw: its job not started as far as its status says, and it must not start
+	// (past its deadline, or a blackout began). Its kubelet may have started it all the
+	// same (status updates lag under load; the cache may not show its binding yet): the
+	// controller deletes it (noting Reason on it, runpod.AnnotationWithdrawn) and counts
+	// it once the API server (unbound when deleted) or its kubelet has said what
+	// happened (its report, or NeverStarted with Reason).
 	Withdraw Verdict = "Withdraw"
 	// Withdrawn: prepared ahead of its instant and withdrawn before it
 	// (runpod.AnnotationWithdrawnAhead), and its job did not run: released uncounted.
@@ -182,12 +182,12 @@ func JobRan(pod *corev1.Pod) bool {
 }
 
 // withdraw decides a pod whose job has not started as far as its status says and must
-// not start: not bound to a node, it never started (NeverStarted); bound, its kubelet
-// may have started it already (Withdraw).
-func withdraw(pod *corev1.Pod, reason string) Decision {
-	if pod.Spec.NodeName == "" {
-		return Decision{Verdict: NeverStarted, Reason: reason}
-	}
+// not start: Withdraw, bound to a node or not. Its kubelet may have started it already;
+// and a pod the pass sees unbound may be bound already (the binding's event not yet in
+// the cache). Only its deletion settles it: the API server binds no pod being deleted,
+// so a deleted pod that is unbound never started (NeverStarted, above), and a bound one
+// is counted from its kubelet's word.
+func withdraw(_ *corev1.Pod, reason string) Decision {
 	return Decision{Verdict: Withdraw, Reason: reason}
 }
 

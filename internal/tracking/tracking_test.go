@@ -105,17 +105,17 @@ func TestDecide(t *testing.T) {
 		{"finished and deleted: still its report", pod(phase(corev1.PodSucceeded), exited(0), deleted(occ)), Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
 		{"pending within the deadline", pod(waiting("ImagePullBackOff", "back-off pulling")), Input{Now: occ.Add(time.Minute), StartingDeadline: &twoMin}, Active, nil, occ.Add(twoMin)},
 		{"pending past the deadline: the pod's own reason", pod(waiting("ImagePullBackOff", "back-off pulling \"nope\"")), Input{Now: occ.Add(twoMin), StartingDeadline: &twoMin},
-			NeverStarted, []string{"2026-11-30T02:02:00Z", "startingDeadlineSeconds", `ImagePullBackOff: back-off pulling "nope"`}, time.Time{}},
+			Withdraw, []string{"2026-11-30T02:02:00Z", "startingDeadlineSeconds", `ImagePullBackOff: back-off pulling "nope"`}, time.Time{}},
 		{"unschedulable past the default pending timeout", pod(unschedulable), Input{Now: occ.Add(time.Hour + time.Second)},
-			NeverStarted, []string{"pending timeout (1h0m0s)", "Unschedulable: 0/1 nodes are available"}, time.Time{}},
+			Withdraw, []string{"pending timeout (1h0m0s)", "Unschedulable: 0/1 nodes are available"}, time.Time{}},
 		{"default pending timeout counts from creation", pod(unschedulable, func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(10 * time.Minute)) }),
 			Input{Now: occ.Add(time.Hour + time.Second)}, Active, nil, occ.Add(70 * time.Minute)},
 		{"init container rejected", pod(func(p *corev1.Pod) {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "lockedcron-install", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root"}}}}
-		}), Input{Now: occ.Add(time.Hour), StartingDeadline: &twoMin}, NeverStarted, []string{"init container lockedcron-install: CreateContainerConfigError: container has runAsNonRoot"}, time.Time{}},
+		}), Input{Now: occ.Add(time.Hour), StartingDeadline: &twoMin}, Withdraw, []string{"init container lockedcron-install: CreateContainerConfigError: container has runAsNonRoot"}, time.Time{}},
 		{"running past the deadline: left alone", pod(running(0)), Input{Now: occ.Add(time.Hour), StartingDeadline: &twoMin}, Active, nil, time.Time{}},
 		{"not started when a blackout is in effect", pod(waiting("ContainerCreating", "")), Input{Now: occ.Add(time.Second), Blackout: "Deployment/web is rolling out"},
-			NeverStarted, []string{"a blackout began before its job started: Deployment/web is rolling out"}, time.Time{}},
+			Withdraw, []string{"a blackout began before its job started: Deployment/web is rolling out"}, time.Time{}},
 		// The soak found it: a pod whose job started 20 ms before a blackout window, its
 		// Running status not yet seen, was counted missed and deleted; it reported Failed
 		// (exit 143) a second later. On a node it is withdrawn: deleted, counted once the
@@ -129,6 +129,10 @@ func TestDecide(t *testing.T) {
 		{"withdrawn, then the kubelet's word: it ran", pod(onNode, withdrawnFor("window"), phase(corev1.PodFailed), exited(143), deleted(occ.Add(time.Minute))),
 			Input{Now: occ.Add(time.Minute)}, Report, nil, time.Time{}},
 		{"running when a blackout is in effect: left alone", pod(running(0)), Input{Now: occ.Add(time.Second), Blackout: "window"}, Active, nil, time.Time{}},
+		// Unbound when deleted: the API server binds no pod being deleted, so it never
+		// started (the cache may show a pod unbound that is bound: only the deletion is sure).
+		{"withdrawn while unbound: never started, for the withdrawal's reason", pod(unschedulable, withdrawnFor("a blackout began before its job started: window"), deleted(occ.Add(time.Minute))),
+			Input{Now: occ.Add(time.Minute)}, NeverStarted, []string{"deleted before its job started: a blackout began before its job started: window"}, time.Time{}},
 		{"deleted before it started", pod(unschedulable, deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute)},
 			NeverStarted, []string{"deleted before its job started", "Unschedulable"}, time.Time{}},
 		// The soak found it: a pod deleted while its job ran, whose Running status the

@@ -636,6 +636,42 @@ spec:
 		Expect(rows[0]["SKIPPED BLACKOUT"]).To(Equal(strconv.FormatInt(c.SkippedBlackout, 10)))
 	})
 
+	// Prepare-ahead with a real kubelet: the pod is made ahead of its instant and lockwrap
+	// waits in it; a suspend before the instant withdraws it. The kubelet stops lockwrap,
+	// whose report (interrupted while waiting, the command did not run) releases the pod
+	// uncounted: nothing ran, nothing is counted, no pod is left.
+	It("withdraws a prepared pod on a suspend before its instant: its lockwrap stops, nothing runs or counts", func() {
+		ns := scenario("prepared")
+		at := time.Now().Add(90 * time.Second).UTC()
+		j := job{ns: ns, name: "ahead", key: "e2e/prepared-" + suffix,
+			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), ttl: "10s", kill: "2s", sleep: "1s", label: "prepared-" + suffix}
+		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", "  timeZone: UTC\n  prepareAheadSeconds: 120\n  successfulRunsHistoryLimit: 100", 1)
+		out, err := kubectlIn(m, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		var pod corev1.Pod
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			pod = pods.Items[0]
+			g.Expect(pod.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", "job"), HaveField("State.Running", Not(BeNil())))), "lockwrap waits in it")
+		}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
+		Expect(time.Now()).To(BeTemporally("<", at.Add(-10*time.Second)), "prepared well before its instant")
+
+		suspend(j)
+		Eventually(func() bool {
+			var p corev1.Pod
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(&pod), &p))
+		}, 45*time.Second, 250*time.Millisecond).Should(BeTrue(), "withdrawn: stopped by its kubelet, then released")
+		Expect(time.Now()).To(BeTemporally("<", at), "before its instant")
+		st := get(j).Status
+		Expect(st.Counters).To(Equal(v1alpha1.Counters{}), "a pod that did not run its occurrence is not counted")
+		Expect(st.Recent).To(BeEmpty())
+		Expect(st.CountedPods).To(BeEmpty())
+		Expect(runs(j.label)).To(BeEmpty(), "the job never ran")
+	})
+
 	DescribeTable("kubectl apply rejects an invalid manifest with a clear message",
 		func(patch func(string) string, message string) {
 			ns := "default"
