@@ -526,11 +526,11 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 		r.Recorder.Eventf(job, nil, e.typ, e.reason, "Reconcile", "%s", e.note)
 	}
 	for _, d := range p.recorded {
-		metrics.Runs.WithLabelValues(job.Namespace, job.Name, d.outcome).Add(float64(d.n))
+		metrics.AddRuns(job.Namespace, job.Name, d.outcome, float64(d.n))
 	}
 	for _, res := range p.counted {
 		rep := res.Report
-		metrics.Runs.WithLabelValues(job.Namespace, job.Name, string(rep.Outcome)).Inc()
+		metrics.AddRuns(job.Namespace, job.Name, string(rep.Outcome), 1)
 		if rep.WaitedMs > 0 || rep.Attempts > 1 {
 			metrics.LockWait.WithLabelValues(job.Namespace).Observe(float64(rep.WaitedMs) / 1000)
 		}
@@ -540,7 +540,7 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 			metrics.LockHold.WithLabelValues(job.Namespace).Observe(b.Sub(a).Seconds())
 		}
 		if rep.Outcome == report.LockLost || rep.LockLost {
-			metrics.LockLost.WithLabelValues(job.Namespace, job.Name).Inc()
+			metrics.AddLockLost(job.Namespace, job.Name, 1)
 		}
 		if _, ok := res.StartLag(); ok && res.Trigger != v1alpha1.TriggerManual {
 			// Start lag: the job process's start − its scheduled time (report.startedAt).

@@ -1,7 +1,8 @@
 package controller
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,33 +29,30 @@ func outcomeNames(os []report.Outcome) []string {
 
 // observeStatus sets the job's gauges from the status a pass wrote: next and last
 // occurrence, last success, active runs, lock backend, lock key. A time the status does
-// not hold has no series (rather than a zero that reads as 1970).
+// not hold has no series (rather than a zero that reads as 1970). The counters' series
+// are born at 0 on the job's first pass.
 func observeStatus(job *v1alpha1.LockedCronJob) {
 	ns, name := job.Namespace, job.Name
 	st := &job.Status
-	setTime(metrics.NextRun, ns, name, st.NextScheduleTime)
-	setTime(metrics.LastSchedule, ns, name, st.LastScheduleTime)
-	setTime(metrics.LastSuccess, ns, name, st.LastSuccessfulTime)
-	metrics.ActiveRuns.WithLabelValues(ns, name).Set(float64(st.ActiveCount))
-	up := 0.0
-	if meta.IsStatusConditionTrue(st.Conditions, ConditionLockBackendReady) {
-		up = 1
-	}
-	metrics.BackendUp.WithLabelValues(ns, name).Set(up)
-	// One info series per job (a changed lock key replaces it); the counters' series
-	// are born at 0 on the job's first pass.
-	if metrics.SetInfo(ns, name, st.LockKey) {
+	first := metrics.SetJob(ns, name, metrics.JobState{
+		NextRun:      orZero(st.NextScheduleTime),
+		LastSchedule: orZero(st.LastScheduleTime),
+		LastSuccess:  orZero(st.LastSuccessfulTime),
+		Active:       st.ActiveCount,
+		BackendUp:    meta.IsStatusConditionTrue(st.Conditions, ConditionLockBackendReady),
+		LockKey:      st.LockKey,
+	})
+	if first {
 		for _, o := range countedOutcomes {
-			metrics.Runs.WithLabelValues(ns, name, o).Add(0)
+			metrics.AddRuns(ns, name, o, 0)
 		}
-		metrics.LockLost.WithLabelValues(ns, name).Add(0)
+		metrics.AddLockLost(ns, name, 0)
 	}
 }
 
-func setTime(g *prometheus.GaugeVec, ns, name string, t *metav1.Time) {
+func orZero(t *metav1.Time) time.Time {
 	if t == nil {
-		g.DeleteLabelValues(ns, name)
-		return
+		return time.Time{}
 	}
-	g.WithLabelValues(ns, name).Set(float64(t.UnixNano()) / 1e9)
+	return t.Time
 }

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,18 +25,13 @@ func gather(t *testing.T) map[string]*dto.MetricFamily {
 }
 
 func touchAll(ns, name string) {
-	Runs.WithLabelValues(ns, name, "Succeeded").Inc()
+	AddRuns(ns, name, "Succeeded", 1)
 	LockWait.WithLabelValues(ns).Observe(1)
 	LockHold.WithLabelValues(ns).Observe(1)
 	ScheduleLag.WithLabelValues(ns).Observe(1)
 	ObserveStartLag(ns, time.Unix(100, 0), time.Unix(103, 500e6))
-	LockLost.WithLabelValues(ns, name).Inc()
-	NextRun.WithLabelValues(ns, name).Set(1)
-	LastSchedule.WithLabelValues(ns, name).Set(1)
-	LastSuccess.WithLabelValues(ns, name).Set(1)
-	ActiveRuns.WithLabelValues(ns, name).Set(1)
-	BackendUp.WithLabelValues(ns, name).Set(1)
-	Info.WithLabelValues(ns, name, "k").Set(1)
+	AddLockLost(ns, name, 1)
+	SetJob(ns, name, JobState{NextRun: time.Unix(1, 0), LastSchedule: time.Unix(1, 0), LastSuccess: time.Unix(1, 0), Active: 1, BackendUp: true, LockKey: "k"})
 }
 
 // Families, which rules and the dashboard are checked against, is exactly what the
@@ -127,34 +124,106 @@ func labelsOf(m *dto.Metric) map[string]string {
 	return out
 }
 
-func TestSetInfoKeepsOneSeriesPerJob(t *testing.T) {
-	keys := func() []string {
-		var out []string
-		for _, m := range gather(t)[NameInfo].GetMetric() {
-			if l := labelsOf(m); l["namespace"] == "ns" && l["name"] == "info" {
-				out = append(out, l["lock_key"])
+// A job's series, as the endpoint serves them: counters born at 0 by Add(0), gauges from
+// the last SetJob (a zero time has no series), one info series with the lock key in
+// effect; Forget drops them all, and the next SetJob is the job's first again.
+func TestJobSeries(t *testing.T) {
+	series := func() map[string]float64 {
+		out := map[string]float64{}
+		for name, f := range gather(t) {
+			for _, m := range f.GetMetric() {
+				l := labelsOf(m)
+				if l["namespace"] != "ns" || l["name"] != "series" {
+					continue
+				}
+				v := m.GetGauge().GetValue()
+				if f.GetType() == dto.MetricType_COUNTER {
+					v = m.GetCounter().GetValue()
+				}
+				key := name
+				if o := l["outcome"] + l["lock_key"]; o != "" {
+					key += "{" + o + "}"
+				}
+				out[key] = v
 			}
 		}
 		return out
 	}
-	if !SetInfo("ns", "info", "a") {
-		t.Error("first SetInfo of a job: first = false")
+	if !SetJob("ns", "series", JobState{NextRun: time.Unix(1700000000, 5e8), LockKey: "a"}) {
+		t.Error("first SetJob of a job: first = false")
 	}
-	if SetInfo("ns", "info", "a") {
-		t.Error("second SetInfo of a job: first = true")
+	AddRuns("ns", "series", "Succeeded", 0)
+	AddRuns("ns", "series", "Missed", 0)
+	AddLockLost("ns", "series", 0)
+	AddRuns("ns", "series", "Missed", 3)
+	want := map[string]float64{
+		NameRuns + "{Succeeded}": 0, NameRuns + "{Missed}": 3, NameLockLost: 0,
+		NameNextRun: 1700000000.5, NameActiveRuns: 0, NameBackendUp: 0, NameInfo + "{a}": 1,
 	}
-	SetInfo("ns", "other", "a") // another job's series stays
-	SetInfo("ns", "info", "b")
-	if got := keys(); len(got) != 1 || got[0] != "b" {
-		t.Errorf("info series of the job after its key changed to b: %v, want [b]", got)
+	if got := series(); !equal(got, want) {
+		t.Errorf("series:\n got %v\nwant %v", got, want)
 	}
-	Forget("ns", "info")
-	if got := keys(); len(got) != 0 {
-		t.Errorf("info series after Forget: %v", got)
+	if SetJob("ns", "series", JobState{LastSchedule: time.Unix(1700000060, 0), LastSuccess: time.Unix(1700000000, 0), Active: 2, BackendUp: true, LockKey: "b"}) {
+		t.Error("second SetJob of a job: first = true")
 	}
-	if !SetInfo("ns", "info", "b") {
-		t.Error("SetInfo after Forget: first = false")
+	AddLockLost("ns", "series", 1)
+	want = map[string]float64{
+		NameRuns + "{Succeeded}": 0, NameRuns + "{Missed}": 3, NameLockLost: 1,
+		NameLastSchedule: 1700000060, NameLastSuccess: 1700000000, NameActiveRuns: 2, NameBackendUp: 1, NameInfo + "{b}": 1,
 	}
-	Forget("ns", "info")
-	Forget("ns", "other")
+	if got := series(); !equal(got, want) {
+		t.Errorf("series after a second status:\n got %v\nwant %v", got, want)
+	}
+	Forget("ns", "series")
+	if got := series(); len(got) != 0 {
+		t.Errorf("series after Forget: %v", got)
+	}
+	if !SetJob("ns", "series", JobState{LockKey: "b"}) {
+		t.Error("SetJob after Forget: first = false")
+	}
+	Forget("ns", "series")
+}
+
+func equal(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// BenchmarkJobSeries: the heap the per-job series of 5,000 jobs hold (16 each: nine run
+// outcomes, lock lost, six gauges), and what a scrape of them costs.
+//
+//	go test ./internal/metrics -run '^$' -bench JobSeries -benchmem
+func BenchmarkJobSeries(b *testing.B) {
+	outcomes := []string{"Succeeded", "Failed", "SkippedContention", "SuppressedDuplicate", "LockLost", "Missed", "Interrupted", "Error", "SkippedBlackout"}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range 5000 {
+		ns, name := fmt.Sprintf("bench-%d", i%10), fmt.Sprintf("job-%05d", i)
+		SetJob(ns, name, JobState{NextRun: time.Now(), LastSchedule: time.Now(), LastSuccess: time.Now(), Active: 1, BackendUp: true, LockKey: "key-" + name})
+		for _, o := range outcomes {
+			AddRuns(ns, name, o, 0)
+		}
+		AddLockLost(ns, name, 0)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := crmetrics.Registry.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-held")
+	for i := range 5000 {
+		Forget(fmt.Sprintf("bench-%d", i%10), fmt.Sprintf("job-%05d", i))
+	}
 }
