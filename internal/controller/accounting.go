@@ -310,19 +310,30 @@ func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) erro
 		}
 	}
 	for _, w := range p.withdrawing {
-		pod := w.pod
-		if pod.Annotations[runpod.AnnotationWithdrawn] != w.why {
-			patch := client.MergeFrom(pod.DeepCopy())
-			metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runpod.AnnotationWithdrawn, w.why)
-			if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
-				continue
-			} else if err != nil {
-				return fmt.Errorf("noting why pod %s is withdrawn: %w", pod.Name, err)
-			}
+		if err := r.withdrawPod(ctx, w, runpod.AnnotationWithdrawn); err != nil {
+			return err
 		}
-		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("withdrawing pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// withdrawPod notes why on the pod (under annotation key), then deletes it, keeping its
+// tracking finalizer: in that order, so that every pass that sees it deleted knows why
+// (tracking.Decide counts it from that and its kubelet's word). A pod already gone is
+// left alone.
+func (r *LockedCronJobReconciler) withdrawPod(ctx context.Context, w withdrawal, key string) error {
+	pod := w.pod
+	if pod.Annotations[key] != w.why {
+		patch := client.MergeFrom(pod.DeepCopy())
+		metav1.SetMetaDataAnnotation(&pod.ObjectMeta, key, w.why)
+		if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("noting why pod %s is withdrawn: %w", pod.Name, err)
 		}
+	}
+	if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("withdrawing pod %s: %w", pod.Name, err)
 	}
 	return nil
 }

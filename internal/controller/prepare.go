@@ -2,13 +2,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -143,24 +139,13 @@ func (p *pass) standing(pods []corev1.Pod) []corev1.Pod {
 	return out
 }
 
-// deleteWithdrawn notes on each withdrawn pod why it was withdrawn, then deletes it,
-// keeping its tracking finalizer: in that order, so that every pass that sees it deleted
-// knows it was withdrawn ahead (tracking.Decide), and a pod noted but not deleted (the
-// delete failed) is deleted by the next pass (setAside).
+// deleteWithdrawn withdraws the prepared pods no longer wanted (withdrawPod, noting why
+// under runpod.AnnotationWithdrawnAhead); one noted but not deleted (the delete failed)
+// is deleted by the next pass (setAside).
 func (r *LockedCronJobReconciler) deleteWithdrawn(ctx context.Context, p *pass) error {
 	for _, w := range p.withdrawn {
-		pod := w.pod
-		if pod.Annotations[runpod.AnnotationWithdrawnAhead] != w.why {
-			patch := client.MergeFrom(pod.DeepCopy())
-			metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runpod.AnnotationWithdrawnAhead, w.why)
-			if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
-				continue
-			} else if err != nil {
-				return fmt.Errorf("noting why prepared pod %s is withdrawn: %w", pod.Name, err)
-			}
-		}
-		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("withdrawing prepared pod %s: %w", pod.Name, err)
+		if err := r.withdrawPod(ctx, w, runpod.AnnotationWithdrawnAhead); err != nil {
+			return err
 		}
 	}
 	return nil

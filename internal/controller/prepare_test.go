@@ -85,18 +85,9 @@ var _ = Describe("Prepare-ahead", func() {
 	})
 
 	It("withdraws a prepared pod, uncounted, when a guarded rollout starts before the instant", func() {
-		startManager(clock.RealClock{})
-		ns := newNamespace()
-		api := newDeployment(ns, "api")
-		Expect(k8sClient.Create(ctx, api)).To(Succeed())
-		writeStatus(api, deploymentDone)
 		at := time.Now().Add(40 * time.Second).Truncate(time.Second)
-		job := newJob(ns, "guarded", dailyAt(at))
-		job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
-		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
-		name := podsOf(job)[0].Name
+		api, job := preparedGuarded("guarded", at)
+		ns, name := job.Namespace, podsOf(job)[0].Name
 
 		// A rollout of the guarded Deployment begins (a new generation not yet observed).
 		d := &appsv1.Deployment{}
@@ -118,17 +109,8 @@ var _ = Describe("Prepare-ahead", func() {
 	// schedule (here: skipped in the rollout's blackout), counted once either way.
 	DescribeTable("withdraws a prepared pod on a node and counts its occurrence once, from what its kubelet says",
 		func(wordAfterInstant bool, word func(pod *corev1.Pod), counters v1alpha1.Counters, outcome string) {
-			startManager(clock.RealClock{})
-			ns := newNamespace()
-			api := newDeployment(ns, "api")
-			Expect(k8sClient.Create(ctx, api)).To(Succeed())
-			writeStatus(api, deploymentDone)
 			at := time.Now().Add(6 * time.Second).Truncate(time.Second)
-			job := newJob(ns, "raced", dailyAt(at))
-			job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
-			job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
-			Expect(k8sClient.Create(ctx, job)).To(Succeed())
-			Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).Should(HaveLen(1))
+			api, job := preparedGuarded("raced", at)
 			pod := podsOf(job)[0]
 			ns, name := pod.Namespace, pod.Name
 			// Scheduled, and lockwrap runs, waiting for the instant (--not-before).
@@ -188,3 +170,21 @@ var _ = Describe("Prepare-ahead", func() {
 		}, v1alpha1.Counters{SkippedBlackout: 1}, "SkippedBlackout"),
 	)
 })
+
+// preparedGuarded starts a manager and creates, in a new namespace, a job due daily at
+// at, prepared up to 300 s ahead and guarded by the rollouts of Deployment api (created
+// and settled first); it waits for the prepared pod.
+func preparedGuarded(name string, at time.Time) (*appsv1.Deployment, *v1alpha1.LockedCronJob) {
+	GinkgoHelper()
+	startManager(clock.RealClock{})
+	ns := newNamespace()
+	api := newDeployment(ns, "api")
+	Expect(k8sClient.Create(ctx, api)).To(Succeed())
+	writeStatus(api, deploymentDone)
+	job := newJob(ns, name, dailyAt(at))
+	job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
+	Expect(k8sClient.Create(ctx, job)).To(Succeed())
+	Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
+	return api, job
+}
