@@ -13,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -56,6 +57,8 @@ import (
 const (
 	kindLocked = "lockedcron"
 	kindNative = "native"
+	// kindNativePod is a native Job's pod (-native-pods): what runs, after the Job.
+	kindNativePod = "native-pod"
 	// jobScheduledAnnotation is what the CronJob controller stamps on each Job.
 	jobScheduledAnnotation = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 	benchLabel             = "bench.lockedcron.io/scale"
@@ -76,6 +79,7 @@ type config struct {
 	crds         string
 	keep         bool
 	profiles     string
+	nativePods   bool
 }
 
 func main() {
@@ -95,6 +99,7 @@ func main() {
 	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
 	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window (manager-N<n>.pprof) and its heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
+	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -147,8 +152,8 @@ func printMachine(c config) {
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("== machine: %d cpus (%s); load average at start %s\n", runtime.NumCPU(), model, strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Printf("== both controllers: client QPS %g, burst %d; kube-controller-manager --concurrent-cron-job-syncs=%d; schedule \"* * * * *\" in %d namespaces; %d warm-up + %d measured occurrences\n",
-		c.qps, c.burst, c.cronSyncs, c.namespaces, c.warmup, c.window)
+	fmt.Printf("== both controllers: client QPS %g, burst %d; kube-controller-manager --controllers=%s --concurrent-cron-job-syncs=%d; schedule \"* * * * *\" in %d namespaces; %d warm-up + %d measured occurrences\n",
+		c.qps, c.burst, nativeControllers(c), c.cronSyncs, c.namespaces, c.warmup, c.window)
 	if c.workers > 0 {
 		fmt.Printf("== manager --max-concurrent-reconciles=%d\n", c.workers)
 	}
@@ -159,18 +164,21 @@ func printMachine(c config) {
 
 // result is one controller's figures at one N.
 type result struct {
-	kind      string
-	n         int
-	lag       lagStats
-	created   int
-	expected  int
-	calls     map[string]float64 // by method, over the window
-	inWindow  int                // children first seen in the window (the calls' denominator)
-	cpu       time.Duration
-	rss, hwm  int64
-	early     int     // lockedcron with prepare-ahead: pods seen before their instant
-	adds      float64 // work queue adds over the window
-	peakDepth float64 // the work queues' peak depth in the window
+	kind     string
+	n        int
+	lag      lagStats
+	created  int
+	expected int
+	calls    map[string]float64 // by method, over the window
+	inWindow int                // children first seen in the window (the calls' denominator)
+	cpu      time.Duration
+	rss, hwm int64
+	early    int // lockedcron with prepare-ahead: pods seen before their instant
+	// native with -native-pods: the Jobs' pods
+	podCreated int
+	podLag     lagStats
+	adds       float64 // work queue adds over the window
+	peakDepth  float64 // the work queues' peak depth in the window
 	// mean time of an API call at the server, and mean wait for the client's QPS
 	// before it, over the window
 	latency     map[string]time.Duration // by verb
@@ -186,8 +194,9 @@ var serverCalls = map[string][]string{
 }
 
 // apiserverTimes is the API server's apiserver_request_duration_seconds, sum and count
-// by "verb resource".
-type apiserverTimes struct{ sum, count map[string]float64 }
+// by "verb resource", and its admission plugins' time
+// (apiserver_admission_controller_admission_duration_seconds) by "operation name type".
+type apiserverTimes struct{ sum, count, admitSum, admitCount map[string]float64 }
 
 func serverTimes(ctx context.Context, cs kubernetes.Interface) (apiserverTimes, error) {
 	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -198,8 +207,39 @@ func serverTimes(ctx context.Context, cs kubernetes.Interface) (apiserverTimes, 
 	if t.sum, err = sumBy(string(b), "apiserver_request_duration_seconds_sum", "verb", "resource"); err != nil {
 		return t, err
 	}
-	t.count, err = sumBy(string(b), "apiserver_request_duration_seconds_count", "verb", "resource")
+	if t.count, err = sumBy(string(b), "apiserver_request_duration_seconds_count", "verb", "resource"); err != nil {
+		return t, err
+	}
+	const admit = "apiserver_admission_controller_admission_duration_seconds"
+	if t.admitSum, err = sumBy(string(b), admit+"_sum", "operation", "name", "type"); err != nil {
+		return t, err
+	}
+	t.admitCount, err = sumBy(string(b), admit+"_count", "operation", "name", "type")
 	return t, err
+}
+
+// admissionSummary is the CREATE admission plugins' time between two readings (all
+// resources, both controllers: one API server), the costliest first.
+func admissionSummary(before, after apiserverTimes) string {
+	type plugin struct {
+		key      string
+		sum, cnt float64
+	}
+	var ps []plugin
+	for k, v := range after.admitSum {
+		if !strings.HasPrefix(k, "CREATE ") {
+			continue
+		}
+		if d := v - before.admitSum[k]; d > 0 {
+			ps = append(ps, plugin{strings.TrimPrefix(k, "CREATE "), d, after.admitCount[k] - before.admitCount[k]})
+		}
+	}
+	slices.SortFunc(ps, func(a, b plugin) int { return cmp.Compare(b.sum, a.sum) })
+	var parts []string
+	for _, p := range ps[:min(len(ps), 5)] {
+		parts = append(parts, fmt.Sprintf("%s %.2fs in %.0f calls (%s each)", p.key, p.sum, p.cnt, perCall(p.sum, p.cnt).Round(10*time.Microsecond)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // perCall is sum seconds over count calls, as a mean duration (0 without calls).
@@ -421,7 +461,7 @@ func run(c config, n int) (res []result, err error) {
 	}
 	kcm, err := start("kube-controller-manager", dir, nil, filepath.Join(c.assets, "kube-controller-manager"),
 		"--kubeconfig="+kcmKC,
-		"--controllers=cronjob-controller",
+		"--controllers="+nativeControllers(c),
 		"--leader-elect=false",
 		fmt.Sprintf("--kube-api-qps=%g", c.qps),
 		fmt.Sprintf("--kube-api-burst=%d", c.burst),
@@ -495,7 +535,7 @@ func run(c config, n int) (res []result, err error) {
 		return nil, err
 	}
 
-	rec := &recorder{seen: map[string]map[string]child{kindLocked: {}, kindNative: {}}}
+	rec := &recorder{seen: map[string]map[string]child{kindLocked: {}, kindNative: {}, kindNativePod: {}}}
 	running := make(chan *corev1.Pod, 100000)
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	podInf := factory.Core().V1().Pods().Informer()
@@ -503,6 +543,12 @@ func run(c config, n int) (res []result, err error) {
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
+			return
+		}
+		if job, ok := pod.Labels[batchv1.JobNameLabel]; ok {
+			if t, ok := nameScheduled(job); ok {
+				rec.add(kindNativePod, pod.Namespace+"/"+pod.Name, t)
+			}
 			return
 		}
 		t, err := time.Parse(time.RFC3339, pod.Annotations[runpod.AnnotationScheduledTime])
@@ -601,6 +647,7 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	logf("N=%d: admission plugins on CREATE over the window: %s", n, admissionSummary(serverBefore, serverAfter))
 	if err := <-profiled; err != nil {
 		logf("warning: CPU profile: %v", err)
 	}
@@ -620,23 +667,29 @@ func run(c config, n int) (res []result, err error) {
 	for _, t := range window {
 		inWindow[t.Unix()] = true
 	}
-	for _, kind := range []string{kindNative, kindLocked} {
-		r := result{kind: kind, n: n, expected: n * len(window)}
-		var lags []time.Duration
+	lagsOf := func(kind string) (lags []time.Duration, inWin, early int) {
 		for _, ch := range rec.snapshot(kind) {
 			if !ch.seen.Before(from) && !ch.seen.After(to) {
-				r.inWindow++
+				inWin++
 			}
 			if inWindow[ch.scheduled.Unix()] && !ch.seen.After(to) {
-				r.created++
 				lag := ch.seen.Sub(ch.scheduled)
 				lags = append(lags, lag)
 				if lag < 0 {
-					r.early++
+					early++
 				}
 			}
 		}
-		r.lag = summarize(lags)
+		return lags, inWin, early
+	}
+	for _, kind := range []string{kindNative, kindLocked} {
+		r := result{kind: kind, n: n, expected: n * len(window)}
+		lags, inWin, early := lagsOf(kind)
+		r.inWindow, r.created, r.early, r.lag = inWin, len(lags), early, summarize(lags)
+		if kind == kindNative && c.nativePods {
+			podLags, _, _ := lagsOf(kindNativePod)
+			r.podCreated, r.podLag = len(podLags), summarize(podLags)
+		}
 		b, a := before[kind], after[kind]
 		r.calls = map[string]float64{}
 		for m, v := range a.calls {
@@ -730,11 +783,17 @@ func jobScheduled(job *batchv1.Job) (time.Time, bool) {
 		}
 	}
 	// Older controllers: the name ends in the scheduled time in minutes since the epoch.
-	i := strings.LastIndexByte(job.Name, '-')
+	return nameScheduled(job.Name)
+}
+
+// nameScheduled is the scheduled time a CronJob's Job name ends in (minutes since the
+// epoch).
+func nameScheduled(name string) (time.Time, bool) {
+	i := strings.LastIndexByte(name, '-')
 	if i < 0 {
 		return time.Time{}, false
 	}
-	m, err := strconv.ParseInt(job.Name[i+1:], 10, 64)
+	m, err := strconv.ParseInt(name[i+1:], 10, 64)
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -957,6 +1016,13 @@ func printResults(c config, n int, rs []result) {
 		ratio(lc.lag.P50.Seconds(), nat.lag.P50.Seconds()), ratio(lc.lag.P99.Seconds(), nat.lag.P99.Seconds()),
 		ratio(lc.lag.Max.Seconds(), nat.lag.Max.Seconds()), ratio(lc.callsPerOcc(), nat.callsPerOcc()),
 		ratio(float64(lc.rss), float64(nat.rss)), ratio(lc.cpu.Seconds(), nat.cpu.Seconds()))
+	if c.nativePods {
+		fmt.Printf("  native pods (job-controller): created %d/%d, lag p50 %s, p90 %s, p99 %s, max %s\n", nat.podCreated, nat.expected,
+			secs(nat.podLag.P50), secs(nat.podLag.P90), secs(nat.podLag.P99), secs(nat.podLag.Max))
+		fmt.Printf("  ratio lockedcron pod / native Job's pod: lag p50 %s, p99 %s, max %s\n",
+			ratio(lc.lag.P50.Seconds(), nat.podLag.P50.Seconds()), ratio(lc.lag.P99.Seconds(), nat.podLag.P99.Seconds()),
+			ratio(lc.lag.Max.Seconds(), nat.podLag.Max.Seconds()))
+	}
 }
 
 func printTable(rs []result) {
@@ -1008,4 +1074,13 @@ func profileCPU(ctx context.Context, url, file string) error {
 	}
 	logf("manager profile: %s (go tool pprof -top %s)", file, file)
 	return f.Close()
+}
+
+// nativeControllers are kube-controller-manager's --controllers: the CronJob controller,
+// and with -native-pods the Job controller that makes the Jobs' pods.
+func nativeControllers(c config) string {
+	if c.nativePods {
+		return "cronjob-controller,job-controller"
+	}
+	return "cronjob-controller"
 }
