@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The per-job series (issue 13: memory at thousands of jobs). Held as prometheus
@@ -13,7 +14,9 @@ import (
 // counter, six gauges): 42 MiB at 5,000 jobs, a third of the manager's live heap. Here a
 // job is one record of plain numbers, and the series are built when the endpoint is
 // scraped, as kube-state-metrics does. The families, their types, help texts, labels and
-// values are what the vectors served.
+// values are what the vectors served. A record keeps its series' label pairs, made once
+// (prometheus.MustNewConstMetric would make them anew for each series at every scrape:
+// 80,000 series, half of a scrape's 58 MB at 5,000 jobs).
 
 var (
 	descRuns         = prometheus.NewDesc(NameRuns, "Finished occurrences by outcome (Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error, SkippedBlackout, Missed, Interrupted).", []string{"namespace", "name", "outcome"}, nil)
@@ -45,6 +48,17 @@ type jobRecord struct {
 	lockLost     float64
 	lockLostBorn bool
 	state        *JobState
+
+	// The label pairs of its series, sorted by name as the exposition wants them: name,
+	// namespace (pairs; a run's series adds the outcome's); lock_key, name, namespace
+	// (infoPairs, made again when the lock key changes). Never changed in place: a
+	// scrape reads them after it let go of the lock.
+	pairs, infoPairs []*dto.LabelPair
+}
+
+// labelPair is one label of a series.
+func labelPair(name, value string) *dto.LabelPair {
+	return &dto.LabelPair{Name: &name, Value: &value}
 }
 
 // jobSeries holds every job's record and serves them (a prometheus.Collector).
@@ -53,6 +67,8 @@ type jobSeries struct {
 	jobs     map[jobKey]*jobRecord
 	outcomes []string       // every outcome seen, in first-seen order
 	index    map[string]int // outcome → position in outcomes
+	// outcomePairs are the outcome label pairs, by index, shared by every job.
+	outcomePairs []*dto.LabelPair
 }
 
 var jobs = &jobSeries{jobs: map[jobKey]*jobRecord{}, index: map[string]int{}}
@@ -62,7 +78,7 @@ func (s *jobSeries) record(namespace, name string) *jobRecord {
 	k := jobKey{namespace, name}
 	r := s.jobs[k]
 	if r == nil {
-		r = &jobRecord{}
+		r = &jobRecord{pairs: []*dto.LabelPair{labelPair("name", name), labelPair("namespace", namespace)}}
 		s.jobs[k] = r
 	}
 	return r
@@ -81,6 +97,7 @@ func AddRuns(namespace, name, outcome string, n float64) {
 		}
 		i = len(s.outcomes)
 		s.outcomes = append(s.outcomes, outcome)
+		s.outcomePairs = append(s.outcomePairs, labelPair("outcome", outcome))
 		s.index[outcome] = i
 	}
 	r := s.record(namespace, name)
@@ -109,6 +126,9 @@ func SetJob(namespace, name string, st JobState) (first bool) {
 	defer s.mu.Unlock()
 	r := s.record(namespace, name)
 	first = r.state == nil
+	if first || r.state.LockKey != st.LockKey {
+		r.infoPairs = append([]*dto.LabelPair{labelPair("lock_key", st.LockKey)}, r.pairs...)
+	}
 	r.state = &st
 	return first
 }
@@ -128,35 +148,48 @@ func (s *jobSeries) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// series is one series of a job, on label pairs its record keeps.
+type series struct {
+	desc  *prometheus.Desc
+	typ   prometheus.ValueType
+	value float64
+	pairs []*dto.LabelPair
+}
+
+func (m *series) Desc() *prometheus.Desc { return m.desc }
+
+func (m *series) Write(out *dto.Metric) error {
+	out.Label = m.pairs
+	if m.typ == prometheus.CounterValue {
+		out.Counter = &dto.Counter{Value: &m.value}
+	} else {
+		out.Gauge = &dto.Gauge{Value: &m.value}
+	}
+	return nil
+}
+
 // Collect copies the records under the lock, then builds the series from the copy: a
 // pass that counts an outcome waits for the copy (≈ 1 ms at 5,000 jobs), not for the
 // scrape.
 func (s *jobSeries) Collect(ch chan<- prometheus.Metric) {
-	type entry struct {
-		k jobKey
-		r jobRecord
-	}
 	s.mu.RLock()
-	outcomes := s.outcomes[:len(s.outcomes):len(s.outcomes)]
-	snap := make([]entry, 0, len(s.jobs))
-	for k, r := range s.jobs {
-		e := entry{k, *r}
-		e.r.runs = append([]float64(nil), r.runs...)
-		snap = append(snap, e)
+	outcomes := s.outcomePairs[:len(s.outcomePairs):len(s.outcomePairs)]
+	snap := make([]jobRecord, 0, len(s.jobs))
+	for _, r := range s.jobs {
+		c := *r
+		c.runs = append([]float64(nil), r.runs...)
+		snap = append(snap, c)
 	}
 	s.mu.RUnlock()
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	for _, e := range snap {
-		k, r := e.k, &e.r
+	for i := range snap {
+		r := &snap[i]
 		for i, v := range r.runs {
 			if r.born&(1<<i) != 0 {
-				ch <- prometheus.MustNewConstMetric(descRuns, prometheus.CounterValue, v, k.namespace, k.name, outcomes[i])
+				ch <- &series{descRuns, prometheus.CounterValue, v, append(r.pairs[:len(r.pairs):len(r.pairs)], outcomes[i])}
 			}
 		}
 		if r.lockLostBorn {
-			ch <- prometheus.MustNewConstMetric(descLockLost, prometheus.CounterValue, r.lockLost, k.namespace, k.name)
+			ch <- &series{descLockLost, prometheus.CounterValue, r.lockLost, r.pairs}
 		}
 		st := r.state
 		if st == nil {
@@ -167,15 +200,15 @@ func (s *jobSeries) Collect(ch chan<- prometheus.Metric) {
 			at time.Time
 		}{{descNextRun, st.NextRun}, {descLastSchedule, st.LastSchedule}, {descLastSuccess, st.LastSuccess}} {
 			if !t.at.IsZero() {
-				gauge(t.d, float64(t.at.UnixNano())/1e9, k.namespace, k.name)
+				ch <- &series{t.d, prometheus.GaugeValue, float64(t.at.UnixNano()) / 1e9, r.pairs}
 			}
 		}
-		gauge(descActiveRuns, float64(st.Active), k.namespace, k.name)
+		ch <- &series{descActiveRuns, prometheus.GaugeValue, float64(st.Active), r.pairs}
 		up := 0.0
 		if st.BackendUp {
 			up = 1
 		}
-		gauge(descBackendUp, up, k.namespace, k.name)
-		gauge(descInfo, 1, k.namespace, k.name, st.LockKey)
+		ch <- &series{descBackendUp, prometheus.GaugeValue, up, r.pairs}
+		ch <- &series{descInfo, prometheus.GaugeValue, 1, r.infoPairs}
 	}
 }

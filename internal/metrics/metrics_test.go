@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -173,6 +174,13 @@ func TestJobSeries(t *testing.T) {
 	}
 	if got := series(); !equal(got, want) {
 		t.Errorf("series after a second status:\n got %v\nwant %v", got, want)
+	}
+	// The series are what a pedantic registry accepts: labels as their descriptions
+	// name them, sorted, no two alike (the label pairs are the record's, made once).
+	pedantic := prometheus.NewPedanticRegistry()
+	pedantic.MustRegister(jobs)
+	if _, err := pedantic.Gather(); err != nil {
+		t.Errorf("pedantic gather: %v", err)
 	}
 	Forget("ns", "series")
 	if got := series(); len(got) != 0 {
