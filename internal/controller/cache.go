@@ -1,25 +1,31 @@
 package controller
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
 // CacheOptions makes the manager's cache hold only the pods this operator creates
 // (labelled with runpod.LabelJob), not every pod of the cluster, and of each only what
-// the controller reads (slimPod).
+// the controller reads (slimPod); of LockedCronJobs' managed fields too, only what it
+// reads (slimJob).
 func CacheOptions() cache.Options {
 	ours, err := labels.NewRequirement(runpod.LabelJob, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid label key
 	}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Label: labels.NewSelector().Add(*ours), Transform: slimPod},
+		&corev1.Pod{}:             {Label: labels.NewSelector().Add(*ours), Transform: slimPod},
+		&v1alpha1.LockedCronJob{}: {Transform: slimJob},
 	}}
 }
 
@@ -37,4 +43,67 @@ func slimPod(obj any) (any, error) {
 	pod.ManagedFields = nil
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
 	return pod, nil
+}
+
+// slimJob keeps of a LockedCronJob's managed fields what the controller reads (issue 13:
+// memory at thousands of jobs; they were a quarter of a cached job): which manager last
+// set spec.schedule, spec.timeZone or spec.suspend, and when (specChangedAt), and which
+// set the run-request annotation (requestedBy). Entries of subresources and entries
+// owning none of those go; the others keep their manager, operation and time, and of
+// their field set only those fields. The controller writes a LockedCronJob only through
+// its status subresource, whose updates take managed fields from the stored object,
+// never from the request, so the stored ones stay whole. Anything else passes unchanged.
+func slimJob(obj any) (any, error) {
+	job, ok := obj.(*v1alpha1.LockedCronJob)
+	if !ok {
+		return obj, nil
+	}
+	job.ManagedFields = slimManagedFields(job.ManagedFields)
+	return job, nil
+}
+
+// readSpecFields are the spec fields whose last change specChangedAt looks for.
+var readSpecFields = []string{"f:schedule", "f:timeZone", "f:suspend"}
+
+func slimManagedFields(in []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, mf := range in {
+		if mf.Subresource != "" || mf.FieldsV1 == nil {
+			continue
+		}
+		var set struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(mf.FieldsV1.Raw, &set) != nil {
+			out = append(out, mf) // not a field set we can read: kept as it is
+			continue
+		}
+		kept := map[string]any{}
+		spec := map[string]struct{}{}
+		for _, f := range readSpecFields {
+			if _, ok := set.Spec[f]; ok {
+				spec[f] = struct{}{}
+			}
+		}
+		if len(spec) > 0 {
+			kept["f:spec"] = spec
+		}
+		if _, ok := set.Metadata.Annotations["f:"+v1alpha1.AnnotationRunRequest]; ok {
+			kept["f:metadata"] = map[string]any{"f:annotations": map[string]struct{}{"f:" + v1alpha1.AnnotationRunRequest: {}}}
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		raw, err := json.Marshal(kept)
+		if err != nil {
+			out = append(out, mf)
+			continue
+		}
+		mf.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		out = append(out, mf)
+	}
+	return out
 }
