@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,7 +44,7 @@ func run() error {
 	var (
 		metricsAddr, probeAddr, clusterName, wrapperImage, pullPolicy string
 		leaderElect, secureMetrics                                    bool
-		qps                                                           float64
+		qps, memoryLimitRatio                                         float64
 		burst, workers                                                int
 		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
 		pprofAddr                                                     string
@@ -66,6 +67,7 @@ func run() error {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of Go's net/http/pprof endpoints (profiling; make bench-scale uses it). Empty (the default) disables them; never expose them outside the pod.")
+	flag.Float64Var(&memoryLimitRatio, "memory-limit-ratio", 0.9, "Sets the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's memory limit (its cgroup's), so that the garbage collector works harder near the limit rather than the manager being OOM-killed. 0 leaves the runtime alone; GOMEMLIMIT or AUTOMEMLIMIT in the environment win.")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -85,6 +87,9 @@ func run() error {
 	}
 	if wrapperImage == "" {
 		return fmt.Errorf("--wrapper-image is empty: give the image that holds /lockwrap")
+	}
+	if _, err := setMemoryLimit(memoryLimitRatio, memlimit.FromCgroup, log); err != nil {
+		return err
 	}
 	allowed, err := lock.ParseAllowedHosts(redisAllowedHosts)
 	if err != nil {

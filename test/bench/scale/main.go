@@ -80,6 +80,7 @@ type config struct {
 	keep         bool
 	profiles     string
 	nativePods   bool
+	memLimit     string
 }
 
 func main() {
@@ -100,6 +101,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
 	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window (manager-N<n>.pprof) and its heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
+	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -156,6 +158,9 @@ func printMachine(c config) {
 		c.qps, c.burst, nativeControllers(c), c.cronSyncs, c.namespaces, c.warmup, c.window)
 	if c.workers > 0 {
 		fmt.Printf("== manager --max-concurrent-reconciles=%d\n", c.workers)
+	}
+	if c.memLimit != "" {
+		fmt.Printf("== manager GOMEMLIMIT=%s\n", c.memLimit)
 	}
 	if c.prepareAhead > 0 {
 		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
@@ -501,7 +506,11 @@ func run(c config, n int) (res []result, err error) {
 	if c.workers > 0 {
 		mgrArgs = append(mgrArgs, fmt.Sprintf("--max-concurrent-reconciles=%d", c.workers))
 	}
-	mgr, err := start("manager", dir, []string{"KUBECONFIG=" + mgrKC}, c.manager, mgrArgs...)
+	mgrEnv := []string{"KUBECONFIG=" + mgrKC}
+	if c.memLimit != "" {
+		mgrEnv = append(mgrEnv, "GOMEMLIMIT="+c.memLimit)
+	}
+	mgr, err := start("manager", dir, mgrEnv, c.manager, mgrArgs...)
 	if err != nil {
 		return nil, err
 	}
