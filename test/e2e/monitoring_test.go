@@ -17,6 +17,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/promtest"
@@ -155,6 +156,24 @@ scrape_configs:
 			r, err := promGet("/api/v1/query", url.Values{"query": {`up{job="lockedcron"} == 1`}})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(r.Data.Result).To(HaveLen(1))
+		}, time.Minute, time.Second).Should(Succeed())
+	})
+
+	It("runs the manager with a soft memory limit of 0.9 of its container's memory limit", func() {
+		// --memory-limit-ratio 0.9 (the default), read from the pod's cgroup by the
+		// manager itself: the Go runtime reports it as go_gc_gomemlimit_bytes.
+		out, err := kubectl("-n", operatorNS, "get", "deployment", operatorDep, "-o",
+			`jsonpath={.spec.template.spec.containers[?(@.name=="manager")].resources.limits.memory}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		limit, err := resource.ParseQuantity(strings.TrimSpace(out))
+		Expect(err).NotTo(HaveOccurred(), "the manager's memory limit %q", out)
+		want := uint64(float64(limit.Value()) * 0.9)
+		Eventually(func(g Gomega) {
+			r, err := promGet("/api/v1/query", url.Values{"query": {`go_gc_gomemlimit_bytes{job="lockedcron"}`}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(r.Data.Result).To(HaveLen(1))
+			g.Expect(r.Data.Result[0].Value).To(HaveLen(2))
+			g.Expect(r.Data.Result[0].Value[1]).To(Equal(strconv.FormatUint(want, 10)))
 		}, time.Minute, time.Second).Should(Succeed())
 	})
 
