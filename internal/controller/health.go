@@ -52,6 +52,8 @@ type secretHealth struct {
 	probeErr *backendError
 	warnings []string
 	probing  bool
+	// reading: a read of the Secret is under way (one at a time; see claimRead).
+	reading bool
 	// lastAsked is when a pass last asked; jobs are the jobs that use the Secret.
 	lastAsked time.Time
 	jobs      map[types.NamespacedName]struct{}
@@ -88,7 +90,10 @@ func newHealth(b *backends) *health {
 
 // state is the job's backend as last seen: a Secret read if the cached one is older
 // than secretTTL (one API GET, shared by every job naming the Secret), never a Redis
-// round trip. A Secret whose Redis was never probed gets a probe started now.
+// round trip. While another pass or the background loop reads the Secret, it neither
+// reads it too nor waits: it answers from what is known (nothing yet for a Secret never
+// read; that read's probe wakes the job). A Secret whose Redis was never probed gets a
+// probe started now.
 func (h *health) state(ctx context.Context, job types.NamespacedName, secretName string) backendState {
 	key := types.NamespacedName{Namespace: job.Namespace, Name: secretName}
 	now := h.now()
@@ -100,15 +105,18 @@ func (h *health) state(ctx context.Context, job types.NamespacedName, secretName
 	}
 	s.lastAsked = now
 	s.jobs[job] = struct{}{}
-	stale := s.readAt.IsZero() || now.Sub(s.readAt) >= h.secretTTL || (s.secretErr != nil && now.Sub(s.readAt) >= min(secretErrorTTL, h.secretTTL)) || now.Before(s.readAt)
+	read := h.claimRead(s, now)
 	h.mu.Unlock()
 
-	if stale {
+	if read {
 		h.refresh(ctx, key, s)
 	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if s.readAt.IsZero() {
+		return backendState{} // the first read is another pass's
+	}
 	if s.secretErr != nil {
 		return backendState{err: s.secretErr, known: true}
 	}
@@ -119,12 +127,31 @@ func (h *health) state(ctx context.Context, job types.NamespacedName, secretName
 	return backendState{client: s.client, warnings: s.warnings, err: s.probeErr, known: true}
 }
 
-// refresh reads the Secret again; a changed Secret (a new client, or a new problem)
-// resets what is known of its Redis and wakes the jobs that use it.
+// claimRead reports whether the caller should read the Secret now: it is stale (older
+// than secretTTL, a Secret problem older than secretErrorTTL, never read, or read "in
+// the future" after a clock step) and no read is under way; the caller then owns the
+// read until refresh ends it. h.mu is held.
+func (h *health) claimRead(s *secretHealth, now time.Time) bool {
+	stale := s.readAt.IsZero() || now.Sub(s.readAt) >= h.secretTTL ||
+		(s.secretErr != nil && now.Sub(s.readAt) >= min(secretErrorTTL, h.secretTTL)) || now.Before(s.readAt)
+	if !stale || s.reading {
+		return false
+	}
+	s.reading = true
+	return true
+}
+
+// refresh reads the Secret again (the caller claimed the read); a changed Secret (a new
+// client, or a new problem) resets what is known of its Redis and wakes the jobs that
+// use it.
 func (h *health) refresh(ctx context.Context, key types.NamespacedName, s *secretHealth) {
 	c, addrs, berr := h.b.client(ctx, key.Namespace, key.Name)
 	h.mu.Lock()
-	changed := !s.readAt.IsZero() && (s.client != c || !sameProbe(s.secretErr, nil, berr, nil))
+	s.reading = false
+	// A changed Secret, or a first read that found it unusable: the passes that asked
+	// meanwhile knew nothing (a usable one is probed next, and the probe wakes them).
+	changed := (!s.readAt.IsZero() && (s.client != c || !sameProbe(s.secretErr, nil, berr, nil))) ||
+		(s.readAt.IsZero() && berr != nil)
 	if s.client != c {
 		// A new or changed Secret: its Redis is unknown until probed.
 		s.probedAt, s.probeErr, s.warnings = time.Time{}, nil, nil
@@ -231,7 +258,7 @@ func (h *health) Start(ctx context.Context) error {
 			switch {
 			case now.Sub(s.lastAsked) > idleAfter:
 				delete(h.byName, key)
-			case !s.readAt.IsZero() && now.Sub(s.readAt) >= h.secretTTL:
+			case !s.readAt.IsZero() && h.claimRead(s, now):
 				reread = append(reread, key) // outside the lock: an API call
 			case s.secretErr == nil:
 				h.startProbe(key, s)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,5 +121,114 @@ func TestHealthSeesAFixedSecretSoon(t *testing.T) {
 	now = now.Add(backendRetry)
 	if st := h.state(context.Background(), job, "redis"); st.err != nil || st.client == nil {
 		t.Fatalf("fixed Secret after backendRetry: %+v", st)
+	}
+}
+
+// blockingReader holds every Get until release is closed, and says when one began.
+type blockingReader struct {
+	countingReader
+	began   chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	b.began <- struct{}{}
+	<-b.release
+	return b.countingReader.Get(ctx, key, obj, opts...)
+}
+
+// A Secret read under way is not made again by a second pass (another worker, another
+// job naming the same Secret), nor waited for: that pass goes on with what is known.
+func TestHealthOneSecretReadAtATime(t *testing.T) {
+	srv := redistest.Start(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"}, Data: map[string][]byte{"url": []byte(srv.URL())}}
+	r := &blockingReader{countingReader: countingReader{Reader: fake.NewClientBuilder().WithObjects(s).Build()},
+		began: make(chan struct{}, 10), release: make(chan struct{})}
+	b := newBackends(r)
+	t.Cleanup(b.close)
+	h := newHealth(b)
+	var mu sync.Mutex
+	h.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	a, other := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+
+	// pass runs state in the background and returns its answer's channel.
+	pass := func(job types.NamespacedName) chan backendState {
+		out := make(chan backendState, 1)
+		go func() { out <- h.state(context.Background(), job, "redis") }()
+		return out
+	}
+	// alone says that a pass returned without waiting for the read under way.
+	alone := func(out chan backendState) backendState {
+		t.Helper()
+		select {
+		case st := <-out:
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatal("a second pass waited for the Secret read under way")
+			return backendState{}
+		}
+	}
+
+	// The first read: job a's pass makes it; job b's pass, meanwhile, neither reads nor
+	// waits, and knows nothing yet (the probe's answer will wake it).
+	first := pass(a)
+	<-r.began
+	if st := alone(pass(other)); st.known || st.client != nil || st.err != nil {
+		t.Errorf("second pass during the first read: %+v, want nothing known", st)
+	}
+	close(r.release)
+	if st := <-first; st.client == nil || st.err != nil {
+		t.Fatalf("first pass: %+v, want the Secret's client", st)
+	}
+	if n := r.gets.Load(); n != 1 {
+		t.Fatalf("%d Secret reads, want 1", n)
+	}
+
+	// Stale: the next pass reads it again; one meanwhile goes on with the cached client.
+	r.release = make(chan struct{})
+	mu.Lock()
+	now = now.Add(secretTTL)
+	mu.Unlock()
+	again := pass(a)
+	<-r.began
+	if st := alone(pass(other)); st.client == nil || st.err != nil {
+		t.Errorf("second pass during the re-read: %+v, want the cached client", st)
+	}
+	close(r.release)
+	<-again
+	if n := r.gets.Load(); n != 2 {
+		t.Fatalf("%d Secret reads, want 2", n)
+	}
+}
+
+// A job whose pass found the first read of its Secret under way learns how it ended: a
+// Secret that cannot be used wakes it (a usable one is probed, and the probe wakes it).
+func TestHealthWakesWhoAskedDuringAFailedFirstRead(t *testing.T) {
+	r := &blockingReader{countingReader: countingReader{Reader: fake.NewClientBuilder().Build()},
+		began: make(chan struct{}, 10), release: make(chan struct{})}
+	b := newBackends(r)
+	t.Cleanup(b.close)
+	h := newHealth(b)
+	a, other := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	first := make(chan backendState, 1)
+	go func() { first <- h.state(context.Background(), a, "redis") }()
+	<-r.began
+	if st := h.state(context.Background(), other, "redis"); st.known {
+		t.Fatalf("second pass during the first read: %+v, want nothing known", st)
+	}
+	close(r.release)
+	if st := <-first; st.err == nil || st.err.reason != ReasonSecretNotFound {
+		t.Fatalf("first pass: %+v, want SecretNotFound", st)
+	}
+	woken := map[string]bool{}
+	for len(h.wake) > 0 {
+		woken[(<-h.wake).Object.Name] = true
+	}
+	if !woken["b"] {
+		t.Errorf("woke %v after the failed first read, want b (its pass knew nothing)", woken)
+	}
+	if st := h.state(context.Background(), other, "redis"); st.err == nil || st.err.reason != ReasonSecretNotFound {
+		t.Errorf("b's next pass: %+v, want SecretNotFound", st)
 	}
 }
