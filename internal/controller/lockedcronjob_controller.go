@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -273,6 +274,22 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
 }
 
+// seriesReasons are the routine outcomes of a healthy job: every run ends in one of them
+// (Succeeded where it ran, SkippedContention on the other replicas and clusters). Their
+// Events form one series per job and reason (issue 13: "Events aggregated"): the events/v1
+// recorder creates the first, patches the series on the second, and only counts later
+// ones until its periodic refresh (30 min; a series ends after 6 min without one).
+// Warnings and the other reasons stay one Event each: each is news (and e2e counts the
+// "no pod created" SuppressedDuplicate Events).
+var seriesReasons = map[string]bool{string(report.Succeeded): true, string(report.SkippedContention): true}
+
+// seriesRef is the job as an Event's regarding object for a series: without its
+// resourceVersion, which every status write moves and which is part of the recorder's
+// key for "the same Event again".
+func seriesRef(job *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
+	return &v1alpha1.LockedCronJob{TypeMeta: job.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name, UID: job.UID}}
+}
+
 func eventType(o report.Outcome) string {
 	switch o {
 	case report.Failed, report.LockLost, report.Error, report.Missed, report.Interrupted:
@@ -523,7 +540,11 @@ func setActive(st *v1alpha1.LockedCronJobStatus, active []*corev1.Pod) {
 
 func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 	for _, e := range p.events {
-		r.Recorder.Eventf(job, nil, e.typ, e.reason, "Reconcile", "%s", e.note)
+		var regarding runtime.Object = job
+		if seriesReasons[e.reason] {
+			regarding = seriesRef(job)
+		}
+		r.Recorder.Eventf(regarding, nil, e.typ, e.reason, "Reconcile", "%s", e.note)
 	}
 	for _, d := range p.recorded {
 		metrics.AddRuns(job.Namespace, job.Name, d.outcome, float64(d.n))

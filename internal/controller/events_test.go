@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/internal/report"
+)
+
+// Issue 13 ("Events aggregated"): a healthy job's every run ends Succeeded (or
+// SkippedContention on the other replicas and clusters); one Event POST per run would
+// cost the API server as much as the pod. Those routine Events form one series per
+// job: the first run's Event is created, the second patches its series, later ones
+// only count in the recorder until its periodic refresh.
+var _ = Describe("Events", func() {
+	It("aggregates a job's routine Succeeded Events into one series instead of one Event per run", func() {
+		ns := newNamespace()
+		job := newJob(ns, "routine", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		startManager(clock.RealClock{})
+		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+		for i := range 3 {
+			pod := createPodFor(job, base.Add(time.Duration(i)*time.Minute))
+			finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: int64(i + 1)}))
+			// Counted (a status write: the job's resourceVersion moves) before the next.
+			Eventually(func() int64 { return getJob(job).Status.Counters.Succeeded }).Should(Equal(int64(i + 1)))
+		}
+		series := func() []int32 {
+			var list eventsv1.EventList
+			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			var out []int32
+			for _, e := range list.Items {
+				if e.Regarding.Name == job.Name && e.Reason == string(report.Succeeded) {
+					n := int32(1)
+					if e.Series != nil {
+						n = e.Series.Count
+					}
+					out = append(out, n)
+				}
+			}
+			return out
+		}
+		// One Event; its series says it happened again (the third run is in the
+		// recorder's count until the refresh).
+		Eventually(series).Should(ConsistOf(BeNumerically(">=", 2)))
+		Consistently(series, 2*time.Second).Should(HaveLen(1))
+	})
+
+	It("keeps one Event per warning: each failed run is told", func() {
+		ns := newNamespace()
+		job := newJob(ns, "failing", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		startManager(clock.RealClock{})
+		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+		for i := range 2 {
+			pod := createPodFor(job, base.Add(time.Duration(i)*time.Minute))
+			finishPod(pod, corev1.PodFailed, 1, reportJSON(report.Report{Outcome: report.Failed, Holder: "h", FencingToken: int64(i + 1), ExitCode: 1}))
+			Eventually(func() int64 { return getJob(job).Status.Counters.Failed }).Should(Equal(int64(i + 1)))
+		}
+		Eventually(func() []string { return eventNotes(job, string(report.Failed)) }).Should(HaveLen(2))
+	})
+})
