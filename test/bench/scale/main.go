@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +38,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,6 +53,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -81,6 +84,7 @@ type config struct {
 	profiles     string
 	nativePods   bool
 	memLimit     string
+	finishAfter  time.Duration
 }
 
 func main() {
@@ -102,6 +106,7 @@ func main() {
 	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window (manager-N<n>.pprof) and its heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
+	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). 0: pods never end (the creation path only).")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -161,6 +166,9 @@ func printMachine(c config) {
 	}
 	if c.memLimit != "" {
 		fmt.Printf("== manager GOMEMLIMIT=%s\n", c.memLimit)
+	}
+	if c.finishAfter > 0 {
+		fmt.Printf("== lockedcron runs end: each pod Succeeded %s after it runs (the harness plays lockwrap's report)\n", c.finishAfter)
 	}
 	if c.prepareAhead > 0 {
 		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
@@ -585,7 +593,7 @@ func run(c config, n int) (res []result, err error) {
 	factory.WaitForCacheSync(ctx.Done())
 	var simErrs errCounts
 	for range 8 {
-		go markRunning(ctx, cs, running, &simErrs)
+		go markRunning(ctx, cs, running, c.finishAfter, &simErrs)
 	}
 
 	logf("N=%d: creating %d namespaces, Redis Secrets, %d LockedCronJobs and %d CronJobs", n, c.namespaces, n, n)
@@ -727,8 +735,9 @@ func run(c config, n int) (res []result, err error) {
 	return res, nil
 }
 
-// markRunning plays the kubelet for the manager's pods: the wrapped container runs.
-func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, errs *errCounts) {
+// markRunning plays the kubelet for the manager's pods: the wrapped container runs, and
+// with finishAfter > 0 it ends that long after with a Succeeded report.
+func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, finishAfter time.Duration, errs *errCounts) {
 	for {
 		var pod *corev1.Pod
 		select {
@@ -759,6 +768,32 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 		if last != nil && ctx.Err() == nil {
 			errs.add(last)
 		}
+		if finishAfter > 0 && last == nil {
+			time.AfterFunc(finishAfter, func() { markSucceeded(ctx, cs, pod, wrapped, image, now, errs) })
+		}
+	}
+}
+
+// markSucceeded ends a running pod as its kubelet would after lockwrap ran the job: phase
+// Succeeded, the wrapped container terminated with a Succeeded report.
+func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, wrapped, image, started string, errs *errCounts) {
+	end := metav1.Now().UTC().Format(time.RFC3339Nano)
+	msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+		Key: pod.Name, Holder: "bench/" + pod.Name, FencingToken: 1, AcquiredAt: started, StartedAt: started, ReleasedAt: end})
+	if err != nil {
+		errs.add(err)
+		return
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"phase": "Succeeded", "containerStatuses": []any{map[string]any{
+		"name": wrapped, "image": image, "imageID": "", "ready": false, "started": false, "restartCount": 0,
+		"state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed", "message": string(msg), "startedAt": started, "finishedAt": end[:19] + "Z"}},
+	}}}})
+	if err != nil {
+		errs.add(err)
+		return
+	}
+	if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+		errs.add(err)
 	}
 }
 
