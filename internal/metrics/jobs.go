@@ -40,7 +40,7 @@ type JobState struct {
 
 type jobKey struct{ namespace, name string }
 
-// jobRecord is one job's series. runs is indexed like outcomes; born marks the outcomes
+// jobRecord is one job's series. runs is indexed like outcomePairs; born marks the outcomes
 // that have a series (a counter exists from its first Add, even of 0).
 type jobRecord struct {
 	runs         []float64
@@ -63,12 +63,12 @@ func labelPair(name, value string) *dto.LabelPair {
 
 // jobSeries holds every job's record and serves them (a prometheus.Collector).
 type jobSeries struct {
-	mu       sync.RWMutex
-	jobs     map[jobKey]*jobRecord
-	outcomes []string       // every outcome seen, in first-seen order
-	index    map[string]int // outcome → position in outcomes
-	// outcomePairs are the outcome label pairs, by index, shared by every job.
+	mu   sync.RWMutex
+	jobs map[jobKey]*jobRecord
+	// outcomePairs are the label pairs of every outcome seen, in first-seen order,
+	// shared by every job; index is an outcome's position in them.
 	outcomePairs []*dto.LabelPair
+	index        map[string]int
 }
 
 var jobs = &jobSeries{jobs: map[jobKey]*jobRecord{}, index: map[string]int{}}
@@ -92,11 +92,10 @@ func AddRuns(namespace, name, outcome string, n float64) {
 	defer s.mu.Unlock()
 	i, ok := s.index[outcome]
 	if !ok {
-		if len(s.outcomes) == 64 {
+		if len(s.outcomePairs) == 64 {
 			return // more outcomes than the bitmask holds: there are nine
 		}
-		i = len(s.outcomes)
-		s.outcomes = append(s.outcomes, outcome)
+		i = len(s.outcomePairs)
 		s.outcomePairs = append(s.outcomePairs, labelPair("outcome", outcome))
 		s.index[outcome] = i
 	}
