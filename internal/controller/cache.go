@@ -62,6 +62,25 @@ func slimJob(obj any) (any, error) {
 	return job, nil
 }
 
+// fieldSet is what the controller reads of a managed-fields entry's field set: the
+// annotations and the top-level spec fields it owns.
+type fieldSet struct {
+	Metadata struct {
+		Annotations map[string]json.RawMessage `json:"f:annotations"`
+	} `json:"f:metadata"`
+	Spec map[string]json.RawMessage `json:"f:spec"`
+}
+
+// ownedFields reads the field set of a main-resource entry; false for a subresource's
+// entry, one without a field set, or one that does not parse.
+func ownedFields(mf metav1.ManagedFieldsEntry) (fieldSet, bool) {
+	var set fieldSet
+	if mf.Subresource != "" || mf.FieldsV1 == nil || json.Unmarshal(mf.FieldsV1.Raw, &set) != nil {
+		return set, false
+	}
+	return set, true
+}
+
 // readSpecFields are the spec fields whose last change specChangedAt looks for.
 var readSpecFields = []string{"f:schedule", "f:timeZone", "f:suspend"}
 
@@ -71,13 +90,8 @@ func slimManagedFields(in []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEnt
 		if mf.Subresource != "" || mf.FieldsV1 == nil {
 			continue
 		}
-		var set struct {
-			Metadata struct {
-				Annotations map[string]json.RawMessage `json:"f:annotations"`
-			} `json:"f:metadata"`
-			Spec map[string]json.RawMessage `json:"f:spec"`
-		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &set) != nil {
+		set, ok := ownedFields(mf)
+		if !ok {
 			out = append(out, mf) // not a field set we can read: kept as it is
 			continue
 		}

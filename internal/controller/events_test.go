@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
 )
 
@@ -20,17 +21,8 @@ import (
 // only count in the recorder until its periodic refresh.
 var _ = Describe("Events", func() {
 	It("aggregates a job's routine Succeeded Events into one series instead of one Event per run", func() {
-		ns := newNamespace()
-		job := newJob(ns, "routine", "0 0 1 1 *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		startManager(clock.RealClock{})
-		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-		for i := range 3 {
-			pod := createPodFor(job, base.Add(time.Duration(i)*time.Minute))
-			finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: int64(i + 1)}))
-			// Counted (a status write: the job's resourceVersion moves) before the next.
-			Eventually(func() int64 { return getJob(job).Status.Counters.Succeeded }).Should(Equal(int64(i + 1)))
-		}
+		job := endedRuns("routine", 3, corev1.PodSucceeded, report.Succeeded)
+		ns := job.Namespace
 		series := func() []int32 {
 			var list eventsv1.EventList
 			Expect(k8sClient.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
@@ -53,16 +45,32 @@ var _ = Describe("Events", func() {
 	})
 
 	It("keeps one Event per warning: each failed run is told", func() {
-		ns := newNamespace()
-		job := newJob(ns, "failing", "0 0 1 1 *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		startManager(clock.RealClock{})
-		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-		for i := range 2 {
-			pod := createPodFor(job, base.Add(time.Duration(i)*time.Minute))
-			finishPod(pod, corev1.PodFailed, 1, reportJSON(report.Report{Outcome: report.Failed, Holder: "h", FencingToken: int64(i + 1), ExitCode: 1}))
-			Eventually(func() int64 { return getJob(job).Status.Counters.Failed }).Should(Equal(int64(i + 1)))
-		}
+		job := endedRuns("failing", 2, corev1.PodFailed, report.Failed)
 		Eventually(func() []string { return eventNotes(job, string(report.Failed)) }).Should(HaveLen(2))
 	})
 })
+
+// endedRuns makes a job whose n runs end with outcome, one after the other, each counted
+// (a status write: the job's resourceVersion moves) before the next ends.
+func endedRuns(name string, n int, phase corev1.PodPhase, outcome report.Outcome) *v1alpha1.LockedCronJob {
+	job := newJob(newNamespace(), name, "0 0 1 1 *")
+	Expect(k8sClient.Create(ctx, job)).To(Succeed())
+	startManager(clock.RealClock{})
+	base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	exit := int32(0)
+	if phase == corev1.PodFailed {
+		exit = 1
+	}
+	for i := range n {
+		pod := createPodFor(job, base.Add(time.Duration(i)*time.Minute))
+		finishPod(pod, phase, exit, reportJSON(report.Report{Outcome: outcome, Holder: "h", FencingToken: int64(i + 1), ExitCode: int(exit)}))
+		Eventually(func() int64 {
+			c := getJob(job).Status.Counters
+			if outcome == report.Failed {
+				return c.Failed
+			}
+			return c.Succeeded
+		}).Should(Equal(int64(i + 1)))
+	}
+	return job
+}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"time"
@@ -101,15 +100,8 @@ func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.T
 func requestedBy(job *v1alpha1.LockedCronJob) string {
 	key := "f:" + v1alpha1.AnnotationRunRequest
 	for _, mf := range job.ManagedFields {
-		if mf.Subresource != "" || mf.FieldsV1 == nil {
-			continue
-		}
-		var fields struct {
-			Metadata struct {
-				Annotations map[string]json.RawMessage `json:"f:annotations"`
-			} `json:"f:metadata"`
-		}
-		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+		fields, ok := ownedFields(mf)
+		if !ok {
 			continue
 		}
 		if _, ok := fields.Metadata.Annotations[key]; ok {
