@@ -538,8 +538,9 @@ type LockedCronJobStatus struct {
 	// +optional
 	LastRunRequest *RunRequest `json:"lastRunRequest,omitempty"`
 
-	// CountedPods is bookkeeping for exact counters: finished pods already counted but not
-	// yet marked as counted.
+	// CountedPods is bookkeeping for exact counters: pods already counted, to be marked
+	// as counted if a restart came first. A marked pod's name stays until the job's next
+	// status write.
 	// +listType=atomic
 	// +optional
 	CountedPods []string `json:"countedPods,omitempty"`

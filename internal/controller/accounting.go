@@ -75,6 +75,7 @@ func (p *pass) recordN(outcome string, occ time.Time, n int64, reason string) {
 // (p.count); pods counted in an earlier pass are settled (marked, released, deleted).
 func (p *pass) track(pods []corev1.Pod) {
 	pending := map[string]bool{}
+	p.marked = map[string]bool{}
 	for _, n := range p.status.CountedPods {
 		pending[n] = true
 	}
@@ -82,6 +83,9 @@ func (p *pass) track(pods []corev1.Pod) {
 	for i := range pods {
 		pod := &pods[i]
 		counted := pod.Labels[runpod.LabelCounted] == "true"
+		if counted {
+			p.marked[pod.Name] = true
+		}
 		if counted || pending[pod.Name] {
 			p.settle(pod, pending[pod.Name] && !counted)
 			continue

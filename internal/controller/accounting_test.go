@@ -387,7 +387,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 			Expect(err).NotTo(HaveOccurred())
 			return p.Finalizers
 		}).Should(BeEmpty(), "released in the pass that counted it")
-		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty())
+		Eventually(func() []string { return unmarkedCounted(job) }).Should(BeEmpty())
 		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 2*time.Second).Should(Equal(v1alpha1.Counters{Runs: 2, Succeeded: 1, Failed: 1, Missed: 1}))
 	})
 
@@ -444,7 +444,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		}}
 		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
 
-		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty())
+		Eventually(func() []string { return unmarkedCounted(job) }).Should(BeEmpty())
 		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }).Should(Equal(v1alpha1.Counters{Runs: 1, Succeeded: 1}))
 		rec := getJob(job).Status.Recent[0]
 		Expect(rec.Outcome).To(Equal(string(report.Succeeded)))

@@ -28,11 +28,18 @@ import (
 // left to the next pass that has news (a pod started, a report to fold, a decision). The
 // deterministic pod name guards against a second pod meanwhile, and lastScheduleTime is
 // read back from the pods (catchUp), so a restart plans the same way.
+//
+// So is dropping from status.countedPods the pods that are labelled counted: the name is
+// there for a restart between the status write that counted the pod and its label, and
+// once the label is on, the name says nothing the pod does not. It goes with the job's
+// next write (its next run's), instead of costing a status PUT of its own per run. A
+// name whose pod is gone is dropped at once, so that a name stays only while its pod
+// exists and no new pod can take it.
 
 // deferrable reports whether next differs from old only in bookkeeping the pods carry.
 // news says whether an active pod has news (podNews); latest is the name of the pod of
-// next.lastScheduleTime's occurrence.
-func deferrable(old, next *v1alpha1.LockedCronJobStatus, news func(name string) bool, latest string) bool {
+// next.lastScheduleTime's occurrence; marked says whether a pod is seen labelled counted.
+func deferrable(old, next *v1alpha1.LockedCronJobStatus, news func(name string) bool, latest string, marked func(name string) bool) bool {
 	listed := func(list []corev1.ObjectReference, name string) bool {
 		return slices.ContainsFunc(list, func(r corev1.ObjectReference) bool { return r.Name == name })
 	}
@@ -62,6 +69,7 @@ func deferrable(old, next *v1alpha1.LockedCronJobStatus, news func(name string) 
 		}
 		s.LastScheduleTime, s.NextScheduleTime, s.Upcoming = nil, nil, nil
 		s.Active, s.ActiveCount = nil, 0
+		s.CountedPods = slices.DeleteFunc(s.CountedPods, marked)
 	}
 	ra, rb := meta.FindStatusCondition(a.Conditions, ConditionReady), meta.FindStatusCondition(b.Conditions, ConditionReady)
 	if ra != nil && rb != nil && ra.Status == rb.Status && ra.Reason == ReasonScheduled && rb.Reason == ReasonScheduled && ra.ObservedGeneration == rb.ObservedGeneration {

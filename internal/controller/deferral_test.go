@@ -33,6 +33,7 @@ func TestDeferrable(t *testing.T) {
 	before := scheduledStatus(t0, t0.Add(m))
 	notStarted := func(string) bool { return false }
 	started := func(string) bool { return true }
+	none := func(string) bool { return false }
 	for _, c := range []struct {
 		name    string
 		next    *v1alpha1.LockedCronJobStatus
@@ -62,27 +63,52 @@ func TestDeferrable(t *testing.T) {
 			return s
 		}(), notStarted, false},
 	} {
-		if got := deferrable(before, c.next, c.started, "j-1"); got != c.want {
+		if got := deferrable(before, c.next, c.started, "j-1", none); got != c.want {
 			t.Errorf("%s: deferrable %t, want %t", c.name, got, c.want)
 		}
 	}
 	// A prepared pod, listed and running, reaching its instant: the schedule columns move.
-	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-1"), started, "j-1") {
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-1"), started, "j-1", none) {
 		t.Error("lastScheduleTime deferred when the pod of its occurrence runs")
 	}
 	// An earlier occurrence's pod still running, a new occurrence's pod created and not
 	// started: the new pod is written with its start, not at its creation.
 	onlyJ0 := func(name string) bool { return name == "j-0" }
-	if !deferrable(scheduledStatus(t0, t0.Add(m), "j-0"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-0", "j-1"), onlyJ0, "j-1") {
+	if !deferrable(scheduledStatus(t0, t0.Add(m), "j-0"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-0", "j-1"), onlyJ0, "j-1", none) {
 		t.Error("a new occurrence's pod not yet started was written because an earlier one runs")
 	}
 	// ... and once the new pod has news, it is written.
-	if deferrable(scheduledStatus(t0, t0.Add(m), "j-0"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-0", "j-1"), started, "j-1") {
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-0"), scheduledStatus(t0.Add(m), t0.Add(2*m), "j-0", "j-1"), started, "j-1", none) {
 		t.Error("a new occurrence's started pod was deferred")
 	}
 	// A pod that leaves active is always news, started or not.
-	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0, t0.Add(m)), notStarted, "j-1") {
+	if deferrable(scheduledStatus(t0, t0.Add(m), "j-1"), scheduledStatus(t0, t0.Add(m)), notStarted, "j-1", none) {
 		t.Error("a pod leaving active was deferred")
+	}
+
+	// status.countedPods: dropping a pod already labelled counted is left to the next
+	// write (issue 13: that drop alone cost a second status PUT per run).
+	counted := func(names ...string) *v1alpha1.LockedCronJobStatus {
+		s := scheduledStatus(t0, t0.Add(m))
+		s.CountedPods = names
+		return s
+	}
+	marked := func(name string) bool { return name == "j-0" }
+	if !deferrable(counted("j-0"), counted(), notStarted, "", marked) {
+		t.Error("the drop of a pod labelled counted from countedPods was written on its own")
+	}
+	// A name whose pod is not (or no longer) seen labelled counted is written at once: a
+	// name stays in countedPods only while its pod exists, so no new pod can take it.
+	if deferrable(counted("j-0", "j-1"), counted(), notStarted, "", marked) {
+		t.Error("the drop of a pod not seen labelled counted was deferred")
+	}
+	// A pod counted in this pass is news.
+	if deferrable(counted(), counted("j-1"), notStarted, "", marked) {
+		t.Error("a newly counted pod was deferred")
+	}
+	// A name kept (its pod counted before a restart and marked only now) with the drop.
+	if !deferrable(counted("j-0", "j-2"), counted("j-2"), notStarted, "", marked) {
+		t.Error("the drop was written because another name stays")
 	}
 }
 

@@ -121,10 +121,11 @@ type pass struct {
 
 	// The job's pods, as track sorted them (see accounting.go).
 	active      []*corev1.Pod
-	countedPods []string      // status.countedPods: counted, not yet marked
-	mark        []*corev1.Pod // to label counted and release (after the status write)
-	doomed      []*corev1.Pod // counted as never started: to delete
-	history     []*corev1.Pod // finished and marked: pruned to the history limits
+	countedPods []string        // status.countedPods: counted this pass, or not yet marked
+	marked      map[string]bool // pods seen labelled counted (deferrable)
+	mark        []*corev1.Pod   // to label counted and release (after the status write)
+	doomed      []*corev1.Pod   // counted as never started: to delete
+	history     []*corev1.Pod   // finished and marked: pruned to the history limits
 	// withdrawn: prepared ahead, no longer wanted before their instant: deleted with the
 	// reason noted (runpod.AnnotationWithdrawnAhead), counted only if their job ran.
 	withdrawn []withdrawal
@@ -241,7 +242,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if p.status.LastScheduleTime != nil {
 		latest = runpod.Name(job.Name, p.status.LastScheduleTime.Time)
 	}
-	if !equality.Semantic.DeepEqual(&job.Status, p.status) && !deferrable(&job.Status, p.status, podNews(p.active, p.now), latest) {
+	if !equality.Semantic.DeepEqual(&job.Status, p.status) && !deferrable(&job.Status, p.status, podNews(p.active, p.now), latest, func(n string) bool { return p.marked[n] }) {
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
 			if apierrors.IsConflict(err) {

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -200,7 +201,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		Expect(st.Recent[0].Outcome).To(Equal("Succeeded"))
 		Expect(st.Recent[3].Holder).To(Equal("eu-2/billing/fold-x"), "a skip records who held the lock")
 		Eventually(func() []string { return eventReasons(job) }).Should(ContainElements("Succeeded", "Failed", "SkippedContention", "SuppressedDuplicate", "LockLost"))
-		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty(), "every counted pod is marked")
+		Eventually(func() []string { return unmarkedCounted(job) }).Should(BeEmpty(), "every counted pod is marked")
 		Expect(metricValue("lockedcron_runs_total", map[string]string{"namespace": ns, "name": "fold", "outcome": "Succeeded"})).To(Equal(2.0))
 		Expect(metricValue("lockedcron_lock_lost_total", map[string]string{"namespace": ns, "name": "fold"})).To(Equal(1.0))
 		Expect(metricValue("lockedcron_lock_hold_seconds", map[string]string{"namespace": ns})).To(Equal(2.0), "two reports had acquire and release times (the histogram is per namespace)")
@@ -233,7 +234,76 @@ var _ = Describe("LockedCronJob controller", func() {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
 			return p.Labels
 		}).Should(HaveKeyWithValue(runpod.LabelCounted, "true"))
-		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty())
+		Eventually(func() []string { return unmarkedCounted(job) }).Should(BeEmpty())
+		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{Runs: 1, Succeeded: 1}))
+	})
+
+	It("writes a run's end once: the counted pod's name goes with the job's next status write", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "once", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		var list v1alpha1.LockedCronJobList
+		w, err := wc.Watch(ctx, &list, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		// The backend's first probe is news of its own: let it be written first.
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(getJob(job).Status.Conditions, ConditionLockBackendReady)
+		}).ShouldNot(BeNil())
+
+		base := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+		first := createPodFor(job, base)
+		finishPod(first, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 1}))
+		Eventually(func() map[string]string {
+			p, err := getPod(ns, first.Name)
+			Expect(err).NotTo(HaveOccurred())
+			return p.Labels
+		}).Should(HaveKeyWithValue(runpod.LabelCounted, "true"))
+		second := createPodFor(job, base.Add(time.Minute))
+		finishPod(second, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 2}))
+
+		// Every status the job had, in order, until the second run is counted.
+		var seen []v1alpha1.LockedCronJobStatus
+		Eventually(func() int64 {
+		drain:
+			for {
+				select {
+				case ev := <-w.ResultChan():
+					if j, ok := ev.Object.(*v1alpha1.LockedCronJob); ok {
+						seen = append(seen, j.Status)
+					}
+				default:
+					break drain
+				}
+			}
+			if len(seen) == 0 {
+				return 0
+			}
+			return seen[len(seen)-1].Counters.Runs
+		}).Should(Equal(int64(2)))
+		for i := 1; i < len(seen); i++ {
+			prev, st := seen[i-1], seen[i].DeepCopy()
+			st.CountedPods = prev.CountedPods
+			Expect(equality.Semantic.DeepEqual(&prev, st)).To(BeFalse(),
+				"a status write changed only countedPods (%v to %v): a write of its own for a pod already marked", prev.CountedPods, seen[i].CountedPods)
+		}
+		Expect(seen[len(seen)-1].CountedPods).To(Equal([]string{second.Name}), "the first pod's name went with the second run's write")
+		Eventually(func() []string { return unmarkedCounted(job) }).Should(BeEmpty())
+	})
+
+	It("drops a counted pod's name at once when its pod is gone", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "nohistory", "0 0 1 1 *")
+		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](0)
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		pod := createPodFor(job, time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+		finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 1}))
+		Eventually(gone(ns, pod.Name)).Should(BeTrue(), "pruned: no history kept")
+		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty(), "no name stays without its pod")
 		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{Runs: 1, Succeeded: 1}))
 	})
 
@@ -249,7 +319,7 @@ var _ = Describe("LockedCronJob controller", func() {
 			pod := createPodFor(job, base.Add(time.Duration(i)*time.Minute))
 			finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: int64(i + 1)}))
 		}
-		Eventually(func() []string { return getJob(job).Status.CountedPods }).Should(BeEmpty())
+		Eventually(func() []string { return unmarkedCounted(job) }).Should(BeEmpty())
 		Eventually(func() int64 { return getJob(job).Status.Counters.Succeeded }).Should(Equal(int64(12)))
 		Consistently(func() int64 { return getJob(job).Status.Counters.Runs }, 2*time.Second).Should(Equal(int64(12)))
 	})

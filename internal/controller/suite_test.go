@@ -198,6 +198,21 @@ func podsOf(j *v1alpha1.LockedCronJob) []corev1.Pod {
 	return pods.Items
 }
 
+// unmarkedCounted returns the names in the job's status.countedPods whose pods are not
+// labelled counted: counted pods the controller has yet to mark. (A marked pod's name
+// stays until the job's next status write: deferral.go.)
+func unmarkedCounted(j *v1alpha1.LockedCronJob) []string {
+	var out []string
+	for _, name := range getJob(j).Status.CountedPods {
+		var p corev1.Pod
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: j.Namespace, Name: name}, &p)
+		if err != nil || p.Labels[runpod.LabelCounted] != "true" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // finishPod writes the status a kubelet would: the wrapped container terminated with
 // the given termination message.
 func finishPod(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32, message string) {

@@ -139,12 +139,15 @@ func settle(jobs ...job) {
 		for _, j := range jobs {
 			lcj := get(j)
 			g.Expect(lcj.Status.ActiveCount).To(BeZero(), "%s active", j.ns)
-			g.Expect(lcj.Status.CountedPods).To(BeEmpty(), "%s counted but unmarked", j.ns)
 			var pods corev1.PodList
 			g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			var marked []string
 			for _, p := range pods.Items {
 				g.Expect(p.Labels).To(HaveKeyWithValue(runpod.LabelCounted, "true"), "pod %s/%s not counted yet", p.Namespace, p.Name)
+				marked = append(marked, p.Name)
 			}
+			// A marked pod's name stays in countedPods until the job's next status write.
+			g.Expect(marked).To(ContainElements(lcj.Status.CountedPods), "%s counted but unmarked", j.ns)
 		}
 	}, 3*time.Minute, time.Second).Should(Succeed())
 }

@@ -488,17 +488,27 @@ func (s *soak) settle(ctx context.Context, cons []contender) {
 				last = err.Error()
 				return false, nil
 			}
-			if job.Status.ActiveCount != 0 || len(job.Status.CountedPods) != 0 || job.Status.Deferred != nil {
-				last = fmt.Sprintf("%s: active %d, countedPods %v, deferred %v", c.ns, job.Status.ActiveCount, job.Status.CountedPods, job.Status.Deferred)
+			if job.Status.ActiveCount != 0 || job.Status.Deferred != nil {
+				last = fmt.Sprintf("%s: active %d, deferred %v", c.ns, job.Status.ActiveCount, job.Status.Deferred)
 				return false, nil
 			}
 			var pods corev1.PodList
 			if err := s.k8s.List(ctx, &pods, client.InNamespace(c.ns), client.MatchingLabels{runpod.LabelJob: jobName}); err != nil {
 				return false, nil
 			}
+			marked := map[string]bool{}
 			for _, p := range pods.Items {
 				if p.Labels[runpod.LabelCounted] != "true" {
 					last = fmt.Sprintf("pod %s/%s not counted", p.Namespace, p.Name)
+					return false, nil
+				}
+				marked[p.Name] = true
+			}
+			// A counted pod's name stays in countedPods until the job's next status
+			// write once its pod is marked; never for a pod unmarked or gone.
+			for _, name := range job.Status.CountedPods {
+				if !marked[name] {
+					last = fmt.Sprintf("%s: countedPods names %s, not a pod marked counted", c.ns, name)
 					return false, nil
 				}
 			}
