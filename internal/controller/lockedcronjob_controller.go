@@ -275,14 +275,26 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
 }
 
-// seriesReasons are the routine outcomes of a healthy job: every run ends in one of them
-// (Succeeded where it ran, SkippedContention on the other replicas and clusters). Their
-// Events form one series per job and reason (issue 13: "Events aggregated"): the events/v1
-// recorder creates the first, patches the series on the second, and only counts later
-// ones until its periodic refresh (30 min; a series ends after 6 min without one).
-// Warnings and the other reasons stay one Event each: each is news (and e2e counts the
-// "no pod created" SuppressedDuplicate Events).
-var seriesReasons = map[string]bool{string(report.Succeeded): true, string(report.SkippedContention): true}
+// seriesReasons are the Events that repeat while nothing new happens. Each forms one series
+// per job and reason (issue 13: "Events aggregated"): the events/v1 recorder creates the
+// first, patches the series on the second, and only counts later ones until its periodic
+// refresh (30 min; a series ends after 6 min without one). The series keeps its first
+// note; status.recent keeps each occurrence's message, lockedcron_runs_total counts them.
+//   - The routine outcomes of a healthy job: every run ends in one of them (Succeeded
+//     where it ran, SkippedContention on the other replicas and clusters). One Event each
+//     cost the API server a call per run besides the pod.
+//   - The repeats of a lasting condition: Missed and SkippedBlackout at each occurrence,
+//     LockBackendUnavailable at each pass (every backendRetry) while the backend cannot
+//     be used. One Event each made a broken Secret shared by 1,000 jobs cost 1,000 Event
+//     POSTs every 15 s, and at 5,000 jobs under saturation the Missed Events spent as many
+//     calls as the pods (1.13 POSTs per occurrence): misses made more misses.
+//
+// The other reasons stay one Event each: each is news (a failed run, an invalid report or
+// template, a manual run), and e2e counts the "no pod created" SuppressedDuplicate Events.
+var seriesReasons = map[string]bool{
+	string(report.Succeeded): true, string(report.SkippedContention): true,
+	ReasonMissed: true, ReasonSkippedBlackout: true, ReasonLockBackend: true,
+}
 
 // seriesRef is the job as an Event's regarding object for a series: without its
 // resourceVersion, which every status write moves and which is part of the recorder's
