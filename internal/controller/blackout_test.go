@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -350,8 +351,11 @@ var _ = Describe("Blackout", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
 		job := newJob(ns, "badwindow", "* * * * * *")
+		// Valid windows are 12 hours away from now (the manager runs on the real clock):
+		// fixed hours made the spec fail whenever CI ran inside them (23:00–24:00 UTC).
+		away := (time.Now().UTC().Hour() + 12) % 24
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{
-			{Schedule: "0 2 * * 6", Duration: &metav1.Duration{Duration: time.Hour}},
+			{Schedule: fmt.Sprintf("0 %d * * 6", away), Duration: &metav1.Duration{Duration: time.Hour}},
 			{Schedule: "0 25 * * *", Duration: &metav1.Duration{Duration: time.Hour}},
 		}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
@@ -376,7 +380,7 @@ var _ = Describe("Blackout", func() {
 		}).Should(HavePrefix(ReasonInvalidBlackout + ": spec.blackout.rollouts[0].selector: "))
 
 		By("fixing it brings the job back")
-		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Blackout.Windows[1].Schedule = "0 23 * * *" })
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Blackout.Windows[1].Schedule = fmt.Sprintf("0 %d * * *", away) })
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
 	})
 })
