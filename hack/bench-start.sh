@@ -13,7 +13,12 @@
 #   hack/bench-start.sh                               M=30, variants: native lockedcron prepare10
 #   M=20 VARIANTS="native prepare10" hack/bench-start.sh
 # Variants: native (CronJob → Job → Pod), lockedcron (LockedCronJob), prepareN
-# (LockedCronJob with spec.prepareAheadSeconds: N).
+# (LockedCronJob with spec.prepareAheadSeconds: N), and two floors that no controller
+# makes: pod (bare Pods with the job's one container, POSTed by this script at the instant)
+# and podinit (the same with lockedcron's init container in front, copying lockwrap into an
+# emptyDir). pod is the least any pod-per-occurrence design starts in on this node;
+# podinit − pod is what the init container costs; lockedcron − podinit is the controller
+# and lockwrap's lock.
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=cluster/lib.sh
 source "$REPO_ROOT/hack/cluster/lib.sh"
@@ -32,6 +37,7 @@ work=$(mktemp -d)
 made_ns=()
 cleanup() {
   local rc=$?
+  [ -z "${proxy_pid:-}" ] || kill "$proxy_pid" 2>/dev/null || true # the floor variants' kubectl proxy
   for ns in "${made_ns[@]}"; do k delete namespace "$ns" --ignore-not-found --wait=true --timeout=180s >/dev/null 2>&1 || log "namespace $ns still terminating"; done
   ctr_ -n k8s.io images rm "$IMAGE" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -104,9 +110,42 @@ stats() {
     printf " %d\n", v[NR] }'
 }
 
+# podjson VARIANT I prints the bare Pod of a floor variant (pod, podinit).
+podjson() {
+  local init="" vols=""
+  if [ "$1" = podinit ]; then
+    init=',"initContainers":[{"name":"lockedcron-install","image":"k8s.local/lockedcron:dev","imagePullPolicy":"Never","command":["/lockwrap","cp","/lockedcron/lockwrap"],"volumeMounts":[{"name":"lockedcron-bin","mountPath":"/lockedcron"}],"securityContext":{"runAsUser":65532,"runAsGroup":65532,"runAsNonRoot":true}}]'
+    vols=',"volumes":[{"name":"lockedcron-bin","emptyDir":{}}]'
+  fi
+  printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"start-%s","labels":{"bench-start":"%s"}},"spec":{"restartPolicy":"Never","containers":[{"name":"job","image":"%s","imagePullPolicy":"Never","command":["/startclock"]}]%s%s}}' "$2" "$1" "$IMAGE" "$init" "$vols"
+}
+proxy_port="" proxy_pid=""
+# post_at AT NS VARIANT POSTs the variant's M pods through a kubectl proxy at the instant AT.
+post_at() {
+  local at=$1 ns=$2 v=$3 i wait_ns posts=()
+  if [ -z "$proxy_port" ]; then
+    k proxy --port=0 >"$work/proxy.out" 2>&1 &
+    proxy_pid=$!
+    for _ in $(seq 100); do
+      proxy_port=$(sed -n 's/^Starting to serve on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/proxy.out")
+      [ -n "$proxy_port" ] && break
+      sleep 0.1
+    done
+    [ -n "$proxy_port" ] || fail "kubectl proxy did not start: $(cat "$work/proxy.out")"
+  fi
+  for i in $(seq -w 1 "$M"); do podjson "$v" "$i" >"$work/$v-$i.json"; done
+  wait_ns=$((at * 1000000000 - $(date +%s%N)))
+  [ "$wait_ns" -gt 0 ] && sleep "$(awk -v n="$wait_ns" 'BEGIN { printf "%.3f", n / 1e9 }')"
+  for i in $(seq -w 1 "$M"); do
+    curl -sS -o /dev/null -X POST -H 'Content-Type: application/json' --data "@$work/$v-$i.json" "http://127.0.0.1:$proxy_port/api/v1/namespaces/$ns/pods" &
+    posts+=($!)
+  done
+  wait "${posts[@]}" # not the proxy
+}
+
 declare -A result created
 for v in $VARIANTS; do
-  case $v in native | lockedcron | prepare[0-9]*) ;; *) fail "unknown variant $v (native, lockedcron, prepareN)" ;; esac
+  case $v in native | lockedcron | prepare[0-9]* | pod | podinit) ;; *) fail "unknown variant $v (native, lockedcron, prepareN, pod, podinit)" ;; esac
   ns=bench-start-$v
   k delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
   k create namespace "$ns" >/dev/null
@@ -118,10 +157,19 @@ for v in $VARIANTS; do
   # The instant: the first whole minute at least 20 s (plus the prepare-ahead) away.
   now=$(date +%s)
   at=$(((now + 20 + ahead + 59) / 60 * 60))
-  objects "$v" "$ns" "$(date -u -d "@$at" +%-M)" "$(date -u -d "@$at" +%-H)" >"$work/$v.yaml"
-  k apply -f "$work/$v.yaml" >/dev/null
-  log "$v: $M objects in $ns, scheduled for $(date -u -d "@$at" +%H:%M:%S)"
-  if [ "$v" = native ]; then sel=batch.kubernetes.io/job-name; else sel=scheduling.lockedcron.io/job; fi
+  case $v in
+    pod | podinit)
+      log "$v: $M bare pods to be POSTed in $ns at $(date -u -d "@$at" +%H:%M:%S)"
+      post_at "$at" "$ns" "$v"
+      sel=bench-start="$v"
+      ;;
+    *)
+      objects "$v" "$ns" "$(date -u -d "@$at" +%-M)" "$(date -u -d "@$at" +%-H)" >"$work/$v.yaml"
+      k apply -f "$work/$v.yaml" >/dev/null
+      log "$v: $M objects in $ns, scheduled for $(date -u -d "@$at" +%H:%M:%S)"
+      if [ "$v" = native ]; then sel=batch.kubernetes.io/job-name; else sel=scheduling.lockedcron.io/job; fi
+      ;;
+  esac
   # Wait for every pod of the instant to finish (or the timeout).
   while :; do
     done_pods=$(k -n "$ns" get pods -l "$sel" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -cE '^(Succeeded|Failed)$' || true)

@@ -46,8 +46,38 @@ func scriptImpls(c *redis.Client) ([]impl, error) {
 		scriptImpl(c, "scripts-now", string(acq), string(fin)),
 		// What the durability check costs: the same scripts with INFO's replies made up.
 		scriptImpl(c, "scripts-now-no-INFO", noInfo, string(fin)),
+		// The least a cycle with a ledger and a fencing token can write (floorAcquire).
+		scriptImpl(c, "scripts-floor", floorAcquire, floorRelease),
 	}, nil
 }
+
+// floorAcquire and floorRelease are a measurement only, not a lock: the writes a cycle
+// with a fencing token and an occurrence ledger cannot do without — the lock (SET NX PX),
+// the fence (TIME + SET … GET), the ledger entry (HSET + PEXPIRE); then the release (GET,
+// DEL, HSET of the entry's state) — and nothing else: no durability check, no last success,
+// no resent-call or crashed-predecessor checks, none of the replies' facts. Arguments as
+// acquire.lua's and finish.lua's, reply shapes as far as scriptImpl reads them.
+const (
+	floorAcquire = `
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {'held'}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local fence = math.max((tonumber(redis.call('SET', KEYS[2], string.format('%d', now), 'GET')) or 0) + 1, now)
+redis.call('HSET', KEYS[3], 'state', 'running', 'holder', ARGV[5], 'token', ARGV[4], 'fence', string.format('%d', fence))
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return {'acquired', fence}
+`
+	floorRelease = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {0, '', '', '', ''}
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[2], 'state', 'released')
+return {1, '', '', '', ''}
+`
+)
 
 // withoutInfo replaces acquire.lua's two INFO calls by constant replies (a measurement
 // only: the lock must report what the server says).
