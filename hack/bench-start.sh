@@ -16,9 +16,9 @@
 # (LockedCronJob with spec.prepareAheadSeconds: N), and two floors that no controller
 # makes: pod (bare Pods with the job's one container, POSTed by this script at the instant)
 # and podinit (the same with lockedcron's init container in front, copying lockwrap into an
-# emptyDir). pod is the least any pod-per-occurrence design starts in on this node;
-# podinit − pod is what the init container costs; lockedcron − podinit is the controller
-# and lockwrap's lock.
+# emptyDir, with the controller's security context and resources). pod is the least any
+# pod-per-occurrence design starts in on this node; podinit − pod is what the init
+# container costs; lockedcron − podinit is the controller and lockwrap's lock.
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=cluster/lib.sh
 source "$REPO_ROOT/hack/cluster/lib.sh"
@@ -114,7 +114,7 @@ stats() {
 podjson() {
   local init="" vols=""
   if [ "$1" = podinit ]; then
-    init=',"initContainers":[{"name":"lockedcron-install","image":"k8s.local/lockedcron:dev","imagePullPolicy":"Never","command":["/lockwrap","cp","/lockedcron/lockwrap"],"volumeMounts":[{"name":"lockedcron-bin","mountPath":"/lockedcron"}],"securityContext":{"runAsUser":65532,"runAsGroup":65532,"runAsNonRoot":true}}]'
+    init=',"initContainers":[{"name":"lockedcron-install","image":"k8s.local/lockedcron:dev","imagePullPolicy":"Never","command":["/lockwrap","cp","/lockedcron/lockwrap"],"volumeMounts":[{"name":"lockedcron-bin","mountPath":"/lockedcron"}],"securityContext":{"runAsUser":65532,"runAsGroup":65532,"runAsNonRoot":true,"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}},"resources":{"requests":{"cpu":"10m","memory":"16Mi"},"limits":{"cpu":"100m","memory":"64Mi"}}}]'
     vols=',"volumes":[{"name":"lockedcron-bin","emptyDir":{}}]'
   fi
   printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"start-%s","labels":{"bench-start":"%s"}},"spec":{"restartPolicy":"Never","containers":[{"name":"job","image":"%s","imagePullPolicy":"Never","command":["/startclock"]}]%s%s}}' "$2" "$1" "$IMAGE" "$init" "$vols"
