@@ -83,6 +83,7 @@ type config struct {
 	keep         bool
 	profiles     string
 	nativePods   bool
+	native       bool
 	memLimit     string
 	finishAfter  time.Duration
 }
@@ -104,6 +105,7 @@ func main() {
 	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
 	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window (manager-N<n>.pprof) and its heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
+	flag.BoolVar(&c.native, "native", true, "Create the N CronJobs beside the N LockedCronJobs. false: the LockedCronJobs alone, with the API server to themselves (kube-controller-manager still runs, with nothing to do; no native row and no ratios are printed), e.g. to see what prepare-ahead needs of the server at 5,000.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
 	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). 0: pods never end (the creation path only).")
@@ -596,13 +598,17 @@ func run(c config, n int) (res []result, err error) {
 		go markRunning(ctx, cs, running, c.finishAfter, &simErrs)
 	}
 
-	logf("N=%d: creating %d namespaces, Redis Secrets, %d LockedCronJobs and %d CronJobs", n, c.namespaces, n, n)
+	cronJobs := n
+	if !c.native {
+		cronJobs = 0
+	}
+	logf("N=%d: creating %d namespaces, Redis Secrets, %d LockedCronJobs and %d CronJobs", n, c.namespaces, n, cronJobs)
 	createStart := time.Now()
 	if err := populate(ctx, cs, cl, c, n, redisPort); err != nil {
 		return nil, err
 	}
 	created := time.Now()
-	logf("N=%d: %d objects created in %s", n, 2*n, created.Sub(createStart).Round(time.Second))
+	logf("N=%d: %d objects created in %s", n, n+cronJobs, created.Sub(createStart).Round(time.Second))
 
 	all := occurrences(created.Add(10*time.Second), c.warmup+c.window)
 	window := all[c.warmup:]
@@ -699,7 +705,11 @@ func run(c config, n int) (res []result, err error) {
 		}
 		return lags, inWin, early
 	}
-	for _, kind := range []string{kindNative, kindLocked} {
+	kinds := []string{kindNative, kindLocked}
+	if !c.native {
+		kinds = kinds[1:]
+	}
+	for _, kind := range kinds {
 		r := result{kind: kind, n: n, expected: n * len(window)}
 		lags, inWin, early := lagsOf(kind)
 		r.inWindow, r.created, r.early, r.lag = inWin, len(lags), early, summarize(lags)
@@ -976,7 +986,7 @@ func populate(ctx context.Context, cs kubernetes.Interface, cl client.Client, c 
 					}
 					return false, nil
 				})
-				if err == nil {
+				if err == nil && c.native {
 					err = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
 						_, err := cs.BatchV1().CronJobs(ns).Create(ctx, cj, metav1.CreateOptions{})
 						return err == nil || isAlreadyExists(err), nil
@@ -1024,8 +1034,12 @@ func printResults(c config, n int, rs []result) {
 		label += " (idle)"
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
+	cronJobs := n
+	if !c.native {
+		cronJobs = 0
+	}
 	fmt.Printf("\n== %s: %d LockedCronJobs and %d CronJobs, \"* * * * *\", %d namespaces, client QPS %g / burst %d each; load average after the window %s\n",
-		label, n, n, c.namespaces, c.qps, c.burst, strings.Join(strings.Fields(string(load))[:3], " "))
+		label, n, cronJobs, c.namespaces, c.qps, c.burst, strings.Join(strings.Fields(string(load))[:3], " "))
 	printTable(rs)
 	for _, r := range rs {
 		perOcc := byKey(r.calls, func(n float64) string { return fmt.Sprintf("%.2f", n/float64(max(r.inWindow, 1))) })
@@ -1041,6 +1055,9 @@ func printResults(c config, n int, rs []result) {
 		if r.kind == kindLocked && c.prepareAhead > 0 {
 			fmt.Printf("  %-10s pods that existed before their instant: %d of %d (%.1f%%)\n", r.kind, r.early, r.expected, 100*float64(r.early)/float64(max(r.expected, 1)))
 		}
+	}
+	if !c.native {
+		return
 	}
 	var nat, lc result
 	for _, r := range rs {
