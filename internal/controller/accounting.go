@@ -33,16 +33,29 @@ type recorded struct {
 	n       int64
 }
 
+// The causes of the controller's own decisions (record's cause: the Event's action, which
+// keys its series; see seriesReasons). A Missed held back by the job's conditions takes
+// the condition's reason (SecretNotFound, …) as its cause.
+const (
+	CauseBacklog              = "Backlog"              // an earlier pod has not started its job
+	CauseStartingDeadline     = "StartingDeadline"     // not started within startingDeadlineSeconds
+	CauseSuperseded           = "Superseded"           // a later occurrence came before it started
+	CauseScheduleChanged      = "ScheduleChanged"      // schedule, time zone or suspend changed first
+	CauseUnrecorded           = "Unrecorded"           // no decision about it was recorded
+	CauseBlackoutPastDeadline = "BlackoutPastDeadline" // a blackout lasted past its deadline
+)
+
 // record is the one way the controller records its own decision about an occurrence
 // (one that no pod report decides): the counter, status.recent, the metric (once status
-// is written), an Event whose reason is the outcome, and a log line.
-func (p *pass) record(outcome string, occ time.Time, reason string) {
-	p.recordN(outcome, occ, 1, reason)
+// is written), an Event whose reason is the outcome and whose series is the outcome's and
+// cause's, and a log line.
+func (p *pass) record(outcome, cause string, occ time.Time, reason string) {
+	p.recordN(outcome, cause, occ, 1, reason)
 }
 
 // recordN records n occurrences up to occ (the most recent of them) at once: status.recent
 // holds occ, the counter grows by n.
-func (p *pass) recordN(outcome string, occ time.Time, n int64, reason string) {
+func (p *pass) recordN(outcome, cause string, occ time.Time, n int64, reason string) {
 	if n <= 0 {
 		return
 	}
@@ -65,7 +78,7 @@ func (p *pass) recordN(outcome string, occ time.Time, n int64, reason string) {
 		msg = fmt.Sprintf("%d occurrences up to this one: %s", n, reason)
 	}
 	runstatus.AddRecent(p.status, v1alpha1.RunRecord{Occurrence: metav1.NewTime(occ), Outcome: outcome, Message: msg, Trigger: v1alpha1.TriggerScheduled})
-	p.eventf(typ, outcome, "%s %s: %s", what, verb, reason)
+	p.causedEventf(typ, outcome, cause, "%s %s: %s", what, verb, reason)
 	p.recorded = append(p.recorded, recorded{outcome, n})
 	p.log.Info("occurrence decided", "outcome", outcome, "occurrence", at, "count", n, "reason", reason)
 }
@@ -226,20 +239,20 @@ func backlogReason(pod *corev1.Pod) string {
 	return msg + "; at most one pod per job waits to start"
 }
 
-// missedReason says why occurrences that were due did not start: what held them back in
-// the previous pass (its conditions), or the deadline.
-func missedReason(p *pass) string {
+// missedReason says why occurrences that were due did not start, as a cause (record) and
+// a message: what held them back in the previous pass (its conditions), or the deadline.
+func missedReason(p *pass) (cause, reason string) {
 	prev := p.job.Status.Conditions
 	if c := meta.FindStatusCondition(prev, ConditionLockBackendReady); c != nil && c.Status == metav1.ConditionFalse {
-		return fmt.Sprintf("held back while the lock backend was not ready (%s: %s)", c.Reason, c.Message)
+		return c.Reason, fmt.Sprintf("held back while the lock backend was not ready (%s: %s)", c.Reason, c.Message)
 	}
 	if c := meta.FindStatusCondition(prev, ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
-		return fmt.Sprintf("held back (%s: %s)", c.Reason, c.Message)
+		return c.Reason, fmt.Sprintf("held back (%s: %s)", c.Reason, c.Message)
 	}
 	if dl := startingDeadline(p.job); dl != nil {
-		return fmt.Sprintf("not started within startingDeadlineSeconds (%s): the controller was down or busy", dl)
+		return CauseStartingDeadline, fmt.Sprintf("not started within startingDeadlineSeconds (%s): the controller was down or busy", dl)
 	}
-	return "superseded by a later occurrence before it started: the controller was down or busy"
+	return CauseSuperseded, "superseded by a later occurrence before it started: the controller was down or busy"
 }
 
 // accountUntilChange counts as missed the occurrences of the schedule last observed
@@ -266,7 +279,7 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 	if plan.Due != nil {
 		n++
 	}
-	p.recordN(runstatus.OutcomeMissed, *plan.Latest, n, fmt.Sprintf("not started before spec.schedule/timeZone/suspend changed at %s", at.UTC().Format(time.RFC3339)))
+	p.recordN(runstatus.OutcomeMissed, CauseScheduleChanged, *plan.Latest, n, fmt.Sprintf("not started before spec.schedule/timeZone/suspend changed at %s", at.UTC().Format(time.RFC3339)))
 	p.status.LastScheduleTime = &metav1.Time{Time: *plan.Latest}
 	p.status.Deferred = nil
 }

@@ -39,7 +39,7 @@ func TestRecord(t *testing.T) {
 		{runstatus.OutcomeMissed, 0, v1alpha1.Counters{}, "", ""},
 	} {
 		p := &pass{job: plainJob("@hourly"), status: &v1alpha1.LockedCronJobStatus{}, now: t0}
-		p.recordN(c.outcome, t0, c.n, "why")
+		p.recordN(c.outcome, "Cause", t0, c.n, "why")
 		if p.status.Counters != c.want {
 			t.Errorf("%s×%d: counters %+v, want %+v", c.outcome, c.n, p.status.Counters, c.want)
 		}
@@ -49,8 +49,8 @@ func TestRecord(t *testing.T) {
 			}
 			continue
 		}
-		if len(p.events) != 1 || p.events[0].typ != c.typ || p.events[0].reason != c.outcome || p.events[0].note != c.note {
-			t.Errorf("%s×%d: events %+v, want one %s %s %q", c.outcome, c.n, p.events, c.typ, c.outcome, c.note)
+		if len(p.events) != 1 || p.events[0].typ != c.typ || p.events[0].reason != c.outcome || p.events[0].cause != "Cause" || p.events[0].note != c.note {
+			t.Errorf("%s×%d: events %+v, want one %s %s (cause Cause) %q", c.outcome, c.n, p.events, c.typ, c.outcome, c.note)
 		}
 		if len(p.status.Recent) != 1 || p.status.Recent[0].Outcome != c.outcome || !strings.HasSuffix(p.status.Recent[0].Message, "why") {
 			t.Errorf("%s×%d: recent %+v", c.outcome, c.n, p.status.Recent)
@@ -141,20 +141,21 @@ func TestMissedReason(t *testing.T) {
 		name  string
 		conds []metav1.Condition
 		dl    *int64
+		cause string
 		want  string
 	}{
 		{"the Secret was missing", []metav1.Condition{cond(ConditionLockBackendReady, "SecretNotFound", "Secret ns/redis not found")}, nil,
-			"held back while the lock backend was not ready (SecretNotFound: Secret ns/redis not found)"},
+			"SecretNotFound", "held back while the lock backend was not ready (SecretNotFound: Secret ns/redis not found)"},
 		{"pod creation was forbidden", []metav1.Condition{cond(ConditionReady, ReasonInvalidTemplate, `creating pod j-1: pods "j-1" is forbidden: exceeded quota`)}, nil,
-			`held back (InvalidTemplate: creating pod j-1: pods "j-1" is forbidden: exceeded quota)`},
-		{"nothing held it back, with a deadline", nil, &deadline, "not started within startingDeadlineSeconds (1m0s): the controller was down or busy"},
-		{"nothing held it back, no deadline", nil, nil, "superseded by a later occurrence before it started: the controller was down or busy"},
+			ReasonInvalidTemplate, `held back (InvalidTemplate: creating pod j-1: pods "j-1" is forbidden: exceeded quota)`},
+		{"nothing held it back, with a deadline", nil, &deadline, CauseStartingDeadline, "not started within startingDeadlineSeconds (1m0s): the controller was down or busy"},
+		{"nothing held it back, no deadline", nil, nil, CauseSuperseded, "superseded by a later occurrence before it started: the controller was down or busy"},
 	} {
 		j := plainJob("@hourly")
 		j.Status.Conditions = c.conds
 		j.Spec.StartingDeadlineSeconds = c.dl
-		if got := missedReason(&pass{job: j}); got != c.want {
-			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		if cause, got := missedReason(&pass{job: j}); cause != c.cause || got != c.want {
+			t.Errorf("%s:\n got %s %q\nwant %s %q", c.name, cause, got, c.cause, c.want)
 		}
 	}
 }

@@ -269,7 +269,7 @@ func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, ear
 		return
 	}
 	if superseded, reason := blackout.CorrectDeferred(plan, sched, earliest, deferred.Time, deadline); superseded {
-		p.record(runstatus.OutcomeSkippedBlackout, deferred.Time, reason)
+		p.record(runstatus.OutcomeSkippedBlackout, CauseSuperseded, deferred.Time, reason)
 		// Decided: lastScheduleTime says so, or a reader that plans from it alone (a
 		// schedule change, a suspension) would count it again.
 		if st := p.status; st.LastScheduleTime == nil || deferred.After(st.LastScheduleTime.Time) {
@@ -298,11 +298,11 @@ func applyBlackout(p *pass, bs *blackoutState, due time.Time, deadline *time.Dur
 		return true
 	case blackout.Skip:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		p.record(runstatus.OutcomeSkippedBlackout, due, d.Reason())
+		p.record(runstatus.OutcomeSkippedBlackout, string(d.Block.Cause), due, d.Reason())
 		return false
 	case blackout.Miss:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		p.record(runstatus.OutcomeMissed, due, d.Reason())
+		p.record(runstatus.OutcomeMissed, CauseBlackoutPastDeadline, due, d.Reason())
 		return false
 	}
 	// Defer: keep it due; come back when the blackout ends, or at its deadline.

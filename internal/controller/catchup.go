@@ -127,13 +127,13 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 	if g.deferred {
 		dl := startingDeadline(job)
 		if superseded, reason := blackout.Supersede(st.Deferred.Time, to, dl); superseded {
-			p.record(runstatus.OutcomeSkippedBlackout, st.Deferred.Time, reason)
+			p.record(runstatus.OutcomeSkippedBlackout, CauseSuperseded, st.Deferred.Time, reason)
 		} else {
-			p.record(runstatus.OutcomeMissed, st.Deferred.Time, fmt.Sprintf("deferred, then not started within startingDeadlineSeconds (%s) while the blackout lasted", dl))
+			p.record(runstatus.OutcomeMissed, CauseBlackoutPastDeadline, st.Deferred.Time, fmt.Sprintf("deferred, then not started within startingDeadlineSeconds (%s) while the blackout lasted", dl))
 		}
 		st.Deferred = nil
 	}
-	p.recordN(runstatus.OutcomeMissed, g.last, g.missed, "not started, and no decision about it was recorded (a status write lost to a manager restart or a conflict, or the manager was down); occurrence "+at+" has a pod")
+	p.recordN(runstatus.OutcomeMissed, CauseUnrecorded, g.last, g.missed, "not started, and no decision about it was recorded (a status write lost to a manager restart or a conflict, or the manager was down); occurrence "+at+" has a pod")
 }
 
 // observedSchedule is the schedule the job's pods were created under: the one

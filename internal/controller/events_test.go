@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -45,6 +46,31 @@ var _ = Describe("Events", func() {
 		}
 		Expect(eventNotes(job, ReasonMissed)).To(ConsistOf(ContainSubstring("SecretNotFound")), "the series keeps its first note")
 		Expect(getJob(job).Status.Recent).To(HaveEach(HaveField("Message", ContainSubstring("SecretNotFound"))), "each occurrence's message in status")
+	})
+
+	// A series keeps its first note, so a series per reason alone went on telling the first
+	// cause after it had gone: the Secret created, the job's occurrences missed for a pod
+	// that does not start, and its one Missed Event still said SecretNotFound. A series is
+	// per reason and cause (the Event's action), so a new cause is a new Event.
+	It("starts a new series when a lasting condition's cause changes (Secret created, then a pod that does not start)", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "cause", "* * * * * *")
+		job.Spec.Lock.Redis.SecretRef.Name = "late"
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() []string { return eventNotes(job, ReasonMissed) }, 10*time.Second).Should(ConsistOf(ContainSubstring("SecretNotFound")))
+		// The user creates the Secret: a pod is created, and nothing starts it here (no
+		// kubelet), so the next occurrences are missed for the backlog.
+		Expect(k8sClient.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+			StringData: map[string]string{"url": redisSrv.URL()},
+		})).To(Succeed())
+		Eventually(func() []string { return eventNotes(job, ReasonMissed) }, 15*time.Second).Should(ConsistOf(
+			ContainSubstring("SecretNotFound"),
+			ContainSubstring("has not started its job yet"),
+		), "one Missed Event per cause, each with its own note")
+		Eventually(func() []*eventsv1.EventSeries { return eventSeries(job, ReasonMissed) }, 10*time.Second).Should(
+			ContainElement(HaveField("Count", BeNumerically(">=", 2))), "the backlog's Missed Events form a series")
 	})
 
 	It("keeps one Event per warning: each failed run is told", func() {

@@ -139,10 +139,18 @@ type pass struct {
 	seen        []string // names of all the job's pods in the cache
 }
 
-type event struct{ typ, reason, note string }
+// event is an Event the pass emits once its status is written. cause, for a series reason
+// (seriesReasons), keys the series with the reason: what made the condition, in one word.
+type event struct{ typ, reason, cause, note string }
 
 func (p *pass) eventf(typ, reason, format string, args ...any) {
-	p.events = append(p.events, event{typ, reason, fmt.Sprintf(format, args...)})
+	p.causedEventf(typ, reason, "", format, args...)
+}
+
+// causedEventf is eventf for a series reason whose cause can change while the condition
+// lasts (a Missed for a missing Secret, then for a pod that does not start).
+func (p *pass) causedEventf(typ, reason, cause, format string, args ...any) {
+	p.events = append(p.events, event{typ, reason, cause, fmt.Sprintf(format, args...)})
 }
 
 func (p *pass) requeueAt(d time.Duration) {
@@ -280,6 +288,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // first, patches the series on the second, and only counts later ones until its periodic
 // refresh (30 min; a series ends after 6 min without one). The series keeps its first
 // note; status.recent keeps each occurrence's message, lockedcron_runs_total counts them.
+// A lasting condition's series is per reason and cause (the Event's action, e.g. Missed
+// for SecretNotFound, then for Backlog): a series that kept its first note across a
+// change of cause went on telling a cause that had gone.
 //   - The routine outcomes of a healthy job: every run ends in one of them (Succeeded
 //     where it ran, SkippedContention on the other replicas and clusters). One Event each
 //     cost the API server a call per run besides the pod.
@@ -406,11 +417,11 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 				last = *prev.Latest
 			}
 		}
-		reason := missedReason(p)
+		cause, reason := missedReason(p)
 		if plan.MissedEstimated {
 			reason += " (count estimated)"
 		}
-		p.recordN(runstatus.OutcomeMissed, last, plan.Missed, reason)
+		p.recordN(runstatus.OutcomeMissed, cause, last, plan.Missed, reason)
 		st.LastScheduleTime = &metav1.Time{Time: last}
 	}
 	if plan.Due == nil {
@@ -438,14 +449,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	}
 	if berr != nil && berr.blocking() {
 		// No pod can take the lock; the occurrence waits (within its deadline) for the Secret.
-		p.eventf(corev1.EventTypeWarning, ReasonLockBackend, "occurrence %s not started: %v", due.UTC().Format(time.RFC3339), berr)
+		p.causedEventf(corev1.EventTypeWarning, ReasonLockBackend, berr.reason, "occurrence %s not started: %v", due.UTC().Format(time.RFC3339), berr)
 		return nil
 	}
 	// 5c: the backlog is bounded: while an earlier pod has not started its job, the due
 	// occurrence adds no pod; it is missed (the earlier pod keeps its place).
 	if waiting := p.unstarted(due); waiting != nil {
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		p.record(runstatus.OutcomeMissed, due, backlogReason(waiting))
+		p.record(runstatus.OutcomeMissed, CauseBacklog, due, backlogReason(waiting))
 		return nil
 	}
 	if created := r.startOccurrence(ctx, p, due, bs.rules.NextOpening(p.now), time.Time{}); created != nil {
@@ -554,10 +565,14 @@ func setActive(st *v1alpha1.LockedCronJobStatus, active []*corev1.Pod) {
 func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 	for _, e := range p.events {
 		var regarding runtime.Object = job
+		action := "Reconcile"
 		if seriesReasons[e.reason] {
 			regarding = seriesRef(job)
+			if e.cause != "" {
+				action = e.cause
+			}
 		}
-		r.Recorder.Eventf(regarding, nil, e.typ, e.reason, "Reconcile", "%s", e.note)
+		r.Recorder.Eventf(regarding, nil, e.typ, e.reason, action, "%s", e.note)
 	}
 	for _, d := range p.recorded {
 		metrics.AddRuns(job.Namespace, job.Name, d.outcome, float64(d.n))
