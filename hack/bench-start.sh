@@ -137,7 +137,7 @@ post_at() {
   wait_ns=$((at * 1000000000 - $(date +%s%N)))
   [ "$wait_ns" -gt 0 ] && sleep "$(awk -v n="$wait_ns" 'BEGIN { printf "%.3f", n / 1e9 }')"
   for i in $(seq -w 1 "$M"); do
-    curl -sS -o /dev/null -X POST -H 'Content-Type: application/json' --data "@$work/$v-$i.json" "http://127.0.0.1:$proxy_port/api/v1/namespaces/$ns/pods" &
+    curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' --data "@$work/$v-$i.json" "http://127.0.0.1:$proxy_port/api/v1/namespaces/$ns/pods" &
     posts+=($!)
   done
   wait "${posts[@]}" # not the proxy
