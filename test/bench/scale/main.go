@@ -211,7 +211,8 @@ var serverCalls = map[string][]string{
 // apiserverTimes is the API server's apiserver_request_duration_seconds, sum and count
 // by "verb resource", and its admission plugins' time
 // (apiserver_admission_controller_admission_duration_seconds) by "operation name type".
-type apiserverTimes struct{ sum, count, admitSum, admitCount map[string]float64 }
+// requests is apiserver_request_total by "verb group resource subresource".
+type apiserverTimes struct{ sum, count, admitSum, admitCount, requests map[string]float64 }
 
 func serverTimes(ctx context.Context, cs kubernetes.Interface) (apiserverTimes, error) {
 	b, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -223,6 +224,9 @@ func serverTimes(ctx context.Context, cs kubernetes.Interface) (apiserverTimes, 
 		return t, err
 	}
 	if t.count, err = sumBy(string(b), "apiserver_request_duration_seconds_count", "verb", "resource"); err != nil {
+		return t, err
+	}
+	if t.requests, err = sumBy(string(b), "apiserver_request_total", "verb", "group", "resource", "subresource"); err != nil {
 		return t, err
 	}
 	const admit = "apiserver_admission_controller_admission_duration_seconds"
@@ -253,6 +257,19 @@ func admissionSummary(before, after apiserverTimes) string {
 	var parts []string
 	for _, p := range ps[:min(len(ps), 5)] {
 		parts = append(parts, fmt.Sprintf("%s %.2fs in %.0f calls (%s each)", p.key, p.sum, p.cnt, perCall(p.sum, p.cnt).Round(10*time.Microsecond)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// patchSummary is the PATCH requests between two readings by "group resource subresource"
+// ("" the core group, "?" none).
+func patchSummary(before, after apiserverTimes) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(after.requests)) {
+		rest, ok := strings.CutPrefix(k, "PATCH ")
+		if d := after.requests[k] - before.requests[k]; ok && d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", rest, d))
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -671,6 +688,7 @@ func run(c config, n int) (res []result, err error) {
 		return nil, err
 	}
 	logf("N=%d: admission plugins on CREATE over the window: %s", n, admissionSummary(serverBefore, serverAfter))
+	logf("N=%d: PATCHes the API server served over the window (all clients, the harness's pod status included), by group, resource and subresource: %s", n, patchSummary(serverBefore, serverAfter))
 	if err := <-profiled; err != nil {
 		logf("warning: CPU profile: %v", err)
 	}
