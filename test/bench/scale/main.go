@@ -108,7 +108,7 @@ func main() {
 	flag.BoolVar(&c.native, "native", true, "Create the N CronJobs beside the N LockedCronJobs. false: the LockedCronJobs alone, with the API server to themselves (kube-controller-manager still runs, with nothing to do; no native row and no ratios are printed), e.g. to see what prepare-ahead needs of the server at 5,000.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
-	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). 0: pods never end (the creation path only).")
+	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -171,6 +171,9 @@ func printMachine(c config) {
 	}
 	if c.finishAfter > 0 {
 		fmt.Printf("== lockedcron runs end: each pod Succeeded %s after it runs (the harness plays lockwrap's report)\n", c.finishAfter)
+		if c.nativePods {
+			fmt.Printf("== native runs end too: each Job's pod Succeeded %s after it runs (job-controller completes the Job)\n", c.finishAfter)
+		}
 	}
 	if c.prepareAhead > 0 {
 		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
@@ -261,14 +264,19 @@ func admissionSummary(before, after apiserverTimes) string {
 	return strings.Join(parts, ", ")
 }
 
-// patchSummary is the PATCH requests between two readings by "group resource subresource"
-// ("" the core group, "?" none).
-func patchSummary(before, after apiserverTimes) string {
+// writeSummary is the write requests (POST, PUT, PATCH, DELETE) between two readings by
+// "verb group resource subresource" ("" the core group, "?" none).
+func writeSummary(before, after apiserverTimes) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(after.requests)) {
-		rest, ok := strings.CutPrefix(k, "PATCH ")
-		if d := after.requests[k] - before.requests[k]; ok && d > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.0f", rest, d))
+		verb, _, _ := strings.Cut(k, " ")
+		switch verb {
+		case "POST", "PUT", "PATCH", "DELETE":
+		default:
+			continue
+		}
+		if d := after.requests[k] - before.requests[k]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, d))
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -582,8 +590,8 @@ func run(c config, n int) (res []result, err error) {
 			return
 		}
 		if job, ok := pod.Labels[batchv1.JobNameLabel]; ok {
-			if t, ok := nameScheduled(job); ok {
-				rec.add(kindNativePod, pod.Namespace+"/"+pod.Name, t)
+			if t, ok := nameScheduled(job); ok && rec.add(kindNativePod, pod.Namespace+"/"+pod.Name, t) && c.finishAfter > 0 {
+				running <- pod // the native run ends too: its Job completes, the CronJob sees it
 			}
 			return
 		}
@@ -688,7 +696,7 @@ func run(c config, n int) (res []result, err error) {
 		return nil, err
 	}
 	logf("N=%d: admission plugins on CREATE over the window: %s", n, admissionSummary(serverBefore, serverAfter))
-	logf("N=%d: PATCHes the API server served over the window (all clients, the harness's pod status included), by group, resource and subresource: %s", n, patchSummary(serverBefore, serverAfter))
+	logf("N=%d: writes the API server served over the window (all clients, the harness's included), by verb, group, resource and subresource: %s", n, writeSummary(serverBefore, serverAfter))
 	if err := <-profiled; err != nil {
 		logf("warning: CPU profile: %v", err)
 	}
@@ -763,8 +771,9 @@ func run(c config, n int) (res []result, err error) {
 	return res, nil
 }
 
-// markRunning plays the kubelet for the manager's pods: the wrapped container runs, and
-// with finishAfter > 0 it ends that long after with a Succeeded report.
+// markRunning plays the kubelet for the manager's pods, and with -native-pods for the Jobs'
+// pods: the (wrapped) container runs, and with finishAfter > 0 it ends that long after,
+// Succeeded (with lockwrap's report in a lockedcron pod).
 func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, finishAfter time.Duration, errs *errCounts) {
 	for {
 		var pod *corev1.Pod
@@ -775,6 +784,9 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 		}
 		now := metav1.Now().UTC().Format(time.RFC3339)
 		wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
+		if wrapped == "" && len(pod.Spec.Containers) > 0 {
+			wrapped = pod.Spec.Containers[0].Name // a Job's pod
+		}
 		image := ""
 		for _, c := range pod.Spec.Containers {
 			if c.Name == wrapped {
@@ -802,19 +814,24 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 	}
 }
 
-// markSucceeded ends a running pod as its kubelet would after lockwrap ran the job: phase
-// Succeeded, the wrapped container terminated with a Succeeded report.
+// markSucceeded ends a running pod as its kubelet would after the job ran: phase
+// Succeeded, the (wrapped) container terminated; a lockedcron pod's with lockwrap's
+// Succeeded report as its termination message, a Job's pod's without one.
 func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, wrapped, image, started string, errs *errCounts) {
 	end := metav1.Now().UTC().Format(time.RFC3339Nano)
-	msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
-		Key: pod.Name, Holder: "bench/" + pod.Name, FencingToken: 1, AcquiredAt: started, StartedAt: started, ReleasedAt: end})
-	if err != nil {
-		errs.add(err)
-		return
+	terminated := map[string]any{"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": end[:19] + "Z"}
+	if occ, ok := pod.Annotations[runpod.AnnotationScheduledTime]; ok {
+		msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: occ,
+			Key: pod.Name, Holder: "bench/" + pod.Name, FencingToken: 1, AcquiredAt: started, StartedAt: started, ReleasedAt: end})
+		if err != nil {
+			errs.add(err)
+			return
+		}
+		terminated["message"] = string(msg)
 	}
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"phase": "Succeeded", "containerStatuses": []any{map[string]any{
 		"name": wrapped, "image": image, "imageID": "", "ready": false, "started": false, "restartCount": 0,
-		"state": map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed", "message": string(msg), "startedAt": started, "finishedAt": end[:19] + "Z"}},
+		"state": map[string]any{"terminated": terminated},
 	}}}})
 	if err != nil {
 		errs.add(err)
