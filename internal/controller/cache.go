@@ -30,11 +30,12 @@ func CacheOptions() cache.Options {
 }
 
 // slimPod keeps of a pod what the controller reads (issue 13: memory at thousands of
-// jobs): its metadata without managed fields, spec.nodeName, and its status. The rest of
-// the spec (containers, the init container, volumes, security contexts) and the managed
-// fields are most of a pod's size, and no pass reads them; the controller writes pods
-// only by patches computed between two copies of the cached object (markCounted), which
-// carry none of it. Anything else (a tombstone) passes unchanged.
+// jobs): its metadata without managed fields, spec.nodeName, and of its status what a
+// pass reads (slimPodStatus). The rest of the spec (containers, the init container,
+// volumes, security contexts) and the managed fields are most of a pod's size, and no
+// pass reads them; the controller writes pods only by patches computed between two copies
+// of the cached object (markCounted, withdrawPod, releasePods), which carry none of it.
+// Anything else (a tombstone) passes unchanged.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -42,7 +43,40 @@ func slimPod(obj any) (any, error) {
 	}
 	pod.ManagedFields = nil
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+	pod.Status = slimPodStatus(pod.Status)
 	return pod, nil
+}
+
+// slimPodStatus keeps of a kubelet's pod status what a pass reads (package tracking,
+// runstatus.ResultOf, newsAt and stuck, stateOf): the phase, reason and message; the
+// PodScheduled condition (why a pod is not scheduled); and of each container's and init
+// container's status its name, state, last termination state (the reports, exit codes and
+// waiting reasons) and restart count. The other conditions, the IPs, QoS class, images,
+// image and container IDs, resources, volume mounts and user a kubelet writes are read by
+// no pass; a history of finished pods (three per job by default) kept them all.
+func slimPodStatus(st corev1.PodStatus) corev1.PodStatus {
+	out := corev1.PodStatus{
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message,
+		InitContainerStatuses: slimContainerStatuses(st.InitContainerStatuses),
+		ContainerStatuses:     slimContainerStatuses(st.ContainerStatuses),
+	}
+	for _, c := range st.Conditions {
+		if c.Type == corev1.PodScheduled {
+			out.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+		}
+	}
+	return out
+}
+
+func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, cs := range in {
+		out[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, LastTerminationState: cs.LastTerminationState, RestartCount: cs.RestartCount}
+	}
+	return out
 }
 
 // slimJob keeps of a LockedCronJob's managed fields what the controller reads (issue 13:

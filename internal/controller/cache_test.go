@@ -2,17 +2,24 @@ package controller
 
 import (
 	"encoding/json"
+	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
 // go test ./internal/controller/ -run TestSlimPod
@@ -135,4 +142,181 @@ func TestSlimJob(t *testing.T) {
 	if got, _ := slimJob("tombstone"); got != "tombstone" {
 		t.Errorf("slimJob changed a non-job: %v", got)
 	}
+}
+
+// kubeletStatus adds to a pod status what a kubelet writes besides what tracking reads:
+// every condition, the IPs, QoS class, and per container its image, IDs, readiness,
+// resources, volume mounts and user (the fields of a v1.37 kubelet's pod status).
+func kubeletStatus(st corev1.PodStatus, at time.Time) corev1.PodStatus {
+	t := metav1.NewTime(at)
+	st.HostIP, st.PodIP, st.QOSClass, st.StartTime = "10.0.0.7", "10.244.0.31", corev1.PodQOSBurstable, &t
+	st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: "10.0.0.7"}}, []corev1.PodIP{{IP: "10.244.0.31"}}
+	st.ObservedGeneration = 1
+	scheduled := false
+	for _, c := range st.Conditions {
+		scheduled = scheduled || c.Type == corev1.PodScheduled
+	}
+	if !scheduled {
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: t, ObservedGeneration: 1})
+	}
+	for _, typ := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady} {
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: typ, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: t, ObservedGeneration: 1})
+	}
+	uid, gid := int64(65532), int64(65532)
+	noise := func(list []corev1.ContainerStatus) {
+		for i := range list {
+			cs := &list[i]
+			cs.Image, cs.ImageID = "docker.io/library/busybox:1.36", "docker.io/library/busybox@sha256:768e5c6f5cb6db0794eec98dc7a967f40631746c32232b78a3105fb946f3ab83"
+			cs.ContainerID = "containerd://4f1c8a2e9b7d6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a"
+			cs.Ready, cs.Started = false, ptr.To(false)
+			cs.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}
+			cs.AllocatedResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
+			cs.VolumeMounts = []corev1.VolumeMountStatus{{Name: "lockwrap", MountPath: "/lockwrap"}, {Name: "kube-api-access-x7k2p", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true, RecursiveReadOnly: ptr.To(corev1.RecursiveReadOnlyDisabled)}}
+			cs.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: uid, GID: gid, SupplementalGroups: []int64{gid}}}
+		}
+	}
+	noise(st.InitContainerStatuses)
+	noise(st.ContainerStatuses)
+	return st
+}
+
+// TestSlimPodStatus: every function a pass reads a pod's status through answers on the
+// cached (slim) pod as on the kubelet's whole one, in each state a run goes through.
+func TestSlimPodStatus(t *testing.T) {
+	occ := time.Date(2026, 6, 6, 10, 0, 0, 0, time.UTC)
+	at := metav1.NewTime(occ.Add(2 * time.Second))
+	msg, err := report.Encode(report.Report{Outcome: report.Failed, Occurrence: occ.Format(time.RFC3339), Key: "k", Holder: "h", FencingToken: 7, ExitCode: 3, StartedAt: at.Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	initDone := []corev1.ContainerStatus{{Name: runpod.InitContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: at, FinishedAt: at}}}}
+	term := func(code int32, message string) *corev1.ContainerStateTerminated {
+		return &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: message, StartedAt: at, FinishedAt: at}
+	}
+	states := map[string]corev1.PodStatus{
+		"unschedulable": {Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}},
+		"image pull": {Phase: corev1.PodPending, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "busybox:nope"`}}}}},
+		"init failed": {Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: runpod.InitContainerName, State: corev1.ContainerState{Terminated: term(1, "")}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}},
+		"running": {Phase: corev1.PodRunning, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}}},
+		"restarted": {Phase: corev1.PodRunning, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", RestartCount: 1,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}, LastTerminationState: corev1.ContainerState{Terminated: term(3, string(msg))}}}},
+		"failed with a report": {Phase: corev1.PodFailed, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: term(3, string(msg))}}}},
+		"evicted": {Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory.", InitContainerStatuses: initDone,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: term(137, "")}}}},
+	}
+	deadline := 30 * time.Second
+	for name, st := range states {
+		for _, ahead := range []bool{false, true} {
+			whole := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "j-1", Namespace: "ns", CreationTimestamp: metav1.NewTime(occ.Add(-time.Second)),
+					Labels:      map[string]string{runpod.LabelJob: "j"},
+					Annotations: map[string]string{runpod.AnnotationScheduledTime: occ.Format(time.RFC3339), runpod.AnnotationWrappedContainer: "job"}},
+				Status: kubeletStatus(*st.DeepCopy(), at.Time),
+			}
+			if ahead {
+				whole.Annotations[runpod.AnnotationWithdrawnAhead] = "suspended"
+			}
+			obj, err := slimPod(whole.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			slim := obj.(*corev1.Pod)
+			if len(slim.Status.Conditions) > 1 || slim.Status.PodIP != "" || slim.Status.QOSClass != "" ||
+				slim.Status.ContainerStatuses != nil && (slim.Status.ContainerStatuses[0].ImageID != "" || slim.Status.ContainerStatuses[0].VolumeMounts != nil) {
+				t.Errorf("%s: the slim status keeps what no pass reads: %+v", name, slim.Status)
+			}
+			type answers struct {
+				Decisions                    []tracking.Decision
+				Started, JobRan, Stuck, News bool
+				RunningSince, NewsAt         time.Time
+				Attempts                     int32
+				Note, Waiting                string
+				Result                       runstatus.Result
+				Finished, Succeeded          bool
+				State                        podState
+			}
+			ask := func(p *corev1.Pod) answers {
+				var a answers
+				for _, now := range []time.Time{occ.Add(time.Second), occ.Add(time.Hour + time.Minute)} {
+					for _, sd := range []*time.Duration{nil, &deadline} {
+						a.Decisions = append(a.Decisions, tracking.Decide(p, occ, tracking.Input{Now: now, StartingDeadline: sd}),
+							tracking.Decide(p, occ, tracking.Input{Now: now, StartingDeadline: sd, Blackout: "window nightly"}))
+					}
+				}
+				a.Started, a.JobRan, a.Stuck, a.News = tracking.Started(p), tracking.JobRan(p), stuck(p), hasNews(p)
+				a.RunningSince, _ = tracking.RunningSince(p)
+				a.NewsAt, _ = newsAt(p)
+				a.Attempts, a.Note, a.Waiting = tracking.Attempts(p), tracking.AttemptsNote(p), tracking.WaitingReason(p)
+				a.Result, a.Finished, a.Succeeded, a.State = runstatus.ResultOf(p), runstatus.Finished(p), runstatus.Succeeded(p), stateOf(p)
+				return a
+			}
+			if w, s := ask(whole), ask(slim); !reflect.DeepEqual(w, s) {
+				t.Errorf("%s (withdrawn ahead %v): a pass reads the slim pod differently:\nwhole %+v\nslim  %+v", name, ahead, w, s)
+			}
+		}
+	}
+}
+
+// BenchmarkPodHeld: the bytes the cache holds per finished pod, as a kubelet writes it,
+// decoded whole and after slimPod (go test ./internal/controller/ -run '^$' -bench PodHeld).
+func BenchmarkPodHeld(b *testing.B) {
+	occ := time.Date(2026, 6, 6, 10, 0, 0, 0, time.UTC)
+	msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: occ.Format(time.RFC3339), Key: "team-a/nightly-report", Holder: "team-a/nightly-report-29676960/4f1c8a2e", FencingToken: 7, StartedAt: occ.Format(time.RFC3339Nano)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := metav1.NewTime(occ)
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly-report-29676960", Namespace: "team-a", UID: "0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11", ResourceVersion: "123456",
+			CreationTimestamp: at, Labels: map[string]string{runpod.LabelJob: "nightly-report", runpod.LabelCounted: "true"},
+			Annotations:     map[string]string{runpod.AnnotationScheduledTime: occ.Format(time.RFC3339), runpod.AnnotationWrappedContainer: "job"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly-report", UID: "5d0f2c3e-1111-4c43-9a43-7c1f2d9e5a11", Controller: ptr.To(true)}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}}},
+		Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{{Name: runpod.InitContainerName, Image: "k8s.local/lockedcron:dev", Command: []string{"/lockwrap", "install", "/lockwrap-bin"}}},
+			Containers: []corev1.Container{{Name: "job", Image: "docker.io/library/busybox:1.36", Command: []string{"/lockwrap-bin/lockwrap", "--", "sh", "-c", "date"},
+				Env: []corev1.EnvVar{{Name: "LOCKWRAP_REDIS_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "url"}}}}}}},
+		Status: kubeletStatus(corev1.PodStatus{Phase: corev1.PodSucceeded,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: runpod.InitContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: at, FinishedAt: at}}}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: string(msg), StartedAt: at, FinishedAt: at}}}},
+		}, occ),
+	}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 2000
+	for _, tc := range []struct {
+		name      string
+		transform func(*corev1.Pod) *corev1.Pod
+	}{
+		{"decoded", func(p *corev1.Pod) *corev1.Pod { return p }},
+		{"slimPod", func(p *corev1.Pod) *corev1.Pod { o, _ := slimPod(p); return o.(*corev1.Pod) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				held := make([]*corev1.Pod, n)
+				before := heapInUse()
+				for i := range held {
+					var p corev1.Pod
+					if err := json.Unmarshal(raw, &p); err != nil {
+						b.Fatal(err)
+					}
+					held[i] = tc.transform(&p)
+				}
+				b.ReportMetric(float64(heapInUse()-before)/n, "B-held/pod")
+				runtime.KeepAlive(held)
+			}
+		})
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

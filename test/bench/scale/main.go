@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -68,24 +69,25 @@ const (
 )
 
 type config struct {
-	ns           []int
-	namespaces   int
-	window       int
-	warmup       int
-	qps          float64
-	burst        int
-	cronSyncs    int
-	prepareAhead int
-	workers      int
-	assets       string
-	manager      string
-	crds         string
-	keep         bool
-	profiles     string
-	nativePods   bool
-	native       bool
-	memLimit     string
-	finishAfter  time.Duration
+	ns            []int
+	namespaces    int
+	window        int
+	warmup        int
+	qps           float64
+	burst         int
+	cronSyncs     int
+	prepareAhead  int
+	workers       int
+	assets        string
+	manager       string
+	crds          string
+	keep          bool
+	profiles      string
+	nativePods    bool
+	native        bool
+	memLimit      string
+	finishAfter   time.Duration
+	kubeletStatus bool
 }
 
 func main() {
@@ -108,6 +110,7 @@ func main() {
 	flag.BoolVar(&c.native, "native", true, "Create the N CronJobs beside the N LockedCronJobs. false: the LockedCronJobs alone, with the API server to themselves (kube-controller-manager still runs, with nothing to do; no native row and no ratios are printed), e.g. to see what prepare-ahead needs of the server at 5,000.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
+	flag.BoolVar(&c.kubeletStatus, "kubelet-status", false, "Write pod statuses as a v1.37 kubelet does: besides the containers' states, the five conditions, host and pod IPs, QoS class, and per container image and container IDs, resources, volume mounts and user (the manager's cache holds finished pods: their size is what memory at thousands of jobs depends on). Off: only what the controllers read.")
 	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
@@ -174,6 +177,9 @@ func printMachine(c config) {
 		if c.nativePods {
 			fmt.Printf("== native runs end too: each Job's pod Succeeded %s after it runs (job-controller completes the Job)\n", c.finishAfter)
 		}
+	}
+	if c.kubeletStatus {
+		fmt.Printf("== pod statuses as a kubelet writes them (conditions, IPs, QoS, container IDs, resources, mounts, user)\n")
 	}
 	if c.prepareAhead > 0 {
 		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
@@ -620,7 +626,7 @@ func run(c config, n int) (res []result, err error) {
 	factory.WaitForCacheSync(ctx.Done())
 	var simErrs errCounts
 	for range 8 {
-		go markRunning(ctx, cs, running, c.finishAfter, &simErrs)
+		go markRunning(ctx, cs, running, c.finishAfter, c.kubeletStatus, &simErrs)
 	}
 
 	cronJobs := n
@@ -773,8 +779,9 @@ func run(c config, n int) (res []result, err error) {
 
 // markRunning plays the kubelet for the manager's pods, and with -native-pods for the Jobs'
 // pods: the (wrapped) container runs, and with finishAfter > 0 it ends that long after,
-// Succeeded (with lockwrap's report in a lockedcron pod).
-func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, finishAfter time.Duration, errs *errCounts) {
+// Succeeded (with lockwrap's report in a lockedcron pod). With kubelet true the status has
+// what a real kubelet writes besides (kubeletFields).
+func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *corev1.Pod, finishAfter time.Duration, kubelet bool, errs *errCounts) {
 	for {
 		var pod *corev1.Pod
 		select {
@@ -793,23 +800,30 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 				image = c.Image
 			}
 		}
-		var inits []string
+		var inits []any
 		for _, c := range pod.Spec.InitContainers {
-			inits = append(inits, fmt.Sprintf(`{"name":%q,"image":%q,"imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":0,"reason":"Completed","startedAt":%q,"finishedAt":%q}}}`,
-				c.Name, c.Image, now, now))
+			inits = append(inits, containerStatus(c.Name, c.Image, map[string]any{"terminated": map[string]any{"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}, kubelet))
 		}
-		patch := fmt.Sprintf(`{"status":{"phase":"Running","startTime":%q,"initContainerStatuses":[%s],"containerStatuses":[{"name":%q,"image":%q,"imageID":"","ready":true,"started":true,"restartCount":0,"state":{"running":{"startedAt":%q}}}]}}`,
-			now, strings.Join(inits, ","), wrapped, image, now)
+		st := map[string]any{"phase": "Running", "startTime": now, "initContainerStatuses": inits,
+			"containerStatuses": []any{containerStatus(wrapped, image, map[string]any{"running": map[string]any{"startedAt": now}}, kubelet)}}
+		if kubelet {
+			kubeletFields(st, now, pod)
+		}
+		patch, err := json.Marshal(map[string]any{"status": st})
+		if err != nil {
+			errs.add(err)
+			continue
+		}
 		var last error
 		_ = wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}, func(ctx context.Context) (bool, error) {
-			_, last = cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+			_, last = cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 			return last == nil, nil
 		})
 		if last != nil && ctx.Err() == nil {
 			errs.add(last)
 		}
 		if finishAfter > 0 && last == nil {
-			time.AfterFunc(finishAfter, func() { markSucceeded(ctx, cs, pod, wrapped, image, now, errs) })
+			time.AfterFunc(finishAfter, func() { markSucceeded(ctx, cs, pod, wrapped, image, now, kubelet, errs) })
 		}
 	}
 }
@@ -817,7 +831,7 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 // markSucceeded ends a running pod as its kubelet would after the job ran: phase
 // Succeeded, the (wrapped) container terminated; a lockedcron pod's with lockwrap's
 // Succeeded report as its termination message, a Job's pod's without one.
-func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, wrapped, image, started string, errs *errCounts) {
+func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, wrapped, image, started string, kubelet bool, errs *errCounts) {
 	end := metav1.Now().UTC().Format(time.RFC3339Nano)
 	terminated := map[string]any{"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": end[:19] + "Z"}
 	if occ, ok := pod.Annotations[runpod.AnnotationScheduledTime]; ok {
@@ -829,10 +843,11 @@ func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod
 		}
 		terminated["message"] = string(msg)
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"phase": "Succeeded", "containerStatuses": []any{map[string]any{
-		"name": wrapped, "image": image, "imageID": "", "ready": false, "started": false, "restartCount": 0,
-		"state": map[string]any{"terminated": terminated},
-	}}}})
+	st := map[string]any{"phase": "Succeeded", "containerStatuses": []any{containerStatus(wrapped, image, map[string]any{"terminated": terminated}, kubelet)}}
+	if kubelet {
+		kubeletFields(st, started, pod)
+	}
+	patch, err := json.Marshal(map[string]any{"status": st})
 	if err != nil {
 		errs.add(err)
 		return
@@ -840,6 +855,42 @@ func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod
 	if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
 		errs.add(err)
 	}
+}
+
+// containerStatus is one container's status in the kubelet's words; with kubelet true, with
+// what a v1.37 kubelet also writes: image and container IDs, resources, volume mounts, user.
+func containerStatus(name, image string, state map[string]any, kubelet bool) map[string]any {
+	_, running := state["running"]
+	cs := map[string]any{"name": name, "image": image, "imageID": "", "ready": running, "started": running, "restartCount": 0, "state": state}
+	if kubelet {
+		cs["imageID"] = image + "@sha256:768e5c6f5cb6db0794eec98dc7a967f40631746c32232b78a3105fb946f3ab83"
+		cs["containerID"] = "containerd://" + strings.Repeat(fmt.Sprintf("%08x", rand.Uint32()), 8)
+		cs["resources"] = map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}, "limits": map[string]any{"memory": "64Mi"}}
+		cs["allocatedResources"] = map[string]any{"cpu": "10m", "memory": "16Mi"}
+		cs["volumeMounts"] = []any{
+			map[string]any{"name": "lockwrap", "mountPath": "/lockwrap"},
+			map[string]any{"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true, "recursiveReadOnly": "Disabled"},
+		}
+		cs["user"] = map[string]any{"linux": map[string]any{"uid": 65532, "gid": 65532, "supplementalGroups": []int{65532}}}
+	}
+	return cs
+}
+
+// kubeletFields adds to a pod status what a kubelet writes besides its containers' states:
+// the five conditions, host and pod IPs, QoS class.
+func kubeletFields(st map[string]any, at string, pod *corev1.Pod) {
+	var conds []any
+	for _, typ := range []string{"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"} {
+		c := map[string]any{"type": typ, "status": "True", "lastTransitionTime": at, "lastProbeTime": nil, "observedGeneration": 1}
+		if st["phase"] == "Succeeded" && (typ == "Ready" || typ == "ContainersReady") {
+			c["status"], c["reason"] = "False", "PodCompleted"
+		}
+		conds = append(conds, c)
+	}
+	ip := fmt.Sprintf("10.244.%d.%d", rand.IntN(250), rand.IntN(250))
+	st["conditions"], st["qosClass"], st["observedGeneration"] = conds, "Burstable", pod.Generation
+	st["hostIP"], st["hostIPs"] = "10.0.0.7", []any{map[string]any{"ip": "10.0.0.7"}}
+	st["podIP"], st["podIPs"] = ip, []any{map[string]any{"ip": ip}}
 }
 
 // errCounts counts errors by message, for one warning line each.
