@@ -53,7 +53,8 @@ func slimPod(obj any) (any, error) {
 // container's status its name, state, last termination state (the reports, exit codes and
 // waiting reasons) and restart count. The other conditions, the IPs, QoS class, images,
 // image and container IDs, resources, volume mounts and user a kubelet writes are read by
-// no pass; a history of finished pods (three per job by default) kept them all.
+// no pass; a history of finished pods (three per job by default) kept them all. A pass
+// that comes to read another field must keep it here (TestSlimPodStatus asks every reader).
 func slimPodStatus(st corev1.PodStatus) corev1.PodStatus {
 	out := corev1.PodStatus{
 		Phase: st.Phase, Reason: st.Reason, Message: st.Message,
