@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -298,7 +300,7 @@ func applyBlackout(p *pass, bs *blackoutState, due time.Time, deadline *time.Dur
 		return true
 	case blackout.Skip:
 		st.LastScheduleTime = &metav1.Time{Time: due}
-		p.record(runstatus.OutcomeSkippedBlackout, string(d.Block.Cause), due, d.Reason())
+		p.record(runstatus.OutcomeSkippedBlackout, blackoutCause(d.Block), due, d.Reason())
 		return false
 	case blackout.Miss:
 		st.LastScheduleTime = &metav1.Time{Time: due}
@@ -318,4 +320,24 @@ func applyBlackout(p *pass, bs *blackoutState, due time.Time, deadline *time.Dur
 		p.requeueAt(d.Deadline.Sub(p.now) + 10*time.Millisecond)
 	}
 	return false
+}
+
+// maxEventAction is the longest action the API server accepts on an Event.
+const maxEventAction = 128
+
+// blackoutCause is a blackout skip's Event series cause: the kind of block and what blocks
+// (`Window window "maint"`, `Rollout Deployment/api`), so that each window or workload has
+// a series of its own, whose note names it (a series keeps its first note: with the kind
+// alone, a skip for window "b" after one for window "a" added to a series that named "a").
+// Cut to the length an Event's action may have, on a character boundary.
+func blackoutCause(b blackout.Block) string {
+	c := strings.TrimSpace(string(b.Cause) + " " + b.By)
+	if len(c) <= maxEventAction {
+		return c
+	}
+	c = c[:maxEventAction]
+	for !utf8.ValidString(c) {
+		c = c[:len(c)-1]
+	}
+	return c
 }

@@ -252,12 +252,21 @@ func eventReasons(j *v1alpha1.LockedCronJob) []string {
 }
 
 func eventNotes(j *v1alpha1.LockedCronJob, reason string) []string {
-	var list eventsv1.EventList
-	ExpectWithOffset(1, k8sClient.List(ctx, &list, client.InNamespace(j.Namespace))).To(Succeed())
 	var out []string
+	for _, e := range eventsAbout(j, reason) {
+		out = append(out, e.Note)
+	}
+	return out
+}
+
+// eventsAbout lists the Events of a reason about a job.
+func eventsAbout(j *v1alpha1.LockedCronJob, reason string) []eventsv1.Event {
+	var list eventsv1.EventList
+	ExpectWithOffset(2, k8sClient.List(ctx, &list, client.InNamespace(j.Namespace))).To(Succeed())
+	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Name == j.Name && e.Reason == reason {
-			out = append(out, e.Note)
+			out = append(out, e)
 		}
 	}
 	return out
