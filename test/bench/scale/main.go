@@ -110,7 +110,7 @@ func main() {
 	flag.BoolVar(&c.native, "native", true, "Create the N CronJobs beside the N LockedCronJobs. false: the LockedCronJobs alone, with the API server to themselves (kube-controller-manager still runs, with nothing to do; no native row and no ratios are printed), e.g. to see what prepare-ahead needs of the server at 5,000.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
-	flag.BoolVar(&c.kubeletStatus, "kubelet-status", false, "Write pod statuses as a v1.37 kubelet does: besides the containers' states, the five conditions, host and pod IPs, QoS class, and per container image and container IDs, resources, volume mounts and user (the manager's cache holds finished pods: their size is what memory at thousands of jobs depends on). Off: only what the controllers read.")
+	flag.BoolVar(&c.kubeletStatus, "kubelet-status", false, "Write pod statuses as a v1.37 kubelet does: besides the containers' states, the five conditions, host and pod IPs, and per container image and container IDs, resources, volume mounts and user (the manager's cache holds finished pods: their size is what memory at thousands of jobs depends on). Off: only what the controllers read.")
 	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
@@ -179,7 +179,7 @@ func printMachine(c config) {
 		}
 	}
 	if c.kubeletStatus {
-		fmt.Printf("== pod statuses as a kubelet writes them (conditions, IPs, QoS, container IDs, resources, mounts, user)\n")
+		fmt.Printf("== pod statuses as a kubelet writes them (conditions, IPs, container IDs, resources, mounts, user)\n")
 	}
 	if c.prepareAhead > 0 {
 		fmt.Printf("== LockedCronJobs with prepareAheadSeconds: %d (negative lag: the pod existed before its instant)\n", c.prepareAhead)
@@ -877,7 +877,8 @@ func containerStatus(name, image string, state map[string]any, kubelet bool) map
 }
 
 // kubeletFields adds to a pod status what a kubelet writes besides its containers' states:
-// the five conditions, host and pod IPs, QoS class.
+// the five conditions, host and pod IPs. (The QoS class the API server sets at creation,
+// from the pod's resources, and it is immutable: a kubelet never writes it.)
 func kubeletFields(st map[string]any, at string, pod *corev1.Pod) {
 	var conds []any
 	for _, typ := range []string{"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"} {
@@ -888,7 +889,7 @@ func kubeletFields(st map[string]any, at string, pod *corev1.Pod) {
 		conds = append(conds, c)
 	}
 	ip := fmt.Sprintf("10.244.%d.%d", rand.IntN(250), rand.IntN(250))
-	st["conditions"], st["qosClass"], st["observedGeneration"] = conds, "Burstable", pod.Generation
+	st["conditions"], st["observedGeneration"] = conds, pod.Generation
 	st["hostIP"], st["hostIPs"] = "10.0.0.7", []any{map[string]any{"ip": "10.0.0.7"}}
 	st["podIP"], st["podIPs"] = ip, []any{map[string]any{"ip": ip}}
 }
