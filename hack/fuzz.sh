@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the module for a short time each (default 10s). The seed
+# Runs every fuzz target of the module briefly (default 50000 inputs each). The seed
 # corpora already run as ordinary tests in `go test`; this explores beyond them.
 #   hack/fuzz.sh [FUZZTIME]   (a count such as 50000x, or a duration such as 1m)
 # The default is a count of inputs: with a duration, Go 1.26's fuzz coordinator can report
