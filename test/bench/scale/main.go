@@ -806,10 +806,7 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 		}
 		st := map[string]any{"phase": "Running", "startTime": now, "initContainerStatuses": inits,
 			"containerStatuses": []any{containerStatus(wrapped, image, map[string]any{"running": map[string]any{"startedAt": now}}, kubelet)}}
-		if kubelet {
-			kubeletFields(st, now, pod)
-		}
-		patch, err := json.Marshal(map[string]any{"status": st})
+		patch, err := statusPatch(st, now, pod, kubelet)
 		if err != nil {
 			errs.add(err)
 			continue
@@ -844,10 +841,7 @@ func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod
 		terminated["message"] = string(msg)
 	}
 	st := map[string]any{"phase": "Succeeded", "containerStatuses": []any{containerStatus(wrapped, image, map[string]any{"terminated": terminated}, kubelet)}}
-	if kubelet {
-		kubeletFields(st, started, pod)
-	}
-	patch, err := json.Marshal(map[string]any{"status": st})
+	patch, err := statusPatch(st, started, pod, kubelet)
 	if err != nil {
 		errs.add(err)
 		return
@@ -855,6 +849,15 @@ func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod
 	if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
 		errs.add(err)
 	}
+}
+
+// statusPatch is the merge patch that sets a pod's status to st, with what a kubelet also
+// writes (kubeletFields) when kubelet is true.
+func statusPatch(st map[string]any, at string, pod *corev1.Pod, kubelet bool) ([]byte, error) {
+	if kubelet {
+		kubeletFields(st, at, pod)
+	}
+	return json.Marshal(map[string]any{"status": st})
 }
 
 // containerStatus is one container's status in the kubelet's words; with kubelet true, with
