@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
@@ -27,7 +28,8 @@ import (
 // names the next occurrence, and active pods that have not started and are not stuck — the status write is
 // left to the next pass that has news (a pod started, a report to fold, a decision). The
 // deterministic pod name guards against a second pod meanwhile, and lastScheduleTime is
-// read back from the pods (catchUp), so a restart plans the same way.
+// read back from the pods (catchUp), so a restart plans the same way. Hence a pass that
+// deletes such a pod (history beyond its limit) writes first (recordsUnwritten).
 //
 // So is dropping from status.countedPods the pods that are labelled counted: the name is
 // there for a restart between the status write that counted the pod and its label, and
@@ -35,6 +37,23 @@ import (
 // next write (its next run's), instead of costing a status PUT of its own per run. A
 // name whose pod is gone is dropped at once, so that a name stays only while its pod
 // exists and no new pod can take it.
+
+// recordsUnwritten reports whether a pod about to be pruned is the only record that its
+// scheduled occurrence was decided: an occurrence after the written lastScheduleTime
+// (the write that moved it there deferred). Then the pass writes its status before the
+// pod goes, or the next pass would find neither and start the occurrence again. It
+// happens when a pod is counted before the controller's clock reaches its occurrence
+// (prepared ahead, its node's clock ahead), and no history is kept. A manual run's pod
+// records no scheduled occurrence.
+func recordsUnwritten(prune []*corev1.Pod, written *metav1.Time) bool {
+	for _, pod := range prune {
+		occ, err := runstatus.Occurrence(pod)
+		if err == nil && !runpod.IsManual(pod) && (written == nil || occ.After(written.Time)) {
+			return true
+		}
+	}
+	return false
+}
 
 // deferrable reports whether next differs from old only in bookkeeping the pods carry.
 // news says whether an active pod has news (podNews); latest is the name of the pod of

@@ -8,9 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
-// go test ./internal/controller/ -run 'TestDeferrable|TestCatchUp'
+// go test ./internal/controller/ -run 'TestDeferrable|TestCatchUp|TestRecordsUnwritten'
 
 func scheduledStatus(last, next time.Time, active ...string) *v1alpha1.LockedCronJobStatus {
 	st := &v1alpha1.LockedCronJobStatus{
@@ -154,5 +155,36 @@ func TestNewsAt(t *testing.T) {
 	p := pod(corev1.PodRunning, running(started, 0))
 	if podNews([]*corev1.Pod{p}, started.Add(startNewsDelay-time.Millisecond))("p") || !podNews([]*corev1.Pod{p}, started.Add(startNewsDelay))("p") {
 		t.Error("podNews: a running pod's start is news from startNewsDelay after it, not before")
+	}
+}
+
+// A pass that prunes the pod of a scheduled occurrence after the written lastScheduleTime
+// writes its status first: the pod was the only record that the occurrence was decided.
+func TestRecordsUnwritten(t *testing.T) {
+	podAt := func(occ time.Time, manual bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: runpod.Name("j", occ), Labels: map[string]string{},
+			Annotations: map[string]string{runpod.AnnotationScheduledTime: occ.Format(time.RFC3339)}}}
+		if manual {
+			p.Labels[runpod.LabelRunRequest] = "r1"
+		}
+		return p
+	}
+	m := time.Minute
+	written := &metav1.Time{Time: t0.Add(m)}
+	for _, c := range []struct {
+		name    string
+		prune   []*corev1.Pod
+		written *metav1.Time
+		want    bool
+	}{
+		{"nothing pruned", nil, nil, false},
+		{"occurrences the status records", []*corev1.Pod{podAt(t0, false), podAt(t0.Add(m), false)}, written, false},
+		{"an occurrence after the written one", []*corev1.Pod{podAt(t0, false), podAt(t0.Add(2*m), false)}, written, true},
+		{"no lastScheduleTime written", []*corev1.Pod{podAt(t0, false)}, nil, true},
+		{"a manual run after it: no scheduled occurrence", []*corev1.Pod{podAt(t0.Add(2*m), true)}, written, false},
+	} {
+		if got := recordsUnwritten(c.prune, c.written); got != c.want {
+			t.Errorf("%s: %t, want %t", c.name, got, c.want)
+		}
 	}
 }

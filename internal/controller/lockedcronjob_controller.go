@@ -250,7 +250,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if p.status.LastScheduleTime != nil {
 		latest = runpod.Name(job.Name, p.status.LastScheduleTime.Time)
 	}
-	if !equality.Semantic.DeepEqual(&job.Status, p.status) && !deferrable(&job.Status, p.status, podNews(p.active, p.now), latest, func(n string) bool { return p.marked[n] }) {
+	prune := p.prunable()
+	if !equality.Semantic.DeepEqual(&job.Status, p.status) && (recordsUnwritten(prune, job.Status.LastScheduleTime) ||
+		!deferrable(&job.Status, p.status, podNews(p.active, p.now), latest, func(n string) bool { return p.marked[n] })) {
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
 			if apierrors.IsConflict(err) {
@@ -275,7 +277,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.deleteWithdrawn(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.pruneHistory(ctx, p); err != nil {
+	if err := r.pruneHistory(ctx, prune); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -598,9 +600,8 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 	}
 }
 
-// pruneHistory deletes the oldest counted pods beyond the history limits.
-func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, p *pass) error {
-	counted := p.history
+// prunable is the oldest counted pods beyond the history limits (runstatus.Prune).
+func (p *pass) prunable() []*corev1.Pod {
 	keepOK, keepFailed := 3, 1
 	if v := p.job.Spec.SuccessfulRunsHistoryLimit; v != nil {
 		keepOK = int(*v)
@@ -608,7 +609,12 @@ func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, p *pass) err
 	if v := p.job.Spec.FailedRunsHistoryLimit; v != nil {
 		keepFailed = int(*v)
 	}
-	for _, pod := range runstatus.Prune(counted, keepOK, keepFailed) {
+	return runstatus.Prune(p.history, keepOK, keepFailed, p.now)
+}
+
+// pruneHistory deletes the pods prunable picked, once the pass's status is written.
+func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, prune []*corev1.Pod) error {
+	for _, pod := range prune {
 		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting old pod %s: %w", pod.Name, err)
 		}

@@ -169,7 +169,68 @@ var _ = Describe("Prepare-ahead", func() {
 				Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
 		}, v1alpha1.Counters{SkippedBlackout: 1}, "SkippedBlackout"),
 	)
+
+	// A node's clock ahead of the controller's: lockwrap starts the prepared pod's job at
+	// the instant on the node's clock (--not-before), and it may have ended before the
+	// controller's clock reaches the instant. Its report is the occurrence's outcome,
+	// counted once; at the controller's instant the occurrence is the pod's, not a second
+	// pod's nor missed, whether the pod is kept in the history or not, and across a
+	// manager restart in between.
+	DescribeTable("counts once a prepared pod whose job ended before the controller's clock reached its instant",
+		func(history int32, restart bool) {
+			const skew = 4 * time.Second // the controller's clock behind the node's
+			stop := startManager(behind{skew})
+			ns := newNamespace()
+			at := time.Now().Add(6 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "skewed", dailyAt(at))
+			job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+			job.Spec.SuccessfulRunsHistoryLimit = ptr.To(history)
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
+			pod := podsOf(job)[0]
+			Expect(pod.Name).To(Equal(runpod.Name("skewed", at)))
+
+			// The node: lockwrap waits for the instant on its clock (time.Now here),
+			// then the job runs and ends, all before the controller's clock reaches it.
+			p, err := getPod(ns, pod.Name)
+			Expect(err).NotTo(HaveOccurred())
+			setRunning(p)
+			Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+			time.Sleep(time.Until(at)) // lockwrap's --not-before, on the node's clock
+			finishPod(&pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: at.UTC().Format(time.RFC3339),
+				Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+			Expect(time.Now().Add(-skew)).To(BeTemporally("<", at), "the controller's clock is still before the instant")
+
+			once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
+			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(once))
+			if restart {
+				stop()
+				startManager(behind{skew})
+				Expect(time.Now().Add(-skew)).To(BeTemporally("<", at), "restarted before the controller's instant")
+			}
+			// Past the controller's instant (a pass is due at it) and a second more.
+			Consistently(func(g Gomega) {
+				st := getJob(job).Status
+				g.Expect(st.Counters).To(Equal(once), "counted once, nothing missed")
+				g.Expect(podsOf(job)).To(Or(BeEmpty(), HaveEach(HaveField("UID", pod.UID))), "no second pod for the occurrence")
+			}, time.Until(at.Add(skew+time.Second)), 100*time.Millisecond).Should(Succeed())
+			st := getJob(job).Status
+			Expect(st.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", "Succeeded"))))
+			if history == 0 {
+				Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).Should(BeEmpty(), "no history kept")
+			}
+		},
+		Entry("kept in the history", int32(3), false),
+		Entry("no history (successfulRunsHistoryLimit 0)", int32(0), false),
+		Entry("no history, the manager restarted before the controller's instant", int32(0), true),
+	)
 })
+
+// behind is a clock d behind the real one: a controller whose clock lags its nodes'.
+type behind struct{ d time.Duration }
+
+func (b behind) Now() time.Time                  { return time.Now().Add(-b.d) }
+func (b behind) Since(t time.Time) time.Duration { return b.Now().Sub(t) }
 
 // preparedGuarded starts a manager and creates, in a new namespace, a job due daily at
 // at, prepared up to 300 s ahead and guarded by the rollouts of Deployment api (created

@@ -234,10 +234,18 @@ func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
 func Succeeded(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucceeded }
 
 // Prune picks the finished, counted pods to delete so that at most keepOK succeeded and
-// keepFailed failed pods remain, oldest occurrences first.
-func Prune(finished []*corev1.Pod, keepOK, keepFailed int) []*corev1.Pod {
+// keepFailed failed pods remain, oldest occurrences first. A pod whose occurrence is
+// after now is neither deleted nor counted against the limits: its job ran early by the
+// controller's clock (a prepared pod's lockwrap waits for the instant on its node's
+// clock, which may be ahead), and until the controller's clock reaches the occurrence
+// the pod is what tells the controller that it ran; deleted, its occurrence would be
+// prepared again.
+func Prune(finished []*corev1.Pod, keepOK, keepFailed int, now time.Time) []*corev1.Pod {
 	var ok, failed []*corev1.Pod
 	for _, p := range finished {
+		if occ, err := Occurrence(p); err == nil && occ.After(now) {
+			continue
+		}
 		if Succeeded(p) {
 			ok = append(ok, p)
 		} else {

@@ -140,15 +140,43 @@ func TestPruneOldestBeyondLimits(t *testing.T) {
 		pods = append(pods, finishedPod(string(rune('a'+i)), t0.Add(time.Duration(i)*time.Minute), phase, ""))
 	}
 	// succeeded: b c e f -> keep e f; failed: a d -> keep d.
+	now := t0.Add(time.Hour)
 	var got []string
-	for _, p := range Prune(pods, 2, 1) {
+	for _, p := range Prune(pods, 2, 1, now) {
 		got = append(got, p.Name)
 	}
 	if d := cmp.Diff([]string{"b", "c", "a"}, got); d != "" {
 		t.Error(d)
 	}
-	if del := Prune(pods, 10, 10); len(del) != 0 {
+	if del := Prune(pods, 10, 10, now); len(del) != 0 {
 		t.Errorf("within limits, deleted %d", len(del))
+	}
+}
+
+// A pod whose occurrence is still to come by the controller's clock (its node's clock
+// ahead) ran early: it is what says its occurrence ran, so it stays until the clock has
+// reached it, whatever the limits, and the pods before it are pruned as if it were not
+// there.
+func TestPruneKeepsAnOccurrenceStillToCome(t *testing.T) {
+	early := finishedPod("early", t0.Add(2*time.Minute), corev1.PodSucceeded, "")
+	pods := []*corev1.Pod{finishedPod("a", t0, corev1.PodSucceeded, ""), early}
+	for _, c := range []struct {
+		now  time.Time
+		keep int
+		want []string
+	}{
+		{t0.Add(2*time.Minute - time.Second), 0, []string{"a"}},
+		{t0.Add(2*time.Minute - time.Second), 1, nil},
+		{t0.Add(2 * time.Minute), 0, []string{"a", "early"}},
+		{t0.Add(2 * time.Minute), 1, []string{"a"}},
+	} {
+		var got []string
+		for _, p := range Prune(pods, c.keep, c.keep, c.now) {
+			got = append(got, p.Name)
+		}
+		if d := cmp.Diff(c.want, got); d != "" {
+			t.Errorf("now %s, keep %d: %s", c.now, c.keep, d)
+		}
 	}
 }
 
