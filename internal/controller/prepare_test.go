@@ -178,7 +178,7 @@ var _ = Describe("Prepare-ahead", func() {
 	// manager restart in between.
 	DescribeTable("counts once a prepared pod whose job ended before the controller's clock reached its instant",
 		func(history int32, restart bool) {
-			const skew = 4 * time.Second // the controller's clock behind the node's
+			const skew = 6 * time.Second // the controller's clock behind the node's (margin for a restart)
 			stop := startManager(behind{skew})
 			ns := newNamespace()
 			at := time.Now().Add(6 * time.Second).Truncate(time.Second)
