@@ -67,6 +67,7 @@ type contender struct {
 	policy            v1alpha1.ContentionPolicy
 	blackout          *v1alpha1.BlackoutSpec
 	sleep, sleepMax   string
+	prepareAhead      int32 // spec.prepareAheadSeconds (0: off)
 }
 
 type config struct {
@@ -166,10 +167,12 @@ func TestSoak(t *testing.T) {
 	}}
 	cons := []contender{
 		{ns: "soak-a", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionSkip, sleep: "300ms", sleepMax: "9s"},
-		{ns: "soak-b", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionSkip, sleep: "300ms", sleepMax: "9s"},
+		// Prepared ahead: its pods exist before their instants (lockwrap waits for them),
+		// through the faults, and are withdrawn when the soak suspends the job.
+		{ns: "soak-b", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionSkip, sleep: "300ms", sleepMax: "9s", prepareAhead: 10},
 		{ns: "soak-c", key: mainKey, schedule: cfg.schedule, policy: v1alpha1.ContentionRetry, sleep: "300ms", sleepMax: "9s"},
 		{ns: "soak-d", key: blackoutKey, schedule: cfg.blackoutSched, policy: v1alpha1.ContentionSkip, blackout: window, sleep: "200ms", sleepMax: "3s"},
-		{ns: "soak-e", key: blackoutKey, schedule: cfg.blackoutSched, policy: v1alpha1.ContentionSkip, blackout: window, sleep: "200ms", sleepMax: "3s"},
+		{ns: "soak-e", key: blackoutKey, schedule: cfg.blackoutSched, policy: v1alpha1.ContentionSkip, blackout: window, sleep: "200ms", sleepMax: "3s", prepareAhead: 10},
 	}
 	keyOf := map[string]string{}
 	for _, c := range cons {
@@ -315,6 +318,9 @@ func (s *soak) create(ctx context.Context, c contender, lockURL, auditURL string
 			}},
 		},
 	}
+	if c.prepareAhead > 0 {
+		job.Spec.PrepareAheadSeconds = ptr.To(c.prepareAhead)
+	}
 	if c.policy == v1alpha1.ContentionRetry {
 		job.Spec.Contention.Retry = &v1alpha1.RetrySpec{Attempts: 8, Backoff: &metav1.Duration{Duration: 500 * time.Millisecond},
 			MaxBackoff: &metav1.Duration{Duration: 2 * time.Second}}
@@ -391,7 +397,14 @@ func decisionOf(pod *corev1.Pod, key string) (checker.Decision, bool) {
 		if err != nil {
 			return checker.Decision{}, false
 		}
-		return fromReport(pod.Namespace, key, occ, rep), true
+		d := fromReport(pod.Namespace, key, occ, rep)
+		if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead && !d.Ran() && rep.StartedAt == "" {
+			// Withdrawn before its instant (prepareAheadSeconds; the soak's suspension at its
+			// end), and its job did not start: no decision of its job. The controller
+			// releases it uncounted and decides the occurrence as if it had never been.
+			return checker.Decision{}, false
+		}
+		return d, true
 	}
 	return checker.Decision{}, false
 }

@@ -21,6 +21,9 @@
 //     holder causes is the one fencing tokens exist for, and it is counted (FencedOverlaps),
 //     not excused silently.
 //   - Token: fencing tokens of a key increase strictly in start order.
+//   - Early: no run starts before its occurrence. A pod prepared ahead
+//     (prepareAheadSeconds) exists before its instant; its lockwrap waits for the instant
+//     (the soak's node and host share one clock).
 //   - Accounting: each contender decides each occurrence it was scheduled for exactly once;
 //     a run a contender reports has its audit record and the reverse; a skip names the
 //     holder; a contender's counters equal its reports, and account for every occurrence
@@ -95,6 +98,7 @@ const (
 	KindDuplicate  Kind = "Duplicate"
 	KindOverlap    Kind = "Overlap"
 	KindToken      Kind = "TokenOrder"
+	KindEarly      Kind = "Early"
 	KindAccounting Kind = "Accounting"
 	KindCounters   Kind = "Counters"
 )
@@ -172,6 +176,7 @@ func Check(h History, timeout time.Duration) Result {
 		s := stat(key)
 		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, lost, s)...)
 		res.Violations = append(res.Violations, checkTokens(key, execs, idx)...)
+		res.Violations = append(res.Violations, checkEarly(key, execs, idx)...)
 		s.FencedOverlaps = fencedOverlaps(execs, idx, lost)
 	}
 	res.model = lockModel(execs, lost)
@@ -272,6 +277,17 @@ func checkTokens(key string, execs []Execution, idx []int) []Violation {
 		if b.Token <= a.Token {
 			out = append(out, Violation{Kind: KindToken, Key: key, Message: fmt.Sprintf(
 				"fencing token did not increase in start order: %v then %v", a, b)})
+		}
+	}
+	return out
+}
+
+func checkEarly(key string, execs []Execution, idx []int) []Violation {
+	var out []Violation
+	for _, i := range idx {
+		if e := execs[i]; e.Start.Before(e.Occurrence) {
+			out = append(out, Violation{Kind: KindEarly, Key: key, Message: fmt.Sprintf(
+				"a run started %v before its occurrence: %v", e.Occurrence.Sub(e.Start), e)})
 		}
 	}
 	return out

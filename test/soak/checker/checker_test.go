@@ -185,6 +185,10 @@ func TestPlantedViolationsAreCaught(t *testing.T) {
 				}
 			}
 		}, []Kind{KindToken}, "did not increase"},
+		{"a run starts before its occurrence (a prepared pod that did not wait)", func(w *world) {
+			e := &w.h.Executions[3]
+			e.Start, e.End = e.Occurrence.Add(-50*time.Millisecond), e.Occurrence.Add(200*time.Millisecond)
+		}, []Kind{KindEarly}, "50ms before its occurrence"},
 		{"unaccounted occurrence: the host loop has no report for one", func(w *world) {
 			at := w.h.Executions[9].Occurrence
 			w.h.Decisions = slices.DeleteFunc(w.h.Decisions, func(d Decision) bool { return d.Contender == "vm" && d.Occurrence.Equal(at) })
