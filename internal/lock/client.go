@@ -45,15 +45,30 @@ const (
 
 // ParseURL turns cfg into go-redis universal options without connecting.
 func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w %s: %s", ErrBadURL, redactURL(cfg.URL), fmt.Sprintf(format, a...))
-	}
 	raw := strings.TrimSpace(cfg.URL)
+	scheme, rest, hasScheme := strings.Cut(raw, "://")
+	// Split the authority (which may list several hosts) from path and query ourselves:
+	// net/url does not accept a comma-separated host list.
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	// A password with an unencoded '/', '?' or '#' ends the authority early, and the
+	// '@' meant to close it lands after it. Whatever a strict reading of such a URL
+	// then says would quote pieces of the password, so it is not said.
+	misplacedAt := strings.LastIndex(tail, "@") >= 0
+	bad := func(format string, a ...any) error {
+		why := fmt.Sprintf(format, a...)
+		if misplacedAt {
+			why = `it has an "@" after "/", "?" or "#"; if the password holds one of these, ` +
+				`percent-encode it ("/" %2F, "?" %3F, "#" %23, "@" %40)`
+		}
+		return fmt.Errorf("%w %s: %s", ErrBadURL, redactURL(cfg.URL), why)
+	}
 	if raw == "" {
 		return nil, bad("empty")
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
+	if !hasScheme {
 		return nil, bad("no scheme (want redis://, rediss://, redis+sentinel://, redis+cluster:// …)")
 	}
 	scheme = strings.ToLower(scheme)
@@ -74,20 +89,19 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		return nil, bad("unknown scheme %q (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", scheme)
 	}
 
-	// Split the authority (which may list several hosts) from path and query ourselves:
-	// net/url does not accept a comma-separated host list.
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
-	}
 	userinfo, hostlist := "", authority
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
 		userinfo, hostlist = authority[:i], authority[i+1:]
 	}
-	// Let net/url decode userinfo, path and query around a placeholder host.
+	// Let net/url decode userinfo, path and query around a placeholder host; the user
+	// info on its own first, as net/url's errors quote the bad escape they found in it.
 	ph := "redis://"
 	if userinfo != "" {
 		ph += userinfo + "@"
+		if _, err := url.Parse(ph + "placeholder"); err != nil {
+			return nil, bad("%s", `the user name or password is not valid in a URL: percent-encode its special characters `+
+				`(" " %20, "%" %25, "@" %40, "/" %2F, "?" %3F, "#" %23, and ":" %3A in a user name)`)
+		}
 	}
 	u, err := url.Parse(ph + "placeholder" + tail)
 	if err != nil {
@@ -140,7 +154,12 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		}
 		o.DB = db
 	}
-	for name, vals := range u.Query() {
+	query, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		// Not quoted: the bad escape may sit in sentinel_password=.
+		return nil, bad("%s", `the query is not valid: percent-encode "%" as %25 and ";" as %3B in its values`)
+	}
+	for name, vals := range query {
 		v := vals[len(vals)-1]
 		switch name {
 		case "master", "master_name":
@@ -254,35 +273,28 @@ func parseSeconds(v string) (time.Duration, error) {
 	return time.ParseDuration(v)
 }
 
-// redactURL hides a password in u for messages.
+// redactURL hides passwords in raw for messages: the user info's (up to the last
+// '@' anywhere, in case a password holds an unencoded '/', '?' or '#') and
+// sentinel_password='s (up to the next '&').
 func redactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		if len(raw) > 200 {
-			raw = raw[:200] + "…"
-		}
-		return strconv.Quote(raw)
+	prefix, rest := "", raw
+	if scheme, r, ok := strings.Cut(raw, "://"); ok {
+		prefix, rest = scheme+"://", r
 	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	if i := strings.LastIndex(rest[:end], "@"); i >= 0 {
-		user := rest[:i]
-		if j := strings.Index(user, ":"); j >= 0 {
-			user = user[:j] + ":xxxxx"
-		}
-		rest = user + rest[i:]
-	}
-	// Hide sentinel_password= too.
 	if q := strings.Index(rest, "sentinel_password="); q >= 0 {
-		e := strings.IndexAny(rest[q:], "&#")
+		q += len("sentinel_password=")
+		e := strings.Index(rest[q:], "&")
 		if e < 0 {
 			e = len(rest) - q
 		}
-		rest = rest[:q] + "sentinel_password=xxxxx" + rest[q+e:]
+		rest = rest[:q] + "xxxxx" + rest[q+e:]
 	}
-	out := scheme + "://" + rest
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if c := strings.Index(rest[:at], ":"); c >= 0 {
+			rest = rest[:c] + ":xxxxx" + rest[at:]
+		}
+	}
+	out := prefix + rest
 	if len(out) > 200 {
 		out = out[:200] + "…"
 	}
