@@ -224,9 +224,58 @@ var _ = Describe("Prepare-ahead", func() {
 		Entry("no history (successfulRunsHistoryLimit 0)", int32(0), false),
 		Entry("no history, the manager restarted before the controller's instant", int32(0), true),
 	)
+
+	// A node's clock behind the controller's: the pod, prepared ahead or created at the
+	// controller's instant, tells lockwrap to wait for the instant on the node's clock
+	// (--not-before), so the job never starts before it there. While lockwrap waits, its
+	// container runs: the controller's starting deadline, passed on its own clock, does
+	// not withdraw it, and its report is the occurrence's outcome, counted once.
+	DescribeTable("starts nothing before the instant on a node whose clock is behind the controller's",
+		func(prepareAhead int32) {
+			const skew = 6 * time.Second // the controller's clock ahead of the node's
+			startManager(behind{-skew})
+			ns := newNamespace()
+			at := time.Now().Add(10 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "fast", dailyAt(at))
+			job.Spec.PrepareAheadSeconds = ptr.To(prepareAhead)
+			job.Spec.StartingDeadlineSeconds = ptr.To[int64](3) // shorter than the skew
+			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second, 50*time.Millisecond).Should(HaveLen(1))
+			pod := podsOf(job)[0]
+			Expect(time.Now()).To(BeTemporally("<", at.Add(-time.Second)), "the pod exists before the node's instant")
+			notBefore, err := time.Parse(time.RFC3339Nano, envOf(pod, config.EnvNotBefore))
+			Expect(err).NotTo(HaveOccurred(), "lockwrap is told to wait for the instant")
+			Expect(notBefore).To(BeTemporally("==", at))
+
+			// The node: lockwrap's container runs, waiting for the instant on its clock.
+			p, err := getPod(ns, pod.Name)
+			Expect(err).NotTo(HaveOccurred())
+			setRunning(p)
+			Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+			Consistently(func(g Gomega) {
+				p, err := getPod(ns, pod.Name)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.DeletionTimestamp).To(BeNil(), "not withdrawn by the controller's deadline")
+				g.Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}))
+			}, time.Until(at), 100*time.Millisecond).Should(Succeed())
+			finishPod(&pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: at.UTC().Format(time.RFC3339),
+				Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+
+			once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
+			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(once))
+			Consistently(func(g Gomega) {
+				g.Expect(getJob(job).Status.Counters).To(Equal(once), "counted once, nothing missed")
+				g.Expect(podsOf(job)).To(HaveEach(HaveField("UID", pod.UID)), "no second pod for the occurrence")
+			}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
+			Expect(getJob(job).Status.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", "Succeeded"))))
+		},
+		Entry("created at the controller's instant", int32(0)),
+		Entry("prepared ahead", int32(300)),
+	)
 })
 
-// behind is a clock d behind the real one: a controller whose clock lags its nodes'.
+// behind is a clock d behind the real one (ahead if d < 0): a controller whose clock
+// lags (or leads) its nodes'.
 type behind struct{ d time.Duration }
 
 func (b behind) Now() time.Time                  { return time.Now().Add(-b.d) }

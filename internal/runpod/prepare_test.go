@@ -10,32 +10,60 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestBuildPrepareAhead: a job whose pods are created ahead of their occurrence
-// (spec.prepareAheadSeconds) gets the pod it would get at the instant plus
-// LOCKEDCRON_NOT_BEFORE = the occurrence, so that lockwrap waits for it; the deadlines
-// stay relative to the occurrence. Without prepare-ahead (unset or 0) the pod is as before.
-func TestBuildPrepareAhead(t *testing.T) {
+// TestBuildWaitsForTheInstant: every scheduled occurrence's pod carries
+// LOCKEDCRON_NOT_BEFORE = the occurrence, so that lockwrap starts nothing before the
+// instant on its node's clock: a pod created ahead (spec.prepareAheadSeconds) waits for
+// it, and so does one created at the manager's instant on a node whose clock is behind
+// the manager's. Prepare-ahead changes nothing else in the pod; the deadlines stay
+// relative to the occurrence.
+func TestBuildWaitsForTheInstant(t *testing.T) {
 	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	notBefore := func(p *corev1.Pod) []string {
+		var v []string
+		for _, e := range p.Spec.Containers[0].Env {
+			if e.Name == "LOCKEDCRON_NOT_BEFORE" {
+				v = append(v, e.Value)
+			}
+		}
+		return v
+	}
 	plain, err := Build(nightly(), occ, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := nightly()
-	job.Spec.PrepareAheadSeconds = ptr.To[int32](30)
-	got, err := Build(job, occ, opts)
+	if got := notBefore(plain); len(got) != 1 || got[0] != "2026-11-30T02:00:00Z" {
+		t.Errorf("LOCKEDCRON_NOT_BEFORE without prepare-ahead: %q, want the occurrence", got)
+	}
+	for _, ahead := range []int32{0, 30} {
+		job := nightly()
+		job.Spec.PrepareAheadSeconds = ptr.To(ahead)
+		got, err := Build(job, occ, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(plain, got); d != "" {
+			t.Errorf("prepareAheadSeconds %d changed the pod (-without +with):\n%s", ahead, d)
+		}
+	}
+	// A window that began before the occurrence (its deadline): the pod ends Missed at
+	// once, as before, rather than being refused by lockwrap for --not-before after
+	// --not-after.
+	o := opts
+	o.NotAfter = occ.Add(-10 * time.Second)
+	late, err := Build(nightly(), occ, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := plain.DeepCopy()
-	c := &want.Spec.Containers[0]
-	c.Env = append(c.Env, corev1.EnvVar{Name: "LOCKEDCRON_NOT_BEFORE", Value: "2026-11-30T02:00:00Z"})
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("Build() with prepareAheadSeconds mismatch (-want +got):\n%s", d)
+	if got := notBefore(late); len(got) != 0 {
+		t.Errorf("LOCKEDCRON_NOT_BEFORE %q after the pod's deadline", got)
 	}
-
-	job.Spec.PrepareAheadSeconds = ptr.To[int32](0)
-	if got, err := Build(job, occ, opts); err != nil || cmp.Diff(plain, got) != "" {
-		t.Errorf("prepareAheadSeconds 0 changed the pod (%v):\n%s", err, cmp.Diff(plain, got))
+	// A manual run starts when asked: no wait.
+	m, err := BuildManual(nightly(), ManualRun{ID: "r1", RequestedAt: occ}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := notBefore(m); len(got) != 0 {
+		t.Errorf("manual run: LOCKEDCRON_NOT_BEFORE %q", got)
 	}
 }
 

@@ -178,7 +178,7 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 		return nil, fmt.Errorf("spec.template.spec.restartPolicy: %q; must be Never or OnFailure", spec.RestartPolicy)
 	}
 
-	if nb, na := NotBefore(job, occurrence), NotAfter(job, occurrence, opts.NotAfter); m == nil && !nb.IsZero() && !na.IsZero() && na.Before(nb) {
+	if na := NotAfter(job, occurrence, opts.NotAfter); m == nil && prepared(job) && !na.IsZero() && na.Before(occurrence) {
 		return nil, fmt.Errorf("occurrence %s: the blackout window start %s given as its deadline is before the occurrence, so the pod could never run; give the first window start at or after the occurrence (or skip an occurrence inside a window)",
 			occurrence.UTC().Format(time.RFC3339), na.UTC().Format(time.RFC3339))
 	}
@@ -343,26 +343,26 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 	// Every policy: a pod that has not started its job by the deadline (stuck Pending,
 	// scheduled late) or by the next blackout window does not start it; lockwrap
 	// reports Missed.
-	if na := NotAfter(job, occurrence, notAfter); !na.IsZero() {
+	na := NotAfter(job, occurrence, notAfter)
+	if !na.IsZero() {
 		env = append(env, lit(config.EnvNotAfter, na.UTC().Format(time.RFC3339)))
 	}
-	// A pod created ahead of its occurrence waits for it: no lock, no job before the
-	// instant on the node's clock.
-	if nb := NotBefore(job, occurrence); !nb.IsZero() {
-		env = append(env, lit(config.EnvNotBefore, nb.UTC().Format(time.RFC3339Nano)))
+	// No lock and no job before the instant on the node's clock: a pod created ahead of
+	// its occurrence (prepareAheadSeconds) waits for it, and so does one created at the
+	// manager's instant on a node whose clock is behind the manager's. Not when the
+	// deadline is already before the occurrence (a window that began first): lockwrap
+	// refuses a --not-before after --not-after, and such a pod is to end Missed at once.
+	if na.IsZero() || !na.Before(occurrence) {
+		env = append(env, lit(config.EnvNotBefore, occurrence.UTC().Format(time.RFC3339Nano)))
 	}
 	return env
 }
 
-// NotBefore is the instant before which a pod of the occurrence must neither take the
-// lock nor start its job: the occurrence itself when the job's pods are created ahead of
-// it (spec.prepareAheadSeconds > 0), else zero (such a pod is created at or after its
-// instant and starts at once). Deadlines (NotAfter) stay relative to the occurrence.
-func NotBefore(job *v1alpha1.LockedCronJob, occurrence time.Time) time.Time {
-	if p := job.Spec.PrepareAheadSeconds; p == nil || *p <= 0 {
-		return time.Time{}
-	}
-	return occurrence
+// prepared reports whether the job's pods are created ahead of their occurrences
+// (spec.prepareAheadSeconds > 0).
+func prepared(job *v1alpha1.LockedCronJob) bool {
+	p := job.Spec.PrepareAheadSeconds
+	return p != nil && *p > 0
 }
 
 // NotAfter is the instant after which a pod of the occurrence must not start its job:

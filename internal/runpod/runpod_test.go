@@ -124,6 +124,7 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_RETRY_MAX_BACKOFF", Value: "30s"},
 					{Name: "LOCKEDCRON_RETRY_DEADLINE", Value: "2026-11-30T02:02:00Z"},
 					{Name: "LOCKEDCRON_NOT_AFTER", Value: "2026-11-30T02:02:00Z"},
+					{Name: "LOCKEDCRON_NOT_BEFORE", Value: "2026-11-30T02:00:00Z"},
 				},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron", ReadOnly: true}},
 				TerminationMessagePath:   "/dev/termination-log",
