@@ -185,10 +185,10 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 	It("deletes a pod that has not started by its deadline and counts it missed with the pod's own reason", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "stuck", dailyAt(at))
 		job.Spec.StartingDeadlineSeconds = ptr.To[int64](3)
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 		name := runpod.Name("stuck", at)
 		var pod *corev1.Pod
 		Eventually(func() error { var err error; pod, err = getPod(ns, name); return err }, 10*time.Second).Should(Succeed())
@@ -252,11 +252,11 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 	It("tells lockwrap not to start after the next blackout window opens", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		start, end := metav1.NewTime(at.Add(time.Hour)), metav1.NewTime(at.Add(2*time.Hour))
 		job := newJob(ns, "notafter", dailyAt(at))
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "later", Start: &start, End: &end}}}
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 		var pod *corev1.Pod
 		Eventually(func() error { var err error; pod, err = getPod(ns, runpod.Name("notafter", at)); return err }, 10*time.Second).Should(Succeed())
 		Expect(envValue(pod, "LOCKEDCRON_NOT_AFTER")).To(Equal(start.UTC().Format(time.RFC3339)))
@@ -271,10 +271,10 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		d := newDeployment(ns, "web")
 		Expect(k8sClient.Create(ctx, d)).To(Succeed())
 		writeStatus(d, deploymentDone)
-		at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, name, dailyAt(at))
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 		var pod *corev1.Pod
 		Eventually(func() error { var err error; pod, err = getPod(ns, runpod.Name(name, at)); return err }, 10*time.Second).Should(Succeed())
 		return job, pod, func() {

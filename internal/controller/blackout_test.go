@@ -194,7 +194,7 @@ var _ = Describe("Blackout", func() {
 		job := newJob(ns, "windowed", "* * * * * *")
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](50)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &start, End: &end}}}
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, open)
 
 		Eventually(func() []v1alpha1.UpcomingOccurrence { return getJob(job).Status.Upcoming }).Should(
 			ContainElement(HaveField("BlockedBy", `window "maint"`)), "the preview shows the window ahead")
@@ -220,7 +220,7 @@ var _ = Describe("Blackout", func() {
 	It("defers an occurrence to the end of the window, and misses it when that is past the deadline", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		occ := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		occ := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		window := func(end time.Time) []v1alpha1.BlackoutWindow {
 			s, e := metav1.NewTime(occ.Add(-time.Second)), metav1.NewTime(end)
 			return []v1alpha1.BlackoutWindow{{Name: "freeze", Start: &s, End: &e}}
@@ -228,11 +228,11 @@ var _ = Describe("Blackout", func() {
 		deferred := newJob(ns, "deferred", dailyAt(occ))
 		deferred.Spec.StartingDeadlineSeconds = ptr.To[int64](30)
 		deferred.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: window(occ.Add(3 * time.Second))}
-		Expect(k8sClient.Create(ctx, deferred)).To(Succeed())
+		createBefore(deferred, occ)
 		late := newJob(ns, "late", dailyAt(occ))
 		late.Spec.StartingDeadlineSeconds = ptr.To[int64](2)
 		late.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: window(occ.Add(5 * time.Second))}
-		Expect(k8sClient.Create(ctx, late)).To(Succeed())
+		createBefore(late, occ)
 
 		Eventually(func() *metav1.Time { return getJob(deferred).Status.Deferred }, 10*time.Second).Should(
 			Satisfy(func(t *metav1.Time) bool { return t != nil && t.Time.Equal(occ) }))
@@ -261,7 +261,7 @@ var _ = Describe("Blackout", func() {
 		ns := newNamespace()
 		// Every 2 s; the window [open, open+3s) holds the occurrences open and open+2s
 		// (one-off window times have second precision: metav1.Time).
-		open := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		open := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		if open.Unix()%2 != 0 {
 			open = open.Add(time.Second)
 		}
@@ -271,7 +271,7 @@ var _ = Describe("Blackout", func() {
 		job := newJob(ns, "swallowed", "*/2 * * * * *")
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](50)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{{Name: "w", Start: &s, End: &e}}}
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, open)
 		Eventually(func() error {
 			var p corev1.Pod
 			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: runpod.Name("swallowed", last)}, &p)
@@ -326,12 +326,12 @@ var _ = Describe("Blackout", func() {
 				d.Status.AvailableReplicas = 1 // rolling out
 			})
 		}
-		occ := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		occ := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		mk := func(name, dep string, deadline int64) *v1alpha1.LockedCronJob {
 			j := newJob(ns, name, dailyAt(occ))
 			j.Spec.StartingDeadlineSeconds = ptr.To(deadline)
 			j.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: dep}}}
-			Expect(k8sClient.Create(ctx, j)).To(Succeed())
+			createBefore(j, occ)
 			return j
 		}
 		waits, gives := mk("waits", "web", 60), mk("gives-up", "slow", 2)

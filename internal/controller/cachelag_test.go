@@ -10,11 +10,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -186,5 +189,48 @@ var _ = Describe("a job cache behind the manager's own status writes", func() {
 			}
 			return names
 		}, 2500*time.Millisecond, 100*time.Millisecond).ShouldNot(ContainElement(runpod.Name(job.Name, missed)), "occurrence %s was counted missed", missed)
+	})
+})
+
+// A deferred occurrence that ran, was counted and pruned (no history kept), under a job
+// cache behind the manager's own status writes: the passes after the prune find no pod
+// for it and read the job from before the count. They must not start it again. Two things
+// hold it today: the write that started it cleared status.deferred, so it was not deferred
+// and moved lastScheduleTime to it; and the watermark of each landed write (decided). With
+// the watermark removed this spec still passes (the first suffices; "never starts an
+// occurrence it has already counted missed" is the one that needs the watermark).
+var _ = Describe("a job cache behind the manager's own status writes, with Defer", func() {
+	It("never starts again a deferred occurrence it has run and pruned", func() {
+		startManagerWrapped(clock.RealClock{}, CacheOptions(), func(c client.Client) client.Client {
+			return staleJobs{Client: c, lag: 3 * time.Second, mu: &sync.Mutex{}, before: map[types.NamespacedName]staleJob{}}
+		})
+		ns := newNamespace()
+		occ := time.Now().Add(5 * time.Second).Truncate(time.Second)
+		start, end := metav1.NewTime(time.Now().Add(-time.Second)), metav1.NewTime(occ.Add(2*time.Second))
+		job := newJob(ns, "stale-deferred", dailyAt(occ))
+		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](0)
+		job.Spec.StartingDeadlineSeconds = ptr.To[int64](60)
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutDefer, Windows: []v1alpha1.BlackoutWindow{{Name: "freeze", Start: &start, End: &end}}}
+		createBefore(job, occ)
+
+		// The window ends: the deferred occurrence starts, and its job runs and ends.
+		name := runpod.Name(job.Name, occ)
+		Eventually(func() error { _, err := getPod(ns, name); return err }, 15*time.Second, 50*time.Millisecond).Should(Succeed())
+		p, err := getPod(ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.CreationTimestamp.Time).NotTo(BeTemporally("<", end.Time), "started before the window ended")
+		first := p.UID
+		finishPod(p, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: occ.UTC().Format(time.RFC3339),
+			Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+
+		once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
+		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 10*time.Second, 50*time.Millisecond).Should(Equal(once))
+		Eventually(gone(ns, name), 10*time.Second, 50*time.Millisecond).Should(BeTrue(), "pruned: no history kept")
+		// The passes after the prune read the job from before the count for 3 s.
+		Consistently(func(g Gomega) {
+			g.Expect(podsOf(job)).To(Or(BeEmpty(), HaveEach(HaveField("UID", first))), "occurrence %s started again", occ.UTC().Format(time.RFC3339))
+			g.Expect(getJob(job).Status.Counters).To(Equal(once))
+		}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
+		Expect(getJob(job).Status.Deferred).To(BeNil())
 	})
 })

@@ -67,7 +67,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		ns := newNamespace()
 		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "nightly", dailyAt(at))
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 
 		Eventually(func() *metav1.Time { return getJob(job).Status.NextScheduleTime }).Should(
 			Satisfy(func(t *metav1.Time) bool { return t != nil && t.Time.Equal(at) }))
@@ -105,7 +105,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		ns := newNamespace()
 		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "once", dailyAt(at))
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
 		stop()
 
@@ -130,13 +130,13 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("defers a new occurrence's pod while an earlier one runs; a restart meanwhile neither makes another pod nor counts it missed", func() {
 		stop := startManager(clock.RealClock{})
 		ns := newNamespace()
-		first := time.Now().Add(3 * time.Second).Truncate(time.Second).UTC()
+		first := time.Now().Add(5 * time.Second).Truncate(time.Second).UTC()
 		if first.Second() > 44 { // both occurrences in one minute of a daily schedule
 			first = first.Truncate(time.Minute).Add(time.Minute)
 		}
 		second := first.Add(15 * time.Second)
 		job := newJob(ns, "overlap", fmt.Sprintf("%d,%d %d %d * * *", first.Second(), second.Second(), first.Minute(), first.Hour()))
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, first)
 		run := func(at time.Time) {
 			var pod corev1.Pod
 			Eventually(func() error {

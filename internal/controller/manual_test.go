@@ -141,7 +141,7 @@ var _ = Describe("Manual runs", func() {
 		ns := newNamespace()
 		at := time.Now().Add(6 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "both", dailyAt(at))
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 		requestRun(job, "early", nil)
 		Expect(handled(job, "early").Pod).NotTo(BeEmpty())
 

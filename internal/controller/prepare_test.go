@@ -39,7 +39,7 @@ var _ = Describe("Prepare-ahead", func() {
 		at := time.Now().Add(8 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "early", dailyAt(at))
 		job.Spec.PrepareAheadSeconds = ptr.To[int32](5)
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second, 50*time.Millisecond).Should(HaveLen(1))
 		pod := podsOf(job)[0]
@@ -66,7 +66,7 @@ var _ = Describe("Prepare-ahead", func() {
 		at := time.Now().Add(30 * time.Second).Truncate(time.Second)
 		job := newJob(ns, "changed", dailyAt(at))
 		job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		createBefore(job, at)
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
 		name := podsOf(job)[0].Name
 
@@ -185,7 +185,7 @@ var _ = Describe("Prepare-ahead", func() {
 			job := newJob(ns, "skewed", dailyAt(at))
 			job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
 			job.Spec.SuccessfulRunsHistoryLimit = ptr.To(history)
-			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			createBefore(job, at)
 			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
 			pod := podsOf(job)[0]
 			Expect(pod.Name).To(Equal(runpod.Name("skewed", at)))
@@ -239,7 +239,7 @@ var _ = Describe("Prepare-ahead", func() {
 			job := newJob(ns, "fast", dailyAt(at))
 			job.Spec.PrepareAheadSeconds = ptr.To(prepareAhead)
 			job.Spec.StartingDeadlineSeconds = ptr.To[int64](3) // shorter than the skew
-			Expect(k8sClient.Create(ctx, job)).To(Succeed())
+			createBefore(job, at)
 			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second, 50*time.Millisecond).Should(HaveLen(1))
 			pod := podsOf(job)[0]
 			Expect(time.Now()).To(BeTemporally("<", at.Add(-time.Second)), "the pod exists before the node's instant")
@@ -294,7 +294,7 @@ func preparedGuarded(name string, at time.Time) (*appsv1.Deployment, *v1alpha1.L
 	job := newJob(ns, name, dailyAt(at))
 	job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
 	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
-	Expect(k8sClient.Create(ctx, job)).To(Succeed())
+	createBefore(job, at)
 	Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
 	return api, job
 }

@@ -172,6 +172,19 @@ func dailyAt(t time.Time) string {
 	return fmt.Sprintf("%d %d %d * * *", t.Second(), t.Minute(), t.Hour())
 }
 
+// createBefore creates job, whose schedule fires at at, and stops the spec if the API
+// server stamped its creation at or after at. A job never runs an occurrence at or before
+// its creation (creationTimestamp, in whole seconds), so on a machine too loaded to create
+// it in time the spec would otherwise wait for a pod that is rightly never created, and
+// its timeout would read like a controller that stalled.
+func createBefore(job *v1alpha1.LockedCronJob, at time.Time) {
+	GinkgoHelper()
+	Expect(k8sClient.Create(ctx, job)).To(Succeed())
+	Expect(job.CreationTimestamp.Time).To(BeTemporally("<", at),
+		"job %s/%s was created at %s, not before its occurrence %s: the machine is too slow for this spec's margin",
+		job.Namespace, job.Name, job.CreationTimestamp.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+}
+
 func getJob(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
 	var out v1alpha1.LockedCronJob
 	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(j), &out)).To(Succeed())
