@@ -527,8 +527,10 @@ type LockedCronJobStatus struct {
 	Rollouts []ObservedRollout `json:"rollouts,omitempty"`
 
 	// ObservedSchedule is the schedule and zone the controller last planned with;
-	// ScheduleSince is when it first saw them. A changed schedule never runs an
-	// occurrence from before ScheduleSince.
+	// ScheduleSince is when they took effect: the job's creation, or the last change of
+	// spec.schedule, spec.timeZone or spec.suspend as the job's managed fields record it
+	// (whole seconds; when the controller first saw it if they do not say). A changed
+	// schedule never runs an occurrence from before ScheduleSince.
 	// +optional
 	ObservedSchedule string `json:"observedSchedule,omitempty"`
 	// +optional

@@ -182,6 +182,37 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		Expect(podsOf(job)).To(BeEmpty())
 	})
 
+	// The mirror of the above: what falls due under the new schedule after the change and
+	// before the controller sees it (it was down, or just slow) is the new schedule's. It
+	// starts (within its deadline) or is counted missed; it is never dropped without a word.
+	DescribeTable("after downtime across a change, starts the occurrence that fell after it",
+		func(before func(*v1alpha1.LockedCronJob), change func(*v1alpha1.LockedCronJob)) {
+			ns := newNamespace()
+			occ := time.Now().Add(6 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "changed-while-down", dailyAt(occ))
+			job.Spec.StartingDeadlineSeconds = ptr.To[int64](60)
+			before(job)
+			createBefore(job, occ)
+			// A first pass observes the job as created, then the controller is down.
+			stop := startManager(clock.RealClock{})
+			Eventually(func() string { return getJob(job).Status.ObservedSchedule }).ShouldNot(BeEmpty())
+			stop()
+			changed := updateJob(job, change)
+			Expect(specChangedAt(changed, time.Now())).To(BeTemporally("<", occ), "the change must land before the occurrence")
+			// The occurrence passes while the controller is down.
+			Eventually(time.Now, 10*time.Second, 100*time.Millisecond).Should(BeTemporally(">", occ.Add(time.Second)))
+
+			startManager(clock.RealClock{})
+			Eventually(func() error { _, err := getPod(ns, runpod.Name(job.Name, occ)); return err }).Should(Succeed(),
+				"occurrence %s, after the change, neither started nor counted", occ.UTC().Format(time.RFC3339))
+			Expect(getJob(job).Status.Counters.Missed).To(BeZero())
+		},
+		Entry("a resume", func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) },
+			func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(false) }),
+		Entry("a schedule edit", func(j *v1alpha1.LockedCronJob) { j.Spec.TimeZone = "Asia/Tokyo" },
+			func(j *v1alpha1.LockedCronJob) { j.Spec.TimeZone = "UTC" }),
+	)
+
 	It("deletes a pod that has not started by its deadline and counts it missed with the pod's own reason", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()

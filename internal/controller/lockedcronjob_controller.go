@@ -373,9 +373,12 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	case st.ObservedSchedule != observed:
 		// A new schedule (or a resume) never runs what fell before it; what fell due under
 		// the old one after the last pass and up to the change (say, while the controller
-		// was down across a suspension) is counted missed now.
-		accountUntilChange(p, st.ObservedSchedule, specChangedAt(job, p.now))
-		st.ScheduleSince = &metav1.Time{Time: p.now}
+		// was down across a suspension) is counted missed now. What fell due under the new
+		// one after the change is the new one's, however late this pass sees it: it starts
+		// within its deadline or is counted missed (the change, not this pass, bounds it).
+		changed := specChangedAt(job, p.now)
+		accountUntilChange(p, st.ObservedSchedule, changed)
+		st.ScheduleSince = &metav1.Time{Time: changed}
 	}
 	st.ObservedSchedule = observed
 	if suspended {
