@@ -58,6 +58,12 @@ func TestCRDMarkersMatch(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("spec.%v: CRD default %q, internal/defaults says %v", c.path, s, c.want)
 		}
+		// metav1.Duration writes time.Duration.String(): a default written otherwise
+		// ("168h") comes back from any typed client's full update as another string, a
+		// spec change (metadata.generation moves; the admission policy checks the author).
+		if err == nil && s != got.String() {
+			t.Errorf("spec.%v: CRD default %q is not how a Go client writes it back (%q)", c.path, s, got.String())
+		}
 	}
 	if max := prop("startingDeadlineSeconds").Maximum; max == nil || int64(*max) != defaults.MaxStartingDeadlineSeconds {
 		t.Errorf("startingDeadlineSeconds maximum %v, want %d", max, defaults.MaxStartingDeadlineSeconds)

@@ -300,8 +300,10 @@ type RolloutRef struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || (duration(self.retention) >= duration('1m') && duration(self.retention) <= duration('8784h'))",message="dedupe.retention must be between 1m and 8784h (366 days): a finished occurrence must be remembered longer than any holder can still be running it",fieldPath=".retention"
 type DedupeSpec struct {
 	// Retention is how long Redis remembers a finished occurrence, so that no other
-	// holder runs it again.
-	// +kubebuilder:default="168h"
+	// holder runs it again. The default is written as a Go client writes it back
+	// ("168h0m0s", metav1.Duration), so that a typed client's full update of an
+	// unchanged job does not change its spec (and metadata.generation).
+	// +kubebuilder:default="168h0m0s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional

@@ -213,6 +213,49 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 			func(j *v1alpha1.LockedCronJob) { j.Spec.TimeZone = "UTC" }),
 	)
 
+	// A change the controller never saw as a change: the job was created suspended and
+	// resumed before its first pass (the controller was down through both). Its first pass
+	// must not take the spec it sees for the one in force since the creation: the
+	// occurrence in between fell in the suspension and must not run, however long its
+	// deadline. What the spec was before the change is unknown, so the pass says so. An
+	// edit of the metadata only (the same field manager labelling the job) changes no spec:
+	// the occurrence is due and runs.
+	DescribeTable("after downtime from the creation, an edit before the first pass",
+		func(suspended bool, edit func(*v1alpha1.LockedCronJob), runs bool) {
+			ns := newNamespace()
+			occ := time.Now().Add(4 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "edited-before-seen", dailyAt(occ))
+			job.Spec.StartingDeadlineSeconds = ptr.To[int64](600)
+			job.Spec.Suspend = ptr.To(suspended)
+			createBefore(job, occ)
+			// The occurrence passes; then the job is edited.
+			Eventually(time.Now, 10*time.Second, 100*time.Millisecond).Should(BeTemporally(">", occ.Add(time.Second)))
+			edited := updateJob(job, edit)
+			Expect(specChangedAt(edited, time.Now())).To(BeTemporally(">", occ), "the edit must land after the occurrence")
+
+			startManager(clock.RealClock{})
+			Eventually(func() string { return getJob(job).Status.ObservedSchedule }).Should(HaveSuffix("suspend=false"))
+			st := getJob(job).Status
+			if runs {
+				Expect(podsOf(job)).To(ConsistOf(HaveField("Name", runpod.Name(job.Name, occ))), "occurrence %s is due", occ.UTC().Format(time.RFC3339))
+				Expect(st.ScheduleSince.Time).To(BeTemporally("==", job.CreationTimestamp.Time))
+				Expect(eventNotes(job, ReasonChangedBeforeSeen)).To(BeEmpty())
+				return
+			}
+			resumed := specChangedAt(edited, time.Now())
+			Expect(podsOf(job)).To(BeEmpty(), "occurrence %s fell in the suspension", occ.UTC().Format(time.RFC3339))
+			Expect(st.ScheduleSince.Time).To(BeTemporally("==", resumed), "in force from the resume, not the creation")
+			Expect(st.Counters.Missed).To(BeZero(), "not counted: under a suspension an occurrence is not due")
+			Expect(st.NextScheduleTime.Time).To(BeTemporally("==", occ.Add(24*time.Hour)))
+			Eventually(func() []string { return eventNotes(job, ReasonChangedBeforeSeen) }).Should(ContainElement(And(
+				ContainSubstring(resumed.UTC().Format(time.RFC3339)), ContainSubstring("neither started nor counted"))))
+		},
+		Entry("created suspended, then resumed: never runs the occurrence of the suspension", true,
+			func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(false) }, false),
+		Entry("labelled by the same field manager: runs it", false,
+			func(j *v1alpha1.LockedCronJob) { j.Labels = map[string]string{"team": "billing"} }, true),
+	)
+
 	It("deletes a pod that has not started by its deadline and counts it missed with the pod's own reason", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()

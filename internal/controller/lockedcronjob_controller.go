@@ -59,6 +59,10 @@ const (
 	// reset); whether the pod exists is checked before anything else is planned.
 	ReasonPodCreateUnknown = "PodCreateUnknown"
 	ReasonReportInvalid    = "ReportInvalid"
+	// ReasonChangedBeforeSeen: spec.schedule, spec.timeZone or spec.suspend changed after
+	// the job's creation and before the controller first saw it (it was down); what fell
+	// due before the change is neither started nor counted.
+	ReasonChangedBeforeSeen = "ChangedBeforeFirstSeen"
 )
 
 // ownerIndex indexes pods by the name of their controlling LockedCronJob.
@@ -370,6 +374,17 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	switch {
 	case st.ObservedSchedule == "":
 		st.ScheduleSince = job.CreationTimestamp.DeepCopy()
+		if changed := specChangedAt(job, p.now); job.Generation > 1 && changed.After(job.CreationTimestamp.Time) {
+			// The spec changed before this first pass (the controller was down): the spec
+			// seen now is in force from the change. Before it the job may have been
+			// suspended or on another schedule; nothing of that is recorded, so nothing of
+			// it is run or counted, and the Event says so. (A field manager's time moves
+			// with any field it changes; metadata.generation moves only with the spec.)
+			st.ScheduleSince = &metav1.Time{Time: changed}
+			p.eventf(corev1.EventTypeNormal, ReasonChangedBeforeSeen,
+				"spec.schedule/timeZone/suspend changed at %s, after the job's creation at %s and before the controller first saw it: what fell due before the change is neither started nor counted",
+				changed.UTC().Format(time.RFC3339), job.CreationTimestamp.UTC().Format(time.RFC3339))
+		}
 	case st.ObservedSchedule != observed:
 		// A new schedule (or a resume) never runs what fell before it; what fell due under
 		// the old one after the last pass and up to the change (say, while the controller
