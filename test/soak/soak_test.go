@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -120,6 +121,8 @@ type soak struct {
 	proxy   *redistest.Proxy
 	toxic   *toxicLink
 	lockRDB *redis.Client
+	// held and released count the pods watchPods held with finalizerObserved and let go.
+	held, released atomic.Int64
 
 	redisMu sync.Mutex // one Redis fault at a time: a stall during a restart would fail the restart's wait
 	// apiserverMu: one kube-apiserver restart at a time.
@@ -223,6 +226,7 @@ func TestSoak(t *testing.T) {
 	close(stopHost)
 	hostWG.Wait()
 	s.settle(ctx, cons)
+	t.Logf("soak: %d pods held until their last state was recorded, %d of them let go once deleted", s.held.Load(), s.released.Load())
 
 	// 6. Check.
 	h := s.history(ctx, cons)
@@ -340,6 +344,7 @@ func (s *soak) deleteNamespaces(cons []contender) {
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, c := range cons {
 			if err := s.k8s.Get(ctx, types.NamespacedName{Name: c.ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				s.releasePods(ctx, c.ns)
 				return false, nil
 			}
 		}
@@ -350,8 +355,18 @@ func (s *soak) deleteNamespaces(cons []contender) {
 	}
 }
 
+// finalizerObserved is the soak's own finalizer on its pods: a pod stays until the soak
+// has seen its last state. Without it, a pod that finished and was deleted while the
+// informer's watch was down (a kube-apiserver restart, and the reflector's backoff after
+// it) reached the informer only as a deletion with the last state it had seen, and its
+// report was never recorded (the 40-minute soak of seed 151716392, docs/reliability.md).
+const finalizerObserved = "soak.lockedcron.io/observed"
+
 // watchPods records every soak pod's report (its termination message) as it finishes: the
-// controller deletes pods beyond the history limits, and faults delete pods too.
+// controller deletes pods beyond the history limits, and faults delete pods too. It holds
+// each pod with finalizerObserved from the first time it sees it until the pod is deleted
+// and the controller has counted it (its tracking finalizer gone): its status is final
+// then, and recorded before the pod may go.
 func (s *soak) watchPods(ctx context.Context, keyOf map[string]string) {
 	f := informers.NewSharedInformerFactoryWithOptions(s.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = runpod.LabelJob + "=" + jobName
@@ -372,6 +387,7 @@ func (s *soak) watchPods(ctx context.Context, keyOf map[string]string) {
 			s.decisions[pod.Namespace+"/"+pod.Name] = d
 			s.mu.Unlock()
 		}
+		s.holdPod(ctx, pod)
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, o any) { see(o) }, DeleteFunc: see})
 	stop := make(chan struct{})
@@ -379,6 +395,47 @@ func (s *soak) watchPods(ctx context.Context, keyOf map[string]string) {
 	f.Start(stop)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		s.t.Fatal("pod informer did not sync")
+	}
+}
+
+// holdPod adds finalizerObserved to a live pod that lacks it, and removes it from a
+// deleted pod the controller has counted (after see recorded its last state). Strategic
+// merge patches: finalizers merge as a set, so neither side's patch undoes the other's.
+func (s *soak) holdPod(ctx context.Context, pod *corev1.Pod) {
+	held := slices.Contains(pod.Finalizers, finalizerObserved)
+	var patch string
+	switch {
+	case pod.DeletionTimestamp == nil && !held:
+		patch = `{"metadata":{"finalizers":["` + finalizerObserved + `"]}}`
+	case pod.DeletionTimestamp != nil && held && !slices.Contains(pod.Finalizers, runpod.FinalizerTracking):
+		patch = `{"metadata":{"$deleteFromPrimitiveList/finalizers":["` + finalizerObserved + `"]}}`
+	default:
+		return
+	}
+	_, err := s.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	switch {
+	case err == nil && pod.DeletionTimestamp == nil:
+		s.held.Add(1)
+	case err == nil:
+		s.released.Add(1)
+	case !apierrors.IsNotFound(err):
+		// The next event about the pod (or releasePods at the end) tries again.
+		s.t.Logf("soak: finalizer on pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+// releasePods removes finalizerObserved from every pod still holding it (the pod
+// informer stops before the namespaces are deleted).
+func (s *soak) releasePods(ctx context.Context, ns string) {
+	pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if slices.Contains(p.Finalizers, finalizerObserved) {
+			_, _ = s.cs.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType,
+				[]byte(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["`+finalizerObserved+`"]}}`), metav1.PatchOptions{})
+		}
 	}
 }
 
