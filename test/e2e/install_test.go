@@ -225,7 +225,7 @@ var _ = Describe("install and high availability on a real cluster", Ordered, fun
 		slices.SortFunc(occs, time.Time.Compare)
 		var gap time.Duration
 		var gapFrom, gapTo time.Time
-		for i := 1; i < len(occs) && !occs[i-1].After(standbyOcc); i++ {
+		for i := 1; i < len(occs) && !occs[i].After(standbyOcc); i++ {
 			if !occs[i].Before(deleted) && occs[i].Sub(occs[i-1]) > gap {
 				gap, gapFrom, gapTo = occs[i].Sub(occs[i-1]), occs[i-1], occs[i]
 			}
