@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
 
 // CacheOptions makes the manager's cache hold only the pods this operator creates
@@ -35,7 +36,8 @@ func CacheOptions() cache.Options {
 // volumes, security contexts) and the managed fields are most of a pod's size, and no
 // pass reads them; the controller writes pods only by patches computed between two copies
 // of the cached object (markCounted, withdrawPod, releasePods), which carry none of it.
-// Anything else (a tombstone) passes unchanged.
+// Of a finished pod already counted, history, the status keeps only the phase
+// (isHistory). Anything else (a tombstone) passes unchanged.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -43,8 +45,23 @@ func slimPod(obj any) (any, error) {
 	}
 	pod.ManagedFields = nil
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
-	pod.Status = slimPodStatus(pod.Status)
+	if isHistory(pod) {
+		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
+	} else {
+		pod.Status = slimPodStatus(pod.Status)
+	}
 	return pod, nil
+}
+
+// isHistory reports whether a pod is history: finished, labelled counted (its report was
+// folded into status by an earlier pass, which no pass reads again: track settles it), and
+// not withdrawn ahead of its instant (settle asks whether such a pod's job ran). Of history
+// a pass reads only the metadata and the phase (settle, runstatus.Prune); most jobs' pods
+// are history (the history limits keep three succeeded and one failed by default), and a
+// kubelet's container statuses with the report were a quarter of what each one held.
+func isHistory(pod *corev1.Pod) bool {
+	_, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]
+	return pod.Labels[runpod.LabelCounted] == "true" && runstatus.Finished(pod) && !ahead
 }
 
 // slimPodStatus keeps of a kubelet's pod status what a pass reads (package tracking,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
@@ -259,8 +260,136 @@ func TestSlimPodStatus(t *testing.T) {
 	}
 }
 
+// TestSlimHistoryPod: of a pod already counted and finished (history) the cache keeps only
+// the phase of its status, and a pass decides the same on it as on the kubelet's whole pod:
+// what it marks, keeps as history, prunes, deletes, sets aside or counts again. Pods that
+// are not history (withdrawn ahead, not finished, counted but not yet labelled) keep what
+// TestSlimPodStatus asks of them.
+func TestSlimHistoryPod(t *testing.T) {
+	now := time.Date(2026, 6, 6, 12, 0, 0, 0, time.UTC)
+	occ := now.Add(-time.Hour)
+	at := metav1.NewTime(occ.Add(time.Second))
+	reportOf := func(o report.Outcome, started bool) string {
+		r := report.Report{Outcome: o, Occurrence: occ.Format(time.RFC3339), Key: "k", Holder: "h", FencingToken: 7}
+		if started {
+			r.StartedAt = at.Format(time.RFC3339Nano)
+		}
+		msg, err := report.Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(msg)
+	}
+	initDone := []corev1.ContainerStatus{{Name: runpod.InitContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: at, FinishedAt: at}}}}
+	ended := func(phase corev1.PodPhase, code int32, msg string) corev1.PodStatus {
+		return corev1.PodStatus{Phase: phase, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed", Message: msg, StartedAt: at, FinishedAt: at}}}}}
+	}
+	succeeded := ended(corev1.PodSucceeded, 0, reportOf(report.Succeeded, true))
+	failed := ended(corev1.PodFailed, 3, reportOf(report.Failed, true))
+	notRun := ended(corev1.PodFailed, 0, reportOf(report.SuppressedDuplicate, false))
+	running := corev1.PodStatus{Phase: corev1.PodRunning, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}}}
+	deleted := metav1.NewTime(now.Add(-time.Minute))
+
+	for _, c := range []struct {
+		name      string
+		occ       time.Time
+		status    corev1.PodStatus
+		counted   bool // labelled counted
+		pending   bool // named in status.countedPods
+		finalizer bool
+		ahead     bool // withdrawn ahead of its instant
+		manual    bool
+		deleted   bool
+		history   bool // what the cache should take it for
+	}{
+		{name: "succeeded, marked and released", occ: occ, status: succeeded, counted: true, history: true},
+		{name: "failed, marked, finalizer still on", occ: occ, status: failed, counted: true, finalizer: true, history: true},
+		{name: "succeeded, being deleted", occ: occ, status: succeeded, counted: true, deleted: true, history: true},
+		{name: "a manual run's, succeeded", occ: occ, status: succeeded, counted: true, manual: true, history: true},
+		{name: "ran early by the controller's clock", occ: now.Add(time.Minute), status: succeeded, counted: true, history: true},
+		{name: "withdrawn ahead, its job ran", occ: occ, status: failed, counted: true, ahead: true},
+		{name: "withdrawn ahead, its job did not run", occ: occ, status: notRun, counted: true, ahead: true},
+		{name: "counted as lost, still running", occ: occ, status: running, counted: true, finalizer: true},
+		{name: "counted, not yet labelled", occ: occ, status: succeeded, pending: true, finalizer: true},
+		{name: "finished, not counted", occ: occ, status: failed, finalizer: true},
+	} {
+		whole := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: runpod.Name("j", c.occ), Namespace: "ns", CreationTimestamp: metav1.NewTime(c.occ.Add(-time.Second)),
+				Labels:      map[string]string{runpod.LabelJob: "j"},
+				Annotations: map[string]string{runpod.AnnotationScheduledTime: c.occ.Format(time.RFC3339), runpod.AnnotationWrappedContainer: "job"}},
+			Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "job", Image: "busybox"}}},
+			Status: kubeletStatus(*c.status.DeepCopy(), at.Time),
+		}
+		if c.counted {
+			whole.Labels[runpod.LabelCounted] = "true"
+		}
+		if c.finalizer {
+			whole.Finalizers = []string{runpod.FinalizerTracking}
+		}
+		if c.ahead {
+			whole.Annotations[runpod.AnnotationWithdrawnAhead] = "suspended"
+		}
+		if c.manual {
+			whole.Labels[runpod.LabelRunRequest] = "r1"
+		}
+		if c.deleted {
+			whole.DeletionTimestamp = &deleted
+		}
+		obj, err := slimPod(whole.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slim := obj.(*corev1.Pod)
+		if kept := !reflect.DeepEqual(slim.Status, corev1.PodStatus{Phase: whole.Status.Phase}); kept == c.history {
+			t.Errorf("%s: history %v, but the cache keeps of its status %d conditions, %d init and %d container statuses",
+				c.name, c.history, len(slim.Status.Conditions), len(slim.Status.InitContainerStatuses), len(slim.Status.ContainerStatuses))
+		}
+
+		type decisions struct {
+			Mark, History, Doomed, Active, CountedPods, Prune []string
+			Aside                                             map[string]bool
+			Status                                            v1alpha1.LockedCronJobStatus
+		}
+		names := func(pods []*corev1.Pod) []string {
+			var out []string
+			for _, p := range pods {
+				out = append(out, p.Name)
+			}
+			return out
+		}
+		decide := func(pod *corev1.Pod) decisions {
+			job := plainJob("@hourly")
+			job.Spec.SuccessfulRunsHistoryLimit, job.Spec.FailedRunsHistoryLimit = ptr.To(int32(0)), ptr.To(int32(0))
+			st := &v1alpha1.LockedCronJobStatus{}
+			if c.pending {
+				st.CountedPods = []string{pod.Name}
+			}
+			p := &pass{job: job, status: st, now: now}
+			p.track([]corev1.Pod{*pod.DeepCopy()})
+			return decisions{Mark: names(p.mark), History: names(p.history), Doomed: names(p.doomed), Active: names(p.active),
+				CountedPods: p.countedPods, Prune: names(p.prunable()), Aside: p.aside, Status: *p.status}
+		}
+		if w, s := decide(whole), decide(slim); !reflect.DeepEqual(w, s) {
+			t.Errorf("%s: a pass decides differently on the cached pod:\nwhole %+v\nslim  %+v", c.name, w, s)
+		}
+	}
+
+	// The pass that labels a pod counted is still woken by it (podEvents): the update
+	// from a finished pod to history changes its state.
+	before := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "j-1", Labels: map[string]string{runpod.LabelJob: "j"}, Finalizers: []string{runpod.FinalizerTracking}}, Status: *succeeded.DeepCopy()}
+	after := before.DeepCopy()
+	after.Labels[runpod.LabelCounted], after.Finalizers = "true", nil
+	o, _ := slimPod(before)
+	n, _ := slimPod(after)
+	if !podEvents.Update(crevent.UpdateEvent{ObjectOld: o.(*corev1.Pod), ObjectNew: n.(*corev1.Pod)}) {
+		t.Error("the update that makes a pod history does not wake its job's pass")
+	}
+}
+
 // BenchmarkPodHeld: the bytes the cache holds per finished pod, as a kubelet writes it,
-// decoded whole and after slimPod (go test ./internal/controller/ -run '^$' -bench PodHeld).
+// decoded whole and after slimPod, before and after it is counted (history)
+// (go test ./internal/controller/ -run '^$' -bench PodHeld).
 func BenchmarkPodHeld(b *testing.B) {
 	occ := time.Date(2026, 6, 6, 10, 0, 0, 0, time.UTC)
 	msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: occ.Format(time.RFC3339), Key: "team-a/nightly-report", Holder: "team-a/nightly-report-29676960/4f1c8a2e", FencingToken: 7, StartedAt: occ.Format(time.RFC3339Nano)})
@@ -288,13 +417,23 @@ func BenchmarkPodHeld(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The same pod before the pass that counts it labels it (not history yet).
+	uncounted := pod.DeepCopy()
+	delete(uncounted.Labels, runpod.LabelCounted)
+	rawUncounted, err := json.Marshal(uncounted)
+	if err != nil {
+		b.Fatal(err)
+	}
 	const n = 2000
+	slim := func(p *corev1.Pod) *corev1.Pod { o, _ := slimPod(p); return o.(*corev1.Pod) }
 	for _, tc := range []struct {
 		name      string
+		raw       []byte
 		transform func(*corev1.Pod) *corev1.Pod
 	}{
-		{"decoded", func(p *corev1.Pod) *corev1.Pod { return p }},
-		{"slimPod", func(p *corev1.Pod) *corev1.Pod { o, _ := slimPod(p); return o.(*corev1.Pod) }},
+		{"decoded", raw, func(p *corev1.Pod) *corev1.Pod { return p }},
+		{"slimPod/finished", rawUncounted, slim},
+		{"slimPod/history", raw, slim},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
@@ -302,7 +441,7 @@ func BenchmarkPodHeld(b *testing.B) {
 				before := heapInUse()
 				for i := range held {
 					var p corev1.Pod
-					if err := json.Unmarshal(raw, &p); err != nil {
+					if err := json.Unmarshal(tc.raw, &p); err != nil {
 						b.Fatal(err)
 					}
 					held[i] = tc.transform(&p)
