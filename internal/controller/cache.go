@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,8 +18,8 @@ import (
 
 // CacheOptions makes the manager's cache hold only the pods this operator creates
 // (labelled with runpod.LabelJob), not every pod of the cluster, and of each only what
-// the controller reads (slimPod); of LockedCronJobs' managed fields too, only what it
-// reads (slimJob).
+// the controller reads (slimPod); of LockedCronJobs' managed fields and annotations too,
+// only what it reads (slimJob).
 func CacheOptions() cache.Options {
 	ours, err := labels.NewRequirement(runpod.LabelJob, selection.Exists, nil)
 	if err != nil {
@@ -31,7 +32,8 @@ func CacheOptions() cache.Options {
 }
 
 // slimPod keeps of a pod what the controller reads (issue 13: memory at thousands of
-// jobs): its metadata without managed fields, spec.nodeName, and of its status what a
+// jobs): its metadata without managed fields and without labels and annotations other
+// than the controller's own (ownKeys), spec.nodeName, and of its status what a
 // pass reads (slimPodStatus). The rest of the spec (containers, the init container,
 // volumes, security contexts) and the managed fields are most of a pod's size, and no
 // pass reads them; the controller writes pods only by patches computed between two copies
@@ -44,6 +46,7 @@ func slimPod(obj any) (any, error) {
 		return obj, nil
 	}
 	pod.ManagedFields = nil
+	pod.Labels, pod.Annotations = ownKeys(pod.Labels), ownKeys(pod.Annotations)
 	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
 	if isHistory(pod) {
 		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
@@ -97,13 +100,14 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 	return out
 }
 
-// slimJob keeps of a LockedCronJob's managed fields what the controller reads (issue 13:
-// memory at thousands of jobs; they were a quarter of a cached job): which manager last
-// set spec.schedule, spec.timeZone or spec.suspend, and when (specChangedAt), and which
-// set the run-request annotation (requestedBy). Entries of subresources and entries
-// owning none of those go; the others keep their manager, operation and time, and of
-// their field set only those fields. The controller writes a LockedCronJob only through
-// its status subresource, whose updates take managed fields from the stored object,
+// slimJob keeps of a LockedCronJob's annotations only the controller's own (ownKeys), and
+// of its managed fields what the controller reads (issue 13: memory at thousands of jobs;
+// they were a quarter of a cached job): which manager last set spec.schedule,
+// spec.timeZone or spec.suspend, and when (specChangedAt), and which set the run-request
+// annotation (requestedBy). Entries of subresources and entries owning none of those go;
+// the others keep their manager, operation and time, and of their field set only those
+// fields. The controller writes a LockedCronJob only through its status subresource,
+// whose updates take the metadata (managed fields, annotations) from the stored object,
 // never from the request, so the stored ones stay whole. Anything else passes unchanged.
 func slimJob(obj any) (any, error) {
 	job, ok := obj.(*v1alpha1.LockedCronJob)
@@ -111,7 +115,35 @@ func slimJob(obj any) (any, error) {
 		return obj, nil
 	}
 	job.ManagedFields = slimManagedFields(job.ManagedFields)
+	job.Annotations = ownKeys(job.Annotations)
 	return job, nil
+}
+
+// ownKeys returns of a label or annotation map only the controller's own keys
+// (runpod.ReservedPrefix), m itself when it holds no others. The controller reads no
+// other (the run request's annotations on a job; its own labels and annotations on a
+// pod), and writes neither from the cache: a pod's patches, computed between two cached
+// copies, name only the keys they change, and a job's status update takes its metadata
+// from the stored object. The others can be large and are held once per object: a pod
+// template's labels and annotations are copied to every pod of its job, and kubectl
+// apply's last-applied-configuration annotation is a second copy of the whole job.
+func ownKeys(m map[string]string) map[string]string {
+	own := 0
+	for k := range m {
+		if strings.HasPrefix(k, runpod.ReservedPrefix) {
+			own++
+		}
+	}
+	if own == len(m) {
+		return m
+	}
+	out := make(map[string]string, own)
+	for k, v := range m {
+		if strings.HasPrefix(k, runpod.ReservedPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // fieldSet is what the controller reads of a managed-fields entry's field set: the

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/schedule"
 	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
@@ -260,6 +263,82 @@ func TestSlimPodStatus(t *testing.T) {
 	}
 }
 
+// TestSlimMetadata: the cache keeps of a pod's labels and annotations, and of a job's
+// annotations, only the controller's own (runpod.ReservedPrefix). A pod template's labels
+// and annotations are copied to every pod of the job, and kubectl apply's
+// last-applied-configuration is a second copy of the whole job; no pass reads them. What
+// a pass reads of them answers the same on the slim copies.
+func TestSlimMetadata(t *testing.T) {
+	big := strings.Repeat("x", 4096)
+	own := map[string]string{runpod.AnnotationScheduledTime: "2026-06-06T10:00:00Z", runpod.AnnotationWrappedContainer: "job",
+		runpod.AnnotationWithdrawnAhead: "suspended", runpod.AnnotationWithdrawn: "blackout", runpod.AnnotationRequestedAt: "2026-06-06T09:59:00Z"}
+	ownLabels := map[string]string{runpod.LabelJob: "j", runpod.LabelCounted: "true", runpod.LabelRunRequest: "r1"}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "j-1", Namespace: "ns",
+		Labels:      map[string]string{"app": "billing", "team": "a"},
+		Annotations: map[string]string{"vault.hashicorp.com/agent-inject-template-config": big, "prometheus.io/scrape": "true"}}}
+	maps.Copy(pod.Labels, ownLabels)
+	maps.Copy(pod.Annotations, own)
+	obj, err := slimPod(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := obj.(*corev1.Pod)
+	if !maps.Equal(slim.Labels, ownLabels) || !maps.Equal(slim.Annotations, own) {
+		t.Errorf("slim pod keeps labels %v and annotations %v; want only the controller's", slim.Labels, slices.Collect(maps.Keys(slim.Annotations)))
+	}
+
+	request := map[string]string{v1alpha1.AnnotationRunRequest: "r1", v1alpha1.AnnotationRunContention: v1alpha1.ManualContentionFailFast,
+		v1alpha1.AnnotationRunOccurrence: "2026-06-06T10:00:00Z"}
+	job := plainJob("0 10 * * *")
+	job.Labels = map[string]string{"team": "a"}
+	job.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big, "team.example.com/owner": "billing"}
+	maps.Copy(job.Annotations, request)
+	obj, err = slimJob(job.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slimJ := obj.(*v1alpha1.LockedCronJob)
+	if !maps.Equal(slimJ.Annotations, request) || !maps.Equal(slimJ.Labels, job.Labels) {
+		t.Errorf("slim job keeps annotations %v, labels %v; want only the run request's annotations, every label", slices.Collect(maps.Keys(slimJ.Annotations)), slimJ.Labels)
+	}
+	sched, err := schedule.Parse(job.Spec.Schedule, "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour)
+	w, werr := parseRunRequest(job.Annotations, sched, now)
+	s, serr := parseRunRequest(slimJ.Annotations, sched, now)
+	if !reflect.DeepEqual(w, s) || (werr == nil) != (serr == nil) {
+		t.Errorf("parseRunRequest: whole %+v (%v), slim %+v (%v)", w, werr, s, serr)
+	}
+
+	// The run-request predicate: a new request wakes the pass on the slim copies; a new
+	// last-applied configuration alone does not (nor did it on the whole job).
+	changed := func(mutate func(*v1alpha1.LockedCronJob)) (whole, slim bool) {
+		n := job.DeepCopy()
+		mutate(n)
+		o1, _ := slimJob(job.DeepCopy())
+		n1, _ := slimJob(n.DeepCopy())
+		return runRequestChanged.Update(crevent.UpdateEvent{ObjectOld: job, ObjectNew: n}),
+			runRequestChanged.Update(crevent.UpdateEvent{ObjectOld: o1.(*v1alpha1.LockedCronJob), ObjectNew: n1.(*v1alpha1.LockedCronJob)})
+	}
+	if w, s := changed(func(j *v1alpha1.LockedCronJob) { j.Annotations[v1alpha1.AnnotationRunRequest] = "r2" }); !w || !s {
+		t.Errorf("a new run request wakes the pass: whole %v, slim %v; want both", w, s)
+	}
+	if w, s := changed(func(j *v1alpha1.LockedCronJob) {
+		j.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{}"
+	}); w || s {
+		t.Errorf("a new last-applied configuration wakes the pass: whole %v, slim %v; want neither", w, s)
+	}
+
+	// Nothing to drop: the maps are kept as they are.
+	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{runpod.LabelJob: "j"}}}
+	obj, _ = slimPod(bare)
+	if got := obj.(*corev1.Pod); got.Annotations != nil || !maps.Equal(got.Labels, map[string]string{runpod.LabelJob: "j"}) {
+		t.Errorf("slim bare pod: labels %v, annotations %v", got.Labels, got.Annotations)
+	}
+}
+
 // TestSlimHistoryPod: of a pod already counted and finished (history) the cache keeps only
 // the phase of its status, and a pass decides the same on it as on the kubelet's whole pod:
 // what it marks, keeps as history, prunes, deletes, sets aside or counts again. Pods that
@@ -458,4 +537,61 @@ func heapInUse() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// BenchmarkJobHeld: the bytes the cache holds per LockedCronJob, the README's job as
+// kubectl apply stores it (its last-applied-configuration annotation and managed fields),
+// decoded whole and after slimJob (go test ./internal/controller/ -run '^$' -bench JobHeld).
+func BenchmarkJobHeld(b *testing.B) {
+	job := &v1alpha1.LockedCronJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "reconcile-ledger", Namespace: "billing"},
+		Spec: v1alpha1.LockedCronJobSpec{Schedule: "0 2 * * *", TimeZone: "Europe/Berlin", StartingDeadlineSeconds: ptr.To(int64(300)),
+			Lock: v1alpha1.LockSpec{Key: "reconcile-ledger", TTL: &metav1.Duration{Duration: 30 * time.Second},
+				Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}}},
+			Contention: v1alpha1.ContentionSpec{Policy: "Skip"},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "job", Image: "registry.example.com/ledger:1.4", Command: []string{"/bin/reconcile", "--all"}}}}}},
+	}
+	applied, err := json.Marshal(job)
+	if err != nil {
+		b.Fatal(err)
+	}
+	job.UID, job.ResourceVersion, job.Generation, job.CreationTimestamp = "5d0f2c3e-1111-4c43-9a43-7c1f2d9e5a11", "123456", 1, metav1.NewTime(t0)
+	job.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": string(applied) + "\n"}
+	job.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: job.APIVersion,
+		Time: &job.CreationTimestamp, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},` +
+			`"f:spec":{".":{},"f:contention":{".":{},"f:policy":{}},"f:lock":{".":{},"f:key":{},"f:redis":{".":{},"f:secretRef":{".":{},"f:name":{}}},"f:ttl":{}},` +
+			`"f:schedule":{},"f:startingDeadlineSeconds":{},"f:template":{".":{},"f:spec":{".":{},"f:containers":{},"f:restartPolicy":{}}},"f:timeZone":{}}}`)}}}
+	raw, err := json.Marshal(job)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 2000
+	for _, tc := range []struct {
+		name      string
+		transform func(*v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob
+	}{
+		{"decoded", func(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob { return j }},
+		{"slimJob", func(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
+			o, _ := slimJob(j)
+			return o.(*v1alpha1.LockedCronJob)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				held := make([]*v1alpha1.LockedCronJob, n)
+				before := heapInUse()
+				for i := range held {
+					var j v1alpha1.LockedCronJob
+					if err := json.Unmarshal(raw, &j); err != nil {
+						b.Fatal(err)
+					}
+					held[i] = tc.transform(&j)
+				}
+				b.ReportMetric(float64(heapInUse()-before)/n, "B-held/job")
+				runtime.KeepAlive(held)
+			}
+		})
+	}
 }

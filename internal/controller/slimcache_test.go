@@ -2,11 +2,16 @@ package controller
 
 import (
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
 // The manager caches LockedCronJobs with only the managed fields it reads (slimJob); its
@@ -38,5 +43,32 @@ var _ = Describe("The slim job cache", func() {
 		Expect(status).To(ContainSubstring(`"f:observedGeneration"`))
 		Expect(strings.Count(tenant, "f:")).To(BeNumerically(">", 5))
 
+	})
+
+	// The cache keeps only the controller's own labels and annotations (slimMeta); its
+	// writes from those copies (the job's status, the pods' counted label) must leave the
+	// others where the user put them.
+	It("leaves a job's annotations and its pods' labels and annotations when it writes from its slim copies", func() {
+		ns := newNamespace()
+		job := newJob(ns, "meta", "0 0 1 1 *")
+		job.Annotations = map[string]string{"team.example.com/owner": "billing", "kubectl.kubernetes.io/last-applied-configuration": `{"kind":"LockedCronJob"}`}
+		job.Spec.Template.Labels = map[string]string{"app": "billing"}
+		job.Spec.Template.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		pod := createPodFor(job, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+		finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 3}))
+		stop := startManager(clock.RealClock{})
+		defer stop()
+
+		// The pod counted (status written, then the pod labelled from the cached copy).
+		var p corev1.Pod
+		Eventually(func() map[string]string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			return p.Labels
+		}).Should(HaveKeyWithValue(runpod.LabelCounted, "true"))
+		Expect(getJob(job).Status.Counters.Succeeded).To(Equal(int64(1)))
+		Expect(p.Labels).To(HaveKeyWithValue("app", "billing"))
+		Expect(p.Annotations).To(HaveKeyWithValue("prometheus.io/scrape", "true"))
+		Expect(getJob(job).Annotations).To(Equal(job.Annotations))
 	})
 })
