@@ -569,7 +569,6 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 	}
 }
 
-// warn adds a warning to the report and says it on stderr.
 // markLockLost records, once, that the run cannot prove it held the lock to the end.
 func markLockLost(rep *report.Report, stderr io.Writer, why string) {
 	if rep.LockLost {
@@ -580,6 +579,7 @@ func markLockLost(rep *report.Report, stderr io.Writer, why string) {
 	fmt.Fprintf(stderr, "lockwrap: %s\n", why)
 }
 
+// warn adds a warning to the report and says it on stderr.
 func warn(rep *report.Report, stderr io.Writer, msg string) {
 	rep.Warnings = append(rep.Warnings, msg)
 	fmt.Fprintf(stderr, "lockwrap: warning: %s\n", msg)

@@ -289,7 +289,9 @@ func startLockwrap(t testing.TB, env []string, args ...string) *lockwrapProc {
 	t.Helper()
 	p := &lockwrapProc{report: filepath.Join(t.TempDir(), "report.json"), stderr: &syncBuf{}, done: make(chan int, 1)}
 	p.cmd = exec.Command(os.Args[0], append([]string{"--termination-log", p.report}, args...)...)
-	p.cmd.Env = append(append(os.Environ(), asLockwrap+"=1"), env...)
+	// TMPDIR in the test's directory: a lockwrap the test kills leaves its watermark
+	// directory behind (in a pod it goes with the container), here it goes with the test's.
+	p.cmd.Env = append(append(os.Environ(), asLockwrap+"=1", "TMPDIR="+filepath.Dir(p.report)), env...)
 	p.cmd.Stderr = p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

@@ -502,7 +502,9 @@ func (s *soak) hostRun(dir string, at time.Time) {
 		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--kill-grace", killGrace.String(),
 		"--occurrence", occ, "--holder", holder, "--contention", "skip", "--termination-log", rep,
 		"--", s.cfg.job, "--sleep=300ms", "--sleep-max=9s", "--fail-percent=15", "--label="+mainKey, "--termination-log=/dev/null")
-	cmd.Env = append(os.Environ(), "E2E_REDIS_URL="+s.auditR.URL()+"/0", "E2E_SEED="+strconv.FormatInt(s.cfg.seed, 10), "POD_NAME="+holder)
+	// TMPDIR in the run's directory: a SIGKILLed lockwrap leaves its watermark directory
+	// behind (in a pod it goes with the container), here it goes with the test's.
+	cmd.Env = append(os.Environ(), "E2E_REDIS_URL="+s.auditR.URL()+"/0", "E2E_SEED="+strconv.FormatInt(s.cfg.seed, 10), "POD_NAME="+holder, "TMPDIR="+dir)
 	log, _ := os.Create(rep + ".log")
 	if log != nil {
 		defer log.Close()

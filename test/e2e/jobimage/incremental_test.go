@@ -71,7 +71,8 @@ func TestIncrementalExactlyOnce(t *testing.T) {
 			"--watermark-monotonic", "--termination-log", pidFile+".json",
 			"--", os.Args[0], asJob, "--incremental", "--batch", "5", "--sleep", "40ms", "--redis-url", s.URL(),
 			"--termination-log", os.DevNull)
-		cmd.Env = append(os.Environ(), roleEnv+"=1", "E2E_PID_FILE="+pidFile)
+		// TMPDIR: the SIGKILLed lockwrap leaves its watermark directory in the test's.
+		cmd.Env = append(os.Environ(), roleEnv+"=1", "E2E_PID_FILE="+pidFile, "TMPDIR="+dir)
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
