@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -106,7 +107,7 @@ func main() {
 	flag.StringVar(&c.manager, "manager", "", "The manager binary (go build ./cmd/manager).")
 	flag.StringVar(&c.crds, "crds", "config/crd/bases", "Folder of the CRD manifests.")
 	flag.BoolVar(&c.keep, "keep", false, "Keep the temporary folder (logs, certs) of each run.")
-	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's CPU profile over the window (manager-N<n>.pprof) and its heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
+	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's and the API server's CPU profiles over the window (manager-N<n>.pprof, apiserver-N<n>.pprof) and the manager's heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
 	flag.BoolVar(&c.native, "native", true, "Create the N CronJobs beside the N LockedCronJobs. false: the LockedCronJobs alone, with the API server to themselves (kube-controller-manager still runs, with nothing to do; no native row and no ratios are printed), e.g. to see what prepare-ahead needs of the server at 5,000.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
@@ -657,13 +658,23 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	profiled := make(chan error, 1)
+	profiled := make(chan error, 2)
 	if c.profiles != "" {
+		secs := int(to.Sub(from).Seconds())
 		go func() {
-			profiled <- profileCPU(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", pprofPort, int(to.Sub(from).Seconds())),
+			profiled <- profileCPU(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", pprofPort, secs),
 				filepath.Join(c.profiles, fmt.Sprintf("manager-N%d.pprof", n)))
 		}()
+		go func() {
+			// The API server's too: where the server time of each kind of call goes.
+			body, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(secs)).DoRaw(ctx)
+			if err == nil {
+				err = saveProfile(bytes.NewReader(body), filepath.Join(c.profiles, fmt.Sprintf("apiserver-N%d.pprof", n)))
+			}
+			profiled <- err
+		}()
 	} else {
+		profiled <- nil
 		profiled <- nil
 	}
 	// The controllers' work queues, sampled through the window: their peak depth.
@@ -703,8 +714,10 @@ func run(c config, n int) (res []result, err error) {
 	}
 	logf("N=%d: admission plugins on CREATE over the window: %s", n, admissionSummary(serverBefore, serverAfter))
 	logf("N=%d: writes the API server served over the window (all clients, the harness's included), by verb, group, resource and subresource: %s", n, writeSummary(serverBefore, serverAfter))
-	if err := <-profiled; err != nil {
-		logf("warning: CPU profile: %v", err)
+	for range 2 {
+		if err := <-profiled; err != nil {
+			logf("warning: CPU profile: %v", err)
+		}
 	}
 	if c.profiles != "" {
 		// The heap at the end of the window (what the RSS column holds).
@@ -1212,6 +1225,11 @@ func profileCPU(ctx context.Context, url, file string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	return saveProfile(resp.Body, file)
+}
+
+// saveProfile writes a profile read from body to file.
+func saveProfile(body io.Reader, file string) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
@@ -1219,11 +1237,11 @@ func profileCPU(ctx context.Context, url, file string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		f.Close()
 		return err
 	}
-	logf("manager profile: %s (go tool pprof -top %s)", file, file)
+	logf("profile: %s (go tool pprof -top %s)", file, file)
 	return f.Close()
 }
 
