@@ -12,17 +12,24 @@ import (
 	"github.com/lockedcron/lockedcron/internal/defaults"
 )
 
-// TestCRDMarkersMatch pins the defaults written in the CRD (from the +kubebuilder:default
-// markers) to internal/defaults, the one source lockwrap and the controller use.
-func TestCRDMarkersMatch(t *testing.T) {
+// loadCRD reads the CRD that make manifests generates.
+func loadCRD(tb testing.TB) *apiextensionsv1.CustomResourceDefinition {
+	tb.Helper()
 	b, err := os.ReadFile("../../config/crd/bases/scheduling.lockedcron.io_lockedcronjobs.yaml")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := yaml.Unmarshal(b, &crd); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return &crd
+}
+
+// TestCRDMarkersMatch pins the defaults written in the CRD (from the +kubebuilder:default
+// markers) to internal/defaults, the one source lockwrap and the controller use.
+func TestCRDMarkersMatch(t *testing.T) {
+	crd := loadCRD(t)
 	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
 	prop := func(path ...string) apiextensionsv1.JSONSchemaProps {
 		p := spec

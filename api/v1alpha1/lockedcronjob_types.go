@@ -42,14 +42,18 @@ const (
 	KindDaemonSet   WorkloadKind = "DaemonSet"
 )
 
+// The rules on the spec and its template read as few fields as they can, each once: the
+// API server evaluates them all on every write of a job, its status writes included, and
+// each field a rule reads costs it a copy of the schema of the object it is read from (40
+// properties for a pod spec; kubernetes/kubernetes#106438). So the template's own rules
+// sit on the template, an optional read (self.?spec.restartPolicy.orValue(...)) stands for
+// has() and the read, and [[x, y]].all(d, ...) reads x and y once for a whole expression.
+// go test ./api/v1alpha1/ -bench StatusWriteCEL measures it; TestCELRules pins what they say.
+
 // LockedCronJobSpec is the desired schedule, lock and pod of a singleton scheduled job.
-// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && size(self.template.spec.containers) > 0",message="template.spec.containers must have at least one container",fieldPath=".template"
-// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy in ['Never', 'OnFailure']",message="template.spec.restartPolicy must be Never or OnFailure (a scheduled run must end)",fieldPath=".template"
-// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || size(self.template.spec.containers) == 0 || has(self.wrapContainer) || (has(self.template.spec.containers[0].command) && size(self.template.spec.containers[0].command) > 0)",message="template.spec.containers[0].command is required: lockwrap runs in front of the container's command (the controller cannot know an image's entrypoint); set command, or name a container that has one in wrapContainer",fieldPath=".template"
-// +kubebuilder:validation:XValidation:rule="!has(self.wrapContainer) || !has(self.template.spec) || self.template.spec.containers.exists(c, c.name == self.wrapContainer && has(c.command) && size(c.command) > 0)",message="wrapContainer must name a container of template.spec.containers that has a command",fieldPath=".wrapContainer"
-// +kubebuilder:validation:XValidation:rule="!has(self.dedupe) || !has(self.dedupe.retention) || !has(self.lock.ttl) || duration(self.lock.ttl) > duration('24h') || duration(self.dedupe.retention) > duration('8784h') || duration(self.dedupe.retention) >= duration(self.lock.ttl) + duration(self.lock.ttl)",message="dedupe.retention must be at least twice lock.ttl: raise dedupe.retention (or lower lock.ttl)",fieldPath=".dedupe.retention"
-// +kubebuilder:validation:XValidation:rule="!has(self.template.metadata) || !has(self.template.metadata.labels) || self.template.metadata.labels.all(k, !k.startsWith('scheduling.lockedcron.io/'))",message="template.metadata.labels: keys under scheduling.lockedcron.io/ are reserved for the controller (it sets them on every pod and relies on them to count runs); use another prefix",fieldPath=".template.metadata.labels"
-// +kubebuilder:validation:XValidation:rule="!has(self.template.metadata) || !has(self.template.metadata.annotations) || self.template.metadata.annotations.all(k, !k.startsWith('scheduling.lockedcron.io/'))",message="template.metadata.annotations: keys under scheduling.lockedcron.io/ are reserved for the controller (it sets them on every pod and relies on them to count runs); use another prefix",fieldPath=".template.metadata.annotations"
+// +kubebuilder:validation:XValidation:rule="has(self.wrapContainer) || [self.template.?spec.containers.orValue([])].all(cs, cs.size() == 0 || cs[0].?command.orValue([]).size() > 0)",message="template.spec.containers[0].command is required: lockwrap runs in front of the container's command (the controller cannot know an image's entrypoint); set command, or name a container that has one in wrapContainer",fieldPath=".template"
+// +kubebuilder:validation:XValidation:rule="!has(self.wrapContainer) || !has(self.template.spec) || [self.wrapContainer].all(w, self.template.spec.containers.exists(c, c.name == w && c.?command.orValue([]).size() > 0))",message="wrapContainer must name a container of template.spec.containers that has a command",fieldPath=".wrapContainer"
+// +kubebuilder:validation:XValidation:rule="!has(self.dedupe) || !has(self.dedupe.retention) || !has(self.lock.ttl) || [[duration(self.lock.ttl), duration(self.dedupe.retention)]].all(d, d[0] > duration('24h') || d[1] > duration('8784h') || d[1] >= d[0] + d[0])",message="dedupe.retention must be at least twice lock.ttl: raise dedupe.retention (or lower lock.ttl)",fieldPath=".dedupe.retention"
 type LockedCronJobSpec struct {
 	// Schedule in cron format: 5 fields, 6 fields with leading seconds ("*/10 * * * * *"),
 	// Quartz "?" ("0 0 2 * * ?") or a descriptor ("@hourly", "@every 90s").
@@ -122,6 +126,10 @@ type LockedCronJobSpec struct {
 
 	// Template is the pod created for each occurrence. restartPolicy must be Never or
 	// OnFailure (Never when unset).
+	// +kubebuilder:validation:XValidation:rule="self.?spec.containers.orValue([]).size() > 0",message="template.spec.containers must have at least one container"
+	// +kubebuilder:validation:XValidation:rule="self.?spec.restartPolicy.orValue('Never') in ['Never', 'OnFailure']",message="template.spec.restartPolicy must be Never or OnFailure (a scheduled run must end)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.labels) || self.metadata.labels.all(k, !k.startsWith('scheduling.lockedcron.io/'))",message="template.metadata.labels: keys under scheduling.lockedcron.io/ are reserved for the controller (it sets them on every pod and relies on them to count runs); use another prefix",fieldPath=".metadata.labels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.annotations) || self.metadata.annotations.all(k, !k.startsWith('scheduling.lockedcron.io/'))",message="template.metadata.annotations: keys under scheduling.lockedcron.io/ are reserved for the controller (it sets them on every pod and relies on them to count runs); use another prefix",fieldPath=".metadata.annotations"
 	Template corev1.PodTemplateSpec `json:"template"`
 }
 

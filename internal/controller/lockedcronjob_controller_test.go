@@ -510,7 +510,31 @@ var _ = Describe("LockedCronJob admission (CEL rules)", func() {
 			j.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment}}}
 		}), "exactly one of name or selector"),
 		Entry("long name", mutate(func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("n", 53) }), "at most 52 characters"),
+		Entry("no containers", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.Containers = []corev1.Container{} }), "template.spec.containers must have at least one container"),
+		Entry("wrapContainer names no container", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.WrapContainer = "nope" }), "wrapContainer must name a container"),
+		Entry("a reserved template label", mutate(func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Labels = map[string]string{"scheduling.lockedcron.io/job": "other"}
+		}), "spec.template.metadata.labels: Invalid value"),
+		Entry("a reserved template annotation", mutate(func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Annotations = map[string]string{"scheduling.lockedcron.io/scheduled-time": "x"}
+		}), "spec.template.metadata.annotations: Invalid value"),
+		Entry("dedupe.retention under twice lock.ttl", mutate(func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Lock.TTL = &metav1.Duration{Duration: 2 * time.Minute}
+			j.Spec.Dedupe.Retention = &metav1.Duration{Duration: 3 * time.Minute}
+		}), "dedupe.retention must be at least twice lock.ttl"),
 	)
+
+	It("accepts a job whose wrapContainer has the command, and template labels and annotations of the user's", func() {
+		j := newJob("default", "cel-ok", "@hourly")
+		j.Spec.Template.Labels = map[string]string{"app": "report"}
+		j.Spec.Template.Annotations = map[string]string{"example.com/owner": "team-a"}
+		j.Spec.Template.Spec.Containers[0].Command = nil
+		j.Spec.Template.Spec.Containers = append(j.Spec.Template.Spec.Containers, corev1.Container{Name: "side", Image: "x", Command: []string{"/side"}})
+		j.Spec.WrapContainer = "side"
+		j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+		Expect(k8sClient.Create(ctx, j)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, j)).To(Succeed())
+	})
 
 	It("accepts a job as the README shows it and fills the defaults", func() {
 		job := newJob("default", "defaults", "*/10 * * * * *")

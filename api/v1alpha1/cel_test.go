@@ -1,0 +1,172 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/utils/ptr"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+)
+
+// celValidator is the API server's validator of the CRD's x-kubernetes-validations rules,
+// built from config/crd/bases as kube-apiserver builds it.
+func celValidator(tb testing.TB) (*cel.Validator, *schema.Structural) {
+	tb.Helper()
+	crd := loadCRD(tb)
+	var props apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, &props, nil); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := schema.NewStructural(&props)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cel.NewValidator(s, true, celconfig.PerCallLimit), s
+}
+
+// statusWrite is a job as the samples show it, with the status a controller writes after
+// a few runs, before and after one more status write (what a status PUT validates).
+func statusWrite(tb testing.TB) (obj, old map[string]any) {
+	tb.Helper()
+	at := metav1.NewTime(time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC))
+	job := &v1alpha1.LockedCronJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob"},
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly-report", Namespace: "team-a", UID: "5d0f2c3e-1111-4c43-9a43-7c1f2d9e5a11", Generation: 1},
+		Spec: v1alpha1.LockedCronJobSpec{Schedule: "*/10 * * * * *", TimeZone: "UTC", StartingDeadlineSeconds: ptr.To(int64(5)),
+			Lock: v1alpha1.LockSpec{Key: "demo/nightly-report", TTL: &metav1.Duration{Duration: 6 * time.Second}, KillGracePeriod: &metav1.Duration{Duration: 2 * time.Second},
+				Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}}},
+			Contention: v1alpha1.ContentionSpec{Policy: v1alpha1.ContentionSkip},
+			Dedupe:     v1alpha1.DedupeSpec{Retention: &metav1.Duration{Duration: 168 * time.Hour}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{Name: "job", Image: "k8s.local/lockedcron-e2e-job:dev", ImagePullPolicy: corev1.PullNever,
+					Command: []string{"/usr/local/bin/e2e-job", "--sleep=2s", "--termination-log=/dev/null"},
+					Env: []corev1.EnvVar{{Name: "E2E_REDIS_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "url"}}}}}}}},
+			SuccessfulRunsHistoryLimit: ptr.To(int32(3)), FailedRunsHistoryLimit: ptr.To(int32(1)),
+		},
+		Status: v1alpha1.LockedCronJobStatus{ObservedGeneration: 1, LastScheduleTime: &at, LockKey: "demo/nightly-report",
+			Conditions: []metav1.Condition{
+				{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Scheduled", Message: "next occurrence 2026-12-03T07:00:10Z", LastTransitionTime: at, ObservedGeneration: 1},
+				{Type: "LockBackendReady", Status: metav1.ConditionTrue, Reason: "RedisReachable", Message: "Secret read and Redis answered", LastTransitionTime: at, ObservedGeneration: 1}},
+			Counters: v1alpha1.Counters{Runs: 3, Succeeded: 3},
+		},
+	}
+	for i := range 3 {
+		t := metav1.NewTime(at.Add(time.Duration(i-3) * 10 * time.Second))
+		job.Status.Recent = append(job.Status.Recent, v1alpha1.RunRecord{Occurrence: t, Outcome: "Succeeded", Trigger: v1alpha1.TriggerScheduled,
+			Pod: "nightly-report-1796281200", Holder: "local/team-a/nightly-report-1796281200", Message: "ran in 2.01s"})
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(job)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	job.Status.Counters.Runs--
+	job.Status.Recent = job.Status.Recent[1:]
+	o, err := runtime.DefaultUnstructuredConverter.ToUnstructured(job)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return u, o
+}
+
+// TestCELRules runs the CRD's validation rules on a job as kubectl sends it on create
+// (each alone, as the API server runs them): a good job passes, and each bad one fails
+// with its rule's message and no other. envtest's admission table checks the same
+// through a real API server for some of them; this one covers every rule of the spec
+// and its template, in milliseconds.
+func TestCELRules(t *testing.T) {
+	v, s := celValidator(t)
+	good, _ := statusWrite(t)
+	for name, c := range map[string]struct {
+		mutate func(spec map[string]any)
+		want   string // "" = valid
+	}{
+		"the sample":              {func(map[string]any) {}, ""},
+		"restartPolicy unset":     {func(sp map[string]any) { delete(podSpec(sp), "restartPolicy") }, ""},
+		"restartPolicy OnFailure": {func(sp map[string]any) { podSpec(sp)["restartPolicy"] = "OnFailure" }, ""},
+		"restartPolicy Always":    {func(sp map[string]any) { podSpec(sp)["restartPolicy"] = "Always" }, "template.spec.restartPolicy must be Never or OnFailure"},
+		"no containers":           {func(sp map[string]any) { podSpec(sp)["containers"] = []any{} }, "template.spec.containers must have at least one container"},
+		"no pod spec":             {func(sp map[string]any) { delete(sp["template"].(map[string]any), "spec") }, "template.spec.containers must have at least one container"},
+		"no command":              {func(sp map[string]any) { delete(container(sp, 0), "command") }, "template.spec.containers[0].command is required"},
+		"empty command":           {func(sp map[string]any) { container(sp, 0)["command"] = []any{} }, "template.spec.containers[0].command is required"},
+		"wrapContainer with a command, the first without": {func(sp map[string]any) {
+			delete(container(sp, 0), "command")
+			addContainer(sp, map[string]any{"name": "side", "image": "x", "command": []any{"/side"}})
+			sp["wrapContainer"] = "side"
+		}, ""},
+		"wrapContainer without a command": {func(sp map[string]any) {
+			addContainer(sp, map[string]any{"name": "side", "image": "x"})
+			sp["wrapContainer"] = "side"
+		}, "wrapContainer must name a container of template.spec.containers that has a command"},
+		"wrapContainer names no container": {func(sp map[string]any) { sp["wrapContainer"] = "nope" }, "wrapContainer must name a container"},
+		"template labels and annotations of the user's": {func(sp map[string]any) {
+			sp["template"].(map[string]any)["metadata"] = map[string]any{"labels": map[string]any{"app": "report"}, "annotations": map[string]any{"example.com/owner": "team-a"}}
+		}, ""},
+		"a reserved template label": {func(sp map[string]any) {
+			sp["template"].(map[string]any)["metadata"] = map[string]any{"labels": map[string]any{"app": "report", "scheduling.lockedcron.io/job": "x"}}
+		}, "template.metadata.labels: keys under scheduling.lockedcron.io/ are reserved"},
+		"a reserved template annotation": {func(sp map[string]any) {
+			sp["template"].(map[string]any)["metadata"] = map[string]any{"annotations": map[string]any{"scheduling.lockedcron.io/scheduled-time": "x"}}
+		}, "template.metadata.annotations: keys under scheduling.lockedcron.io/ are reserved"},
+		"dedupe.retention twice lock.ttl": {func(sp map[string]any) {
+			sp["lock"].(map[string]any)["ttl"] = "2m"
+			sp["dedupe"] = map[string]any{"retention": "4m"}
+		}, ""},
+		"dedupe.retention under twice lock.ttl": {func(sp map[string]any) {
+			sp["lock"].(map[string]any)["ttl"] = "2m"
+			sp["dedupe"] = map[string]any{"retention": "3m59s"}
+		}, "dedupe.retention must be at least twice lock.ttl"},
+		"dedupe.retention unset": {func(sp map[string]any) { delete(sp, "dedupe") }, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			obj := runtime.DeepCopyJSON(good)
+			delete(obj, "status")
+			c.mutate(obj["spec"].(map[string]any))
+			errs, _ := v.Validate(context.Background(), nil, s, obj, nil, celconfig.RuntimeCELCostBudget)
+			switch {
+			case c.want == "" && len(errs) > 0:
+				t.Fatalf("want valid, got %v", errs)
+			case c.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want)):
+				t.Fatalf("want one error %q, got %v", c.want, errs)
+			}
+		})
+	}
+}
+
+func podSpec(spec map[string]any) map[string]any {
+	return spec["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+func container(spec map[string]any, i int) map[string]any {
+	return podSpec(spec)["containers"].([]any)[i].(map[string]any)
+}
+
+func addContainer(spec map[string]any, c map[string]any) {
+	ps := podSpec(spec)
+	ps["containers"] = append(ps["containers"].([]any), c)
+}
+
+// BenchmarkStatusWriteCEL: what the CRD's validation rules cost the API server on each
+// status write of a job, which evaluates them all, spec's too (ratcheting only forgives
+// their errors). (go test ./api/v1alpha1/ -run '^$' -bench StatusWriteCEL -benchmem)
+func BenchmarkStatusWriteCEL(b *testing.B) {
+	v, s := celValidator(b)
+	obj, old := statusWrite(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if errs, _ := v.Validate(ctx, nil, s, obj, old, celconfig.RuntimeCELCostBudget); len(errs) > 0 {
+			b.Fatal(errs)
+		}
+	}
+}
