@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
 // celValidator is the API server's validator of the CRD's x-kubernetes-validations rules,
@@ -33,6 +36,19 @@ func celValidator(tb testing.TB) (*cel.Validator, *schema.Structural) {
 		tb.Fatal(err)
 	}
 	return cel.NewValidator(s, true, celconfig.PerCallLimit), s
+}
+
+// TestCRDValid: the API server's own validation of the CRD passes, the estimated cost of
+// every rule included (a rule over its budget makes the CRD uninstallable).
+func TestCRDValid(t *testing.T) {
+	var crd apiextensions.CustomResourceDefinition
+	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(loadCRD(t), &crd, nil); err != nil {
+		t.Fatal(err)
+	}
+	crd.Status.StoredVersions = []string{v1alpha1.GroupVersion.Version} // the API server's, once created
+	if errs := validation.ValidateCustomResourceDefinition(context.Background(), &crd); len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
 }
 
 // statusWrite is a job as the samples show it, with the status a controller writes after
@@ -141,6 +157,91 @@ func TestCELRules(t *testing.T) {
 				t.Fatalf("want one error %q, got %v", c.want, errs)
 			}
 		})
+	}
+}
+
+// TestLockRulesAgreeWithLockwrap: the lock's rules (and dedupe.retention's) admit exactly
+// the ttl, renewInterval, killGracePeriod and retention that lockwrap accepts: a job
+// admitted with a lock its pods refuse fails every run; one refused that lockwrap takes
+// is a limit for nothing. Durations near every limit, and on the kill-before-expiry
+// limit give or take a millisecond, or a nanosecond (the rule computes it in
+// nanoseconds, as lockwrap does: in milliseconds it admitted a killGracePeriod a
+// nanosecond too long, whose pods then refused to start).
+func TestLockRulesAgreeWithLockwrap(t *testing.T) {
+	v, s := celValidator(t)
+	base, _ := statusWrite(t)
+	delete(base, "status")
+	rng := rand.New(rand.NewPCG(13, 3))
+	const ms = time.Millisecond
+	pick := func(marks ...time.Duration) time.Duration {
+		d := marks[rng.IntN(len(marks))]
+		switch rng.IntN(4) {
+		case 0:
+			return d
+		case 1:
+			return d + time.Duration(rng.IntN(2001)-1000)*ms
+		case 2:
+			return d + time.Duration(rng.IntN(5)-2)*ms
+		default:
+			return d + time.Duration(rng.IntN(2001)-1000)*time.Microsecond
+		}
+	}
+	agree, admitted := 0, 0
+	for i := range 8000 {
+		whole := i%4 != 0 // a quarter off the millisecond grid
+		grid := func(d time.Duration) time.Duration {
+			if whole {
+				return d.Truncate(ms)
+			}
+			return d
+		}
+		ttl := grid(pick(0, time.Second, 3*time.Second, 10*time.Second, 30*time.Second, time.Minute, 24*time.Hour))
+		var renew time.Duration // unset: ttl/3
+		if rng.IntN(2) == 0 {
+			renew = grid(pick(100*ms, ttl/3, ttl/2))
+		}
+		kill := grid(pick(0, time.Second, 2*time.Second, 10*time.Second, time.Hour))
+		if rng.IntN(2) == 0 {
+			// On the kill-before-expiry limit, ttl = renewInterval + killGracePeriod +
+			// max(100ms, ttl/100), give or take up to 2ms (or a nanosecond off the grid).
+			kill = ttl - max(100*ms, ttl/100) - renew
+			if renew == 0 {
+				kill -= ttl / 3
+			}
+			kill = grid(kill) + time.Duration(rng.IntN(5)-2)*ms
+			if !whole {
+				kill += time.Duration(rng.IntN(3) - 1)
+			}
+		}
+		retention := pick(2*ttl, time.Minute, 168*time.Hour, 8784*time.Hour) + time.Duration(rng.IntN(3)-1)
+		if ttl <= 0 || kill < 0 || renew < 0 || retention <= 0 {
+			continue // not a duration the CRD's pattern admits
+		}
+		obj := runtime.DeepCopyJSON(base)
+		spec := obj["spec"].(map[string]any)
+		lock := spec["lock"].(map[string]any)
+		lock["ttl"], lock["killGracePeriod"] = ttl.String(), kill.String()
+		spec["dedupe"] = map[string]any{"retention": retention.String()}
+		args := []string{"--redis-url", "redis://127.0.0.1:6379/0", "--key", "k", "--ttl", ttl.String(), "--kill-grace", kill.String(),
+			"--dedupe-retention", retention.String()}
+		if renew > 0 {
+			lock["renewInterval"] = renew.String()
+			args = append(args, "--renew-interval", renew.String())
+		}
+		errs, _ := v.Validate(context.Background(), nil, s, obj, nil, celconfig.RuntimeCELCostBudget)
+		_, _, perr := config.Parse(append(args, "--", "true"), func(string) string { return "" })
+		if (len(errs) == 0) != (perr == nil) {
+			t.Errorf("ttl %v renewInterval %v killGracePeriod %v retention %v: admission says %v, lockwrap says %v", ttl, renew, kill, retention, errs, perr)
+			continue
+		}
+		agree++
+		if perr == nil {
+			admitted++
+		}
+	}
+	t.Logf("%d locks: both agree on each; %d admitted", agree, admitted)
+	if admitted < agree/5 || admitted > agree*4/5 {
+		t.Fatalf("%d of %d admitted: the cases do not probe both sides of the limits", admitted, agree)
 	}
 }
 

@@ -510,6 +510,10 @@ var _ = Describe("LockedCronJob admission (CEL rules)", func() {
 			j.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment}}}
 		}), "exactly one of name or selector"),
 		Entry("long name", mutate(func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("n", 53) }), "at most 52 characters"),
+		Entry("killGracePeriod a nanosecond over the kill-before-expiry limit", mutate(func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Lock.TTL = &metav1.Duration{Duration: 30 * time.Second}
+			j.Spec.Lock.KillGracePeriod = &metav1.Duration{Duration: 19*time.Second + 700*time.Millisecond + 1}
+		}), "lock.ttl must be at least lock.renewInterval + lock.killGracePeriod + a margin"),
 		Entry("no containers", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.Containers = []corev1.Container{} }), "template.spec.containers must have at least one container"),
 		Entry("wrapContainer names no container", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.WrapContainer = "nope" }), "wrapContainer must name a container"),
 		Entry("a reserved template label", mutate(func(j *v1alpha1.LockedCronJob) {
