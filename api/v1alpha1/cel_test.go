@@ -2,7 +2,9 @@ package v1alpha1_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +15,16 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	apivalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/utils/ptr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -160,15 +166,77 @@ func TestCELRules(t *testing.T) {
 	}
 }
 
-// TestLockRulesAgreeWithLockwrap: the lock's rules (and dedupe.retention's) admit exactly
-// the ttl, renewInterval, killGracePeriod and retention that lockwrap accepts: a job
-// admitted with a lock its pods refuse fails every run; one refused that lockwrap takes
-// is a limit for nothing. Durations near every limit, and on the kill-before-expiry
-// limit give or take a millisecond, or a nanosecond (the rule computes it in
-// nanoseconds, as lockwrap does: in milliseconds it admitted a killGracePeriod a
-// nanosecond too long, whose pods then refused to start).
-func TestLockRulesAgreeWithLockwrap(t *testing.T) {
-	v, s := celValidator(t)
+// admission is what the API server runs on a create of a job: structural defaulting,
+// the OpenAPI schema's validation, then the CEL rules.
+type admission struct {
+	s      *schema.Structural
+	schema apivalidation.SchemaValidator
+	cel    *cel.Validator
+}
+
+func newAdmission(tb testing.TB) admission {
+	tb.Helper()
+	var props apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(loadCRD(tb).Spec.Versions[0].Schema.OpenAPIV3Schema, &props, nil); err != nil {
+		tb.Fatal(err)
+	}
+	sv, _, err := apivalidation.NewSchemaValidator(&props)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, s := celValidator(tb)
+	return admission{s: s, schema: sv, cel: c}
+}
+
+func (a admission) admit(obj map[string]any) field.ErrorList {
+	defaulting.Default(obj, a.s)
+	if errs := apivalidation.ValidateCustomResource(nil, obj, a.schema); len(errs) > 0 {
+		return errs
+	}
+	errs, _ := a.cel.Validate(context.Background(), nil, a.s, obj, nil, celconfig.RuntimeCELCostBudget)
+	return errs
+}
+
+// lockwrapVerdict builds the job's pod as the controller does and runs lockwrap's flag
+// and environment checks (config.Parse) on its wrapped container: nil when lockwrap
+// would take the lock.
+func lockwrapVerdict(obj map[string]any) error {
+	var job v1alpha1.LockedCronJob
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &job); err != nil {
+		return err
+	}
+	pod, err := runpod.Build(&job, time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC), runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		return err
+	}
+	for _, c := range pod.Spec.Containers {
+		if len(c.Command) == 0 || c.Command[0] != runpod.WrapperPath {
+			continue
+		}
+		env := map[string]string{config.EnvRedisURL: "redis://127.0.0.1:6379/0"} // from the Secret
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				env[e.Name] = e.Value
+			}
+		}
+		_, _, err := config.Parse(c.Command[1:], func(k string) string { return env[k] })
+		return err
+	}
+	return errors.New("no container runs lockwrap")
+}
+
+// TestAdmittedJobsStart: the API server admits exactly the jobs whose pods' lockwrap
+// accepts its configuration. A job admitted with settings its pods refuse fails every
+// run (each pod ends in a configuration error); one refused that lockwrap would take is a
+// limit for nothing. 8,000 jobs near every limit of what the controller passes lockwrap:
+// the lock's durations (on the kill-before-expiry limit give or take a millisecond or a
+// nanosecond), the key (its length in bytes and in characters, whitespace at its ends,
+// ASCII and Unicode), dedupe.retention, the contention retry's attempts and backoffs,
+// minReplicas. Found: the kill-before-expiry rule, computed in milliseconds, admitted a
+// killGracePeriod a nanosecond too long; keys were measured in characters and trimmed of
+// ASCII whitespace only, where lockwrap counts bytes and trims Unicode whitespace.
+func TestAdmittedJobsStart(t *testing.T) {
+	adm := newAdmission(t)
 	base, _ := statusWrite(t)
 	delete(base, "status")
 	rng := rand.New(rand.NewPCG(13, 3))
@@ -186,7 +254,22 @@ func TestLockRulesAgreeWithLockwrap(t *testing.T) {
 			return d + time.Duration(rng.IntN(2001)-1000)*time.Microsecond
 		}
 	}
-	agree, admitted := 0, 0
+	spaces := []string{" ", "\t", "\u00a0", "\u2003", "\u3000", "\u0085", "\u200b"}
+	key := func() string {
+		fill := []string{"k", "é", "中", "🔒"}[rng.IntN(4)]
+		n := []int{1, 20, 128, 170, 171, 256, 257, 511, 512, 513}[rng.IntN(10)]
+		k := strings.Repeat(fill, n)
+		switch rng.IntN(4) {
+		case 0:
+			k = spaces[rng.IntN(len(spaces))] + k
+		case 1:
+			k += spaces[rng.IntN(len(spaces))]
+		case 2:
+			k = "a" + spaces[rng.IntN(len(spaces))] + k
+		}
+		return k
+	}
+	counts := map[string]int{}
 	for i := range 8000 {
 		whole := i%4 != 0 // a quarter off the millisecond grid
 		grid := func(d time.Duration) time.Duration {
@@ -195,7 +278,7 @@ func TestLockRulesAgreeWithLockwrap(t *testing.T) {
 			}
 			return d
 		}
-		ttl := grid(pick(0, time.Second, 3*time.Second, 10*time.Second, 30*time.Second, time.Minute, 24*time.Hour))
+		ttl := grid(pick(time.Second, 3*time.Second, 10*time.Second, 30*time.Second, time.Minute, 24*time.Hour))
 		var renew time.Duration // unset: ttl/3
 		if rng.IntN(2) == 0 {
 			renew = grid(pick(100*ms, ttl/3, ttl/2))
@@ -203,7 +286,7 @@ func TestLockRulesAgreeWithLockwrap(t *testing.T) {
 		kill := grid(pick(0, time.Second, 2*time.Second, 10*time.Second, time.Hour))
 		if rng.IntN(2) == 0 {
 			// On the kill-before-expiry limit, ttl = renewInterval + killGracePeriod +
-			// max(100ms, ttl/100), give or take up to 2ms (or a nanosecond off the grid).
+			// max(100ms, ttl/100), give or take up to 2ms (and a nanosecond off the grid).
 			kill = ttl - max(100*ms, ttl/100) - renew
 			if renew == 0 {
 				kill -= ttl / 3
@@ -221,27 +304,48 @@ func TestLockRulesAgreeWithLockwrap(t *testing.T) {
 		spec := obj["spec"].(map[string]any)
 		lock := spec["lock"].(map[string]any)
 		lock["ttl"], lock["killGracePeriod"] = ttl.String(), kill.String()
-		spec["dedupe"] = map[string]any{"retention": retention.String()}
-		args := []string{"--redis-url", "redis://127.0.0.1:6379/0", "--key", "k", "--ttl", ttl.String(), "--kill-grace", kill.String(),
-			"--dedupe-retention", retention.String()}
 		if renew > 0 {
 			lock["renewInterval"] = renew.String()
-			args = append(args, "--renew-interval", renew.String())
 		}
-		errs, _ := v.Validate(context.Background(), nil, s, obj, nil, celconfig.RuntimeCELCostBudget)
-		_, _, perr := config.Parse(append(args, "--", "true"), func(string) string { return "" })
-		if (len(errs) == 0) != (perr == nil) {
-			t.Errorf("ttl %v renewInterval %v killGracePeriod %v retention %v: admission says %v, lockwrap says %v", ttl, renew, kill, retention, errs, perr)
-			continue
+		spec["dedupe"] = map[string]any{"retention": retention.String()}
+		if rng.IntN(3) == 0 {
+			k, err := strconv.Unquote(`"` + key() + `"`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lock["key"] = k
 		}
-		agree++
-		if perr == nil {
-			admitted++
+		lock["minReplicas"] = int64(rng.IntN(3))
+		if rng.IntN(3) == 0 {
+			// (Not 0: lockwrap takes 0 as "until the deadline"; the API asks for attempts.)
+			r := map[string]any{"attempts": int64([]int{1, 2, 1000, 1001}[rng.IntN(4)])}
+			if rng.IntN(2) == 0 {
+				r["backoff"] = pick(10*ms, time.Second, 24*time.Hour).String()
+			}
+			if rng.IntN(2) == 0 {
+				r["maxBackoff"] = pick(10*ms, 30*time.Second, 24*time.Hour).String()
+			}
+			spec["contention"] = map[string]any{"policy": "Retry", "retry": r}
+			if rng.IntN(2) == 0 {
+				spec["startingDeadlineSeconds"] = int64(rng.IntN(600))
+			}
+		}
+		errs := adm.admit(obj)
+		verdict := lockwrapVerdict(obj)
+		switch {
+		case len(errs) == 0 && verdict != nil:
+			t.Errorf("admitted, but lockwrap refuses: %v\nlock %v, dedupe %v, contention %v", verdict, lock, spec["dedupe"], spec["contention"])
+		case len(errs) > 0 && verdict == nil:
+			t.Errorf("refused, but lockwrap would run it: %v\nlock %v, dedupe %v, contention %v", errs, lock, spec["dedupe"], spec["contention"])
+		case len(errs) == 0:
+			counts["admitted"]++
+		default:
+			counts["refused"]++
 		}
 	}
-	t.Logf("%d locks: both agree on each; %d admitted", agree, admitted)
-	if admitted < agree/5 || admitted > agree*4/5 {
-		t.Fatalf("%d of %d admitted: the cases do not probe both sides of the limits", admitted, agree)
+	t.Logf("%v", counts)
+	if counts["admitted"] < 1000 || counts["refused"] < 1000 {
+		t.Fatalf("%v: the cases do not probe both sides of the limits", counts)
 	}
 }
 

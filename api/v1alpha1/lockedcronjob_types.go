@@ -134,6 +134,8 @@ type LockedCronJobSpec struct {
 }
 
 // LockSpec is the Redis lock.
+// +kubebuilder:validation:XValidation:rule="!has(self.key) || size(bytes(self.key)) <= 512",message="lock.key must be at most 512 bytes (a character outside ASCII takes 2 to 4)",fieldPath=".key"
+// +kubebuilder:validation:XValidation:rule="!has(self.key) || self.key.trim() == self.key",message="lock.key must not begin or end with whitespace (Unicode spaces included)",fieldPath=".key"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttl) || duration(self.ttl) > duration('0s')",message="lock.ttl must be greater than 0",fieldPath=".ttl"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttl) || [duration(self.ttl)].all(t, t <= duration('0s') || (t >= duration('1s') && t <= duration('24h')))",message="lock.ttl must be between 1s and 24h: a shorter lock expires before a renewal can reach Redis",fieldPath=".ttl"
 // +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || (duration(self.renewInterval) > duration('0s') && (!has(self.ttl) || duration(self.renewInterval) + duration(self.renewInterval) <= duration(self.ttl)))",message="lock.renewInterval must be greater than 0 and at most half of lock.ttl, so that one missed renewal does not lose the lock",fieldPath=".renewInterval"
@@ -142,7 +144,7 @@ type LockedCronJobSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.ttl) || !has(self.killGracePeriod) || [[duration(self.ttl), duration(self.killGracePeriod)]].all(d, d[0] < duration('1s') || d[0] > duration('24h') || d[1] < duration('0s') || d[1] > duration('1h') || (has(self.renewInterval) && (duration(self.renewInterval) <= duration('0s') || duration(self.renewInterval) > d[0])) || int(d[0]) >= (has(self.renewInterval) ? int(duration(self.renewInterval)) : int(d[0]) / 3) + int(d[1]) + (int(d[0]) / 100 > 100000000 ? int(d[0]) / 100 : 100000000))",message="lock.ttl must be at least lock.renewInterval + lock.killGracePeriod + a margin (max(100ms, 1% of ttl)), so that a holder that cannot renew has stopped its job before the lock expires: raise lock.ttl or lower lock.killGracePeriod (or lock.renewInterval)",fieldPath=".ttl"
 type LockSpec struct {
 	// Key names the lock. The same key in several namespaces or clusters means one run for
-	// all of them. Default: "<namespace>/<name>".
+	// all of them. At most 512 bytes, no whitespace at either end. Default: "<namespace>/<name>".
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^\S(.*\S)?$`
 	// +optional

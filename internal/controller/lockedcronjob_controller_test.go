@@ -514,6 +514,10 @@ var _ = Describe("LockedCronJob admission (CEL rules)", func() {
 			j.Spec.Lock.TTL = &metav1.Duration{Duration: 30 * time.Second}
 			j.Spec.Lock.KillGracePeriod = &metav1.Duration{Duration: 19*time.Second + 700*time.Millisecond + 1}
 		}), "lock.ttl must be at least lock.renewInterval + lock.killGracePeriod + a margin"),
+		Entry("a key ending in a no-break space", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.Lock.Key = "nightly\u00a0" }),
+			"lock.key must not begin or end with whitespace"),
+		Entry("a key of 171 three-byte characters (513 bytes)", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.Lock.Key = strings.Repeat("中", 171) }),
+			"lock.key must be at most 512 bytes"),
 		Entry("no containers", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.Containers = []corev1.Container{} }), "template.spec.containers must have at least one container"),
 		Entry("wrapContainer names no container", mutate(func(j *v1alpha1.LockedCronJob) { j.Spec.WrapContainer = "nope" }), "wrapContainer must name a container"),
 		Entry("a reserved template label", mutate(func(j *v1alpha1.LockedCronJob) {
