@@ -32,16 +32,21 @@ import (
 // built from config/crd/bases as kube-apiserver builds it.
 func celValidator(tb testing.TB) (*cel.Validator, *schema.Structural) {
 	tb.Helper()
-	crd := loadCRD(tb)
-	var props apiextensions.JSONSchemaProps
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, &props, nil); err != nil {
-		tb.Fatal(err)
-	}
-	s, err := schema.NewStructural(&props)
+	s, err := schema.NewStructural(schemaProps(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return cel.NewValidator(s, true, celconfig.PerCallLimit), s
+}
+
+// schemaProps is the CRD's schema as the API server holds it.
+func schemaProps(tb testing.TB) *apiextensions.JSONSchemaProps {
+	tb.Helper()
+	var props apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(loadCRD(tb).Spec.Versions[0].Schema.OpenAPIV3Schema, &props, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return &props
 }
 
 // TestCRDValid: the API server's own validation of the CRD passes, the estimated cost of
@@ -176,11 +181,7 @@ type admission struct {
 
 func newAdmission(tb testing.TB) admission {
 	tb.Helper()
-	var props apiextensions.JSONSchemaProps
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(loadCRD(tb).Spec.Versions[0].Schema.OpenAPIV3Schema, &props, nil); err != nil {
-		tb.Fatal(err)
-	}
-	sv, _, err := apivalidation.NewSchemaValidator(&props)
+	sv, _, err := apivalidation.NewSchemaValidator(schemaProps(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
