@@ -133,6 +133,11 @@ type LockedCronJobSpec struct {
 	Template corev1.PodTemplateSpec `json:"template"`
 }
 
+// The lock's last rule is lockwrap's defaults.TTLFits, in nanoseconds (int(duration)) and
+// with its integer divisions, and the key's are lockwrap's (bytes, strings.TrimSpace): a job
+// admitted with a lock its pods refuse would fail every run. TestAdmittedJobsStart keeps the
+// two equal.
+
 // LockSpec is the Redis lock.
 // +kubebuilder:validation:XValidation:rule="!has(self.key) || size(bytes(self.key)) <= 512",message="lock.key must be at most 512 bytes (a character outside ASCII takes 2 to 4)",fieldPath=".key"
 // +kubebuilder:validation:XValidation:rule="!has(self.key) || self.key.trim() == self.key",message="lock.key must not begin or end with whitespace (Unicode spaces included)",fieldPath=".key"
