@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -310,11 +309,7 @@ func TestAdmittedJobsStart(t *testing.T) {
 		}
 		spec["dedupe"] = map[string]any{"retention": retention.String()}
 		if rng.IntN(3) == 0 {
-			k, err := strconv.Unquote(`"` + key() + `"`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lock["key"] = k
+			lock["key"] = key()
 		}
 		lock["minReplicas"] = int64(rng.IntN(3))
 		obj["metadata"].(map[string]any)["name"] = strings.Repeat("n", []int{14, 52, 53}[rng.IntN(3)]) // pod names: <name>-<unix seconds>
