@@ -372,3 +372,73 @@ func BenchmarkStatusWriteCEL(b *testing.B) {
 		}
 	}
 }
+
+// TestAdmittedDurationsDecode: every duration field of the spec that the API server admits
+// decodes into the Go type the controller's cache holds (metav1.Duration, a time.Duration).
+// The schema's pattern admits any number of hours; one job whose value overflows
+// time.Duration ("2562048h") would make every list of LockedCronJobs undecodable, and the
+// controller's cache with it, for every job of the cluster. Each field of the schema that
+// carries the duration pattern is tried (a new one fails here until the base job below sets
+// its parent) with values just inside and just outside time.Duration's range. Found:
+// blackout.rollouts[].settle had no rule, and admitted "2562048h".
+func TestAdmittedDurationsDecode(t *testing.T) {
+	adm := newAdmission(t)
+	base, _ := statusWrite(t)
+	delete(base, "status")
+	spec := base["spec"].(map[string]any)
+	spec["lock"].(map[string]any)["renewInterval"] = "2s"
+	spec["contention"] = map[string]any{"policy": "Retry", "retry": map[string]any{"attempts": int64(3), "backoff": "1s", "maxBackoff": "30s"}}
+	spec["blackout"] = map[string]any{
+		"windows":  []any{map[string]any{"schedule": "0 2 * * *", "duration": "1h"}},
+		"rollouts": []any{map[string]any{"kind": "Deployment", "name": "api", "settle": "5m"}},
+	}
+	if errs := adm.admit(runtime.DeepCopyJSON(base)); len(errs) > 0 {
+		t.Fatalf("the base job is refused: %v", errs)
+	}
+	var paths [][]string
+	var walk func(path []string, s *apiextensions.JSONSchemaProps)
+	walk = func(path []string, s *apiextensions.JSONSchemaProps) {
+		if s.Pattern == `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$` { // the markers' duration pattern
+			paths = append(paths, path)
+		}
+		for name, p := range s.Properties {
+			walk(append(append([]string(nil), path...), name), &p)
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			walk(append(append([]string(nil), path...), "[0]"), s.Items.Schema)
+		}
+	}
+	specProps := schemaProps(t).Properties["spec"]
+	walk(nil, &specProps)
+	if len(paths) < 8 {
+		t.Fatalf("found %d duration fields in the schema (%v): the walk is broken", len(paths), paths)
+	}
+	for _, path := range paths {
+		for _, value := range []string{"2562047h", "2562048h", "9999999999999h", "9223372036854775808ns", "1h2562047h"} {
+			obj := runtime.DeepCopyJSON(base)
+			parent := obj["spec"]
+			for _, step := range path[:len(path)-1] {
+				if step == "[0]" {
+					parent = parent.([]any)[0]
+					continue
+				}
+				next, ok := parent.(map[string]any)[step]
+				if !ok {
+					t.Fatalf("spec.%s: the base job does not set %s; set it so that this field is tried", strings.Join(path, "."), step)
+				}
+				parent = next
+			}
+			parent.(map[string]any)[path[len(path)-1]] = value
+			field := "spec." + strings.ReplaceAll(strings.Join(path, "."), ".[0]", "[0]")
+			errs := adm.admit(obj)
+			var job v1alpha1.LockedCronJob
+			err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &job)
+			if len(errs) == 0 && err != nil {
+				t.Errorf("%s: %q is admitted, and the controller cannot decode the job: %v", field, value, err)
+			}
+			if leaf := path[len(path)-1]; len(errs) > 0 && !strings.Contains(errs.ToAggregate().Error(), leaf) {
+				t.Errorf("%s: %q is refused without naming %s: %v", field, value, leaf, errs)
+			}
+		}
+	}
+}

@@ -261,7 +261,7 @@ type BlackoutSpec struct {
 
 // BlackoutWindow is recurring (schedule + duration, in the job's time zone) or one-off (start + end).
 // +kubebuilder:validation:XValidation:rule="(has(self.schedule) && has(self.duration) && !has(self.start) && !has(self.end)) || (!has(self.schedule) && !has(self.duration) && has(self.start) && has(self.end))",message="a blackout window is either recurring (schedule and duration) or one-off (start and end)"
-// +kubebuilder:validation:XValidation:rule="!has(self.duration) || duration(self.duration) > duration('0s')",message="blackout window duration must be greater than 0",fieldPath=".duration"
+// +kubebuilder:validation:XValidation:rule="!has(self.duration) || [duration(self.duration)].all(d, d > duration('0s') && d <= duration('8784h'))",message="blackout window duration must be greater than 0 and at most 8784h (366 days)",fieldPath=".duration"
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.end) || timestamp(self.start) < timestamp(self.end)",message="blackout window end must be after start",fieldPath=".end"
 type BlackoutWindow struct {
 	// Name shows in conditions and events.
@@ -291,6 +291,7 @@ type BlackoutWindow struct {
 
 // RolloutRef names workloads whose rollouts pause the job, by name or by label selector.
 // +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.selector)",message="a rollout reference needs exactly one of name or selector"
+// +kubebuilder:validation:XValidation:rule="!has(self.settle) || duration(self.settle) <= duration('8784h')",message="blackout.rollouts[].settle must be at most 8784h (366 days)",fieldPath=".settle"
 type RolloutRef struct {
 	// Kind of the workload.
 	Kind WorkloadKind `json:"kind"`

@@ -88,7 +88,9 @@ func daemonSet(d *appsv1.DaemonSet) (bool, string, time.Time) {
 	switch {
 	case st.ObservedGeneration < d.Generation:
 		return true, fmt.Sprintf("generation %d not yet observed (observed %d)", d.Generation, st.ObservedGeneration), time.Time{}
-	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled && d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType:
+		// OnDelete replaces a pod only when someone deletes it (as for a StatefulSet):
+		// no rollout to wait for, and its updated count may stay behind for good.
 		return true, fmt.Sprintf("%d of %d pods updated", st.UpdatedNumberScheduled, st.DesiredNumberScheduled), time.Time{}
 	case st.NumberAvailable < st.DesiredNumberScheduled:
 		return true, fmt.Sprintf("%d of %d pods available", st.NumberAvailable, st.DesiredNumberScheduled), time.Time{}

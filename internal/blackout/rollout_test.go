@@ -37,9 +37,16 @@ func TestRolloutOf(t *testing.T) {
 	ds := func(gen, obs int64, desired, updated, available int32) *appsv1.DaemonSet {
 		return &appsv1.DaemonSet{
 			ObjectMeta: metav1.ObjectMeta{Generation: gen},
+			Spec:       appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}},
 			Status: appsv1.DaemonSetStatus{ObservedGeneration: obs, DesiredNumberScheduled: desired,
 				UpdatedNumberScheduled: updated, NumberAvailable: available, CurrentNumberScheduled: desired},
 		}
+	}
+	// OnDelete: the DaemonSet controller replaces a pod only when someone deletes it, so
+	// its updated count can stay behind for good (kubectl rollout status refuses it).
+	dsOnDelete := func(d *appsv1.DaemonSet) *appsv1.DaemonSet {
+		d.Spec.UpdateStrategy.Type = appsv1.OnDeleteDaemonSetStrategyType
+		return d
 	}
 	cases := []struct {
 		name          string
@@ -68,6 +75,9 @@ func TestRolloutOf(t *testing.T) {
 		{"DaemonSet: not all updated", ds(5, 5, 5, 2, 5), true, time.Time{}},
 		{"DaemonSet: not all available", ds(5, 5, 5, 5, 4), true, time.Time{}},
 		{"DaemonSet: no nodes", ds(1, 1, 0, 0, 0), false, time.Time{}},
+		{"DaemonSet: OnDelete waits for nobody", dsOnDelete(ds(5, 5, 5, 0, 5)), false, time.Time{}},
+		{"DaemonSet: OnDelete, generation not observed", dsOnDelete(ds(6, 5, 5, 0, 5)), true, time.Time{}},
+		{"DaemonSet: OnDelete, not all available", dsOnDelete(ds(5, 5, 5, 0, 4)), true, time.Time{}},
 		{"something else", &corev1.Pod{}, false, time.Time{}},
 	}
 	for _, c := range cases {
