@@ -106,3 +106,39 @@ func TestAcquireRetryWithoutOurEntry(t *testing.T) {
 		t.Fatal("lock kept after suppression")
 	}
 }
+
+// A resent acquire (the caller lost the first reply and sends again with the same token)
+// gives the lock a whole ttl again, counted from the resend: the caller counts its ttl from
+// when it sent the attempt that answered, and stops its job before that runs out. Found:
+// the resend was granted with what was left of the first attempt's ttl, so the lock could
+// expire, and another holder run, while the caller's job still ran.
+func TestResentAcquireRestartsTheTTL(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client()
+	defer c.Close()
+	ctx := context.Background()
+	l := New(c)
+	for _, tc := range []struct {
+		name    string
+		between func(req Request) // what happened to the key between the two attempts
+	}{
+		{"entry ours", func(Request) {}},
+		{"entry evicted", func(req Request) { c.Del(ctx, RunKey(req.Key, req.Occurrence)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := Request{Key: "resent/" + tc.name, Occurrence: time.Unix(60, 0), Holder: "h", TTL: 10 * time.Second, Token: "t1"}
+			if _, err := l.Acquire(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			// The first attempt's reply took 9.5 s to be given up on: half a second is left.
+			c.PExpire(ctx, LockKey(req.Key), 500*time.Millisecond)
+			tc.between(req)
+			if _, err := l.Acquire(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if left := c.PTTL(ctx, LockKey(req.Key)).Val(); left < 9*time.Second {
+				t.Fatalf("after the resend the lock expires in %v, want its ttl (10s) again", left)
+			}
+		})
+	}
+}

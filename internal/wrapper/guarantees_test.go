@@ -6,10 +6,12 @@ package wrapper_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
 // readNanos reads a file holding `date +%s%N`.
@@ -280,5 +283,85 @@ func TestPartitionAtTheEndIsNotASuccess(t *testing.T) {
 	if ra.Outcome != report.LockLost || !ra.LockLost || code != 0 || ra.ExitCode != 0 ||
 		!strings.Contains(ra.Message, "may run this occurrence again") {
 		t.Fatalf("a: %d %+v", code, ra)
+	}
+}
+
+// lostReplyLocker: the first Acquire really runs on Redis (it takes the lock), but its
+// reply is lost: the caller sees an i/o timeout `delay` later (go-redis read timeouts and
+// retries). Later attempts go through. From then on the holder's link is cut: renewals
+// fail with a transient error (the same flaky network).
+type lostReplyLocker struct {
+	real    wrapper.RedisLocker
+	delay   time.Duration
+	calls   atomic.Int32
+	firstAt atomic.Int64
+}
+
+func (l *lostReplyLocker) Acquire(ctx context.Context, req lock.Request) (*wrapper.Grant, error) {
+	if l.calls.Add(1) == 1 {
+		l.firstAt.Store(time.Now().UnixNano())
+		if _, err := l.real.Acquire(ctx, req); err != nil {
+			return nil, err
+		}
+		time.Sleep(l.delay)
+		return nil, errors.New("read tcp 127.0.0.1:6379: i/o timeout")
+	}
+	g, err := l.real.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	g.Lease = cutLease{g.Lease}
+	return g, nil
+}
+
+type cutLease struct{ wrapper.Lease }
+
+func (cutLease) Renew(context.Context) error { return errors.New("dial tcp: connection refused") }
+
+// TestResentAcquireNeverOverlaps: A's first acquire takes the lock in Redis but its reply is
+// lost (A sees an i/o timeout 1.5 s later) and A sends it again with the same token; then
+// A's link is cut and A cannot renew. Contender B (Retry) takes the occurrence over once
+// A's lock expires. A's command — which ignores SIGTERM — must be dead before B's starts.
+// lockwrap counts the ttl from the attempt that answered; the resend used to be granted
+// with what was left of the first attempt's ttl, and A's command ran ~1.4 s alongside B's.
+func TestResentAcquireNeverOverlaps(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	dir := t.TempDir()
+	aBeat, bStart := filepath.Join(dir, "a-beat"), filepath.Join(dir, "b-start")
+	occ := "2026-12-01T08:00:00Z"
+	l := &lostReplyLocker{real: wrapper.RedisLocker{L: lock.New(rdb)}, delay: 1500 * time.Millisecond}
+	cfgA, cmdA, err := config.Parse(append(flags(s.URL(), "resent", "a", "--occurrence", occ,
+		"--ttl", "3s", "--renew-interval", "1s", "--kill-grace", "1s",
+		"--contention", "retry", "--retry-attempts", "5", "--retry-backoff", "10ms", "--retry-max-backoff", "10ms", "--"),
+		"sh", "-c", `trap '' TERM; while :; do date +%s%N > "$1.tmp"; mv "$1.tmp" "$1"; sleep 0.02; done`, "sh", aBeat), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aDone := make(chan result, 1)
+	aErr := &syncBuf{}
+	go func() {
+		rep, code := wrapper.Run(context.Background(), cfgA, cmdA, wrapper.Deps{Locker: l, Stderr: aErr})
+		aDone <- result{rep, code}
+	}()
+	eventually(t, "a's command running", func() bool { _, err := os.Stat(aBeat); return err == nil })
+	t.Logf("a's command started %v after the first (lost) acquire; lock pttl now %v",
+		time.Since(time.Unix(0, l.firstAt.Load())).Round(time.Millisecond), rdb.PTTL(context.Background(), lock.LockKey("resent")).Val())
+	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "resent", "b", "--occurrence", occ,
+		"--ttl", "3s", "--renew-interval", "1s", "--kill-grace", "1s",
+		"--contention", "retry", "--retry-attempts", "1000", "--retry-backoff", "20ms", "--retry-max-backoff", "50ms"),
+		"sh", "-c", `date +%s%N > "$1"`, "sh", bStart)...)
+	rb := await(t, b)
+	ra := await(t, aDone)
+	t.Logf("a: %d %+v\nstderr: %s", ra.code, ra.rep, aErr)
+	t.Logf("b: %d %+v", rb.code, rb.rep)
+	if rb.rep.Outcome != report.Succeeded {
+		t.Fatalf("b: %+v", rb)
+	}
+	aEnd, bBegan := readNanos(t, aBeat), readNanos(t, bStart)
+	t.Logf("a's last heartbeat %s, b started %s", aEnd.Format("15:04:05.000"), bBegan.Format("15:04:05.000"))
+	if !aEnd.Before(bBegan) {
+		t.Fatalf("OVERLAP: a's command still ran %v after b's started (fences a %d, b %d)", aEnd.Sub(bBegan).Round(time.Millisecond),
+			ra.rep.FencingToken, rb.rep.FencingToken)
 	}
 }

@@ -23,7 +23,7 @@
 -- KEYS[2]: it keeps increasing even when Redis lost the counter (restart without
 -- persistence, failover that lost writes), as long as the server's clock does not go back.
 -- Resending the script with the same token (the caller lost the reply) returns the same
--- grant. A lock held by our own holder whose token is the one in this occurrence's running
+-- grant, and gives the lock a whole ttl from the resend (the caller counts from it). A lock held by our own holder whose token is the one in this occurrence's running
 -- ledger entry is our crashed predecessor (same holder identity, same occurrence): it is
 -- taken over with a new token and a higher fence. The durability facts (INFO persistence
 -- and memory) come back with every grant; INFO and TIME are called with pcall so that an
@@ -127,7 +127,10 @@ local function writeLedger(fence, recovered, existed, tookover)
 end
 
 -- regrant answers a resent call whose entry still carries our token with the first grant.
+-- The lock (ours) gets a whole ttl again: the caller counts its ttl from this attempt, not
+-- from the one whose reply it lost, and must not find the lock expired before it stops.
 local function regrant()
+  redis.call('PEXPIRE', KEYS[1], ttl)
   return grant(tonumber(redis.call('HGET', KEYS[3], 'fence')) or 0,
     tonumber(redis.call('HGET', KEYS[3], 'recovered')) or 0,
     tonumber(redis.call('HGET', KEYS[3], 'tookOver')) or 0)
@@ -173,7 +176,8 @@ if cur == ARGV[1] then
     return regrant()
   end
   -- The entry vanished (evicted) or a stale run wrote its failure there since: nobody saw
-  -- our first fence. The entry is ours again, with a new fence.
+  -- our first fence. The entry is ours again, with a new fence, and the lock a whole ttl.
+  redis.call('PEXPIRE', KEYS[1], ttl)
   local fence = nextFence()
   local recovered = 0
   if state == 'running' then
