@@ -286,6 +286,57 @@ func TestPartitionAtTheEndIsNotASuccess(t *testing.T) {
 	}
 }
 
+// TestPartitionAtTheEndOfALongLock: as TestPartitionAtTheEndIsNotASuccess, with a ttl
+// longer than the 10 s lockwrap used to retry recording a result (the default ttl is
+// 30 s). While its lock has not expired nobody else can run the occurrence, so A keeps
+// trying: when Redis answers again before then, the success is recorded and B is
+// suppressed; when it does not, A's report says the lock was lost. A used to give up
+// after 10 s and report a clean Succeeded; its lock then expired with nothing recorded,
+// and B ran the occurrence again.
+func TestPartitionAtTheEndOfALongLock(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		ttl     string // renewals every ttl/8: the lock expires 7/8 to 1 ttl after the cut
+		thawAt  time.Duration
+		wantA   report.Outcome
+		wantB   report.Outcome
+		message string
+	}{
+		{"Redis back before the lock expires", "16s", 12 * time.Second, report.Succeeded, report.SuppressedDuplicate, ""},
+		{"Redis back after the lock expired", "14s", 0, report.LockLost, report.Succeeded, "may run this occurrence again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := redistest.Start(t)
+			rdb := admin(t, s)
+			proxy := redistest.StartProxy(t, s.Addr())
+			ttl, err := time.ParseDuration(tc.ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := newGate(t)
+			a := startLockwrap(t, nil, cmdArgs(flags(proxy.URL(), "cut-at-end-long", "a", "--ttl", tc.ttl, "--renew-interval", (ttl/8).String(),
+				"--kill-grace", "1s"), g.cmd(0)...)...)
+			g.waitStarted(t)
+			proxy.Freeze()
+			g.release(t) // the command exits 0; lockwrap cannot reach Redis to record it
+			if tc.thawAt > 0 {
+				time.AfterFunc(tc.thawAt, proxy.Thaw) // the partition lasts thawAt
+			}
+			ra, code := a.wait(t)
+			proxy.Thaw()
+			if ra.Outcome != tc.wantA || ra.LockLost != (tc.wantA == report.LockLost) || code != 0 || !strings.Contains(ra.Message, tc.message) {
+				t.Fatalf("a: %d %+v, want %s", code, ra, tc.wantA)
+			}
+			eventually(t, "a's lock to be gone", func() bool { return rdb.Exists(ctx, lock.LockKey("cut-at-end-long")).Val() == 0 })
+			if rb, _ := run(t, nil, cmdArgs(flags(s.URL(), "cut-at-end-long", "b", "--ttl", "5s", "--kill-grace", "1s"), "true")...); rb.Outcome != tc.wantB {
+				t.Fatalf("b: %+v, want %s", rb, tc.wantB)
+			}
+		})
+	}
+}
+
 // lostReplyLocker: the first Acquire really runs on Redis (it takes the lock), but its
 // reply is lost: the caller sees an i/o timeout `delay` later (go-redis read timeouts and
 // retries). Later attempts go through. From then on the holder's link is cut: renewals

@@ -644,7 +644,7 @@ func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
 // Redis never answered until then leaves the run LockLost too — the lock is gone, nothing
 // recorded the result, and another holder may run the occurrence again.
 func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, rep *report.Report, stderr io.Writer) {
-	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic})
+	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic}, validUntil)
 	rep.ReleasedAt = stamp(time.Now())
 	if err == nil || errors.Is(err, lock.ErrLost) {
 		switch {
@@ -681,10 +681,17 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string
 	}
 }
 
-// finishWithRetry records the result, retrying transient errors for up to a ttl (at
-// least 2s, at most 10s).
-func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions) (lock.FinishResult, error) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(max(cfg.TTL, 2*time.Second), 10*time.Second))
+// finishWithRetry records the result, retrying transient errors until the lock expires
+// (validUntil), and for at least a ttl (at least 2s, at most 10s). While the lock is ours
+// nobody else can run the occurrence, and a result recorded then is the one a later holder
+// finds; given up earlier (it was 10s at most, under a default ttl of 30s), a success
+// Redis could still have recorded was lost, and the occurrence ran again.
+func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions, validUntil time.Time) (lock.FinishResult, error) {
+	deadline := time.Now().Add(min(max(cfg.TTL, 2*time.Second), 10*time.Second))
+	if validUntil.After(deadline) {
+		deadline = validUntil
+	}
+	fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	var last error
 	var fr lock.FinishResult
