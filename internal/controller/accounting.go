@@ -125,6 +125,9 @@ func (p *pass) track(pods []corev1.Pod) {
 		case tracking.Withdraw:
 			p.active = append(p.active, pod) // until its kubelet has said what happened
 			p.withdraw(pod, d.Reason)
+		case tracking.WithdrawAhead:
+			p.active = append(p.active, pod) // aside, until its kubelet has said what happened
+			p.withdrawAhead(pod, d.Reason)
 		case tracking.Lost:
 			p.count(pod, withoutReport(pod, occ, report.Error, d.Reason))
 		}

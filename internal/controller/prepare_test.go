@@ -170,6 +170,94 @@ var _ = Describe("Prepare-ahead", func() {
 		}, v1alpha1.Counters{SkippedBlackout: 1}, "SkippedBlackout"),
 	)
 
+	// A prepared pod taken away before its instant by someone other than the controller —
+	// a node drain's eviction, preemption, kubectl delete, its kubelet failing it — whose
+	// job did not run: its occurrence has not come yet, so it is not counted; the
+	// controller withdraws it as its own withdrawals, and the occurrence runs in a new
+	// pod, counted once. It used to be counted (missed, or interrupted) at once, released,
+	// and at the instant the planner found no pod of its name and made a second one: one
+	// occurrence, two records.
+	DescribeTable("withdraws, uncounted, a prepared pod taken away before its instant, and runs its occurrence once",
+		func(takeAway func(pod *corev1.Pod)) {
+			startManager(clock.RealClock{})
+			ns := newNamespace()
+			at := time.Now().Add(10 * time.Second).Truncate(time.Second)
+			job := newJob(ns, "taken", dailyAt(at))
+			job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+			createBefore(job, at)
+			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
+			first := podsOf(job)[0]
+			takeAway(&first)
+
+			// A new pod of the occurrence replaces it; nothing is counted meanwhile.
+			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(
+				ConsistOf(And(HaveField("Name", first.Name), Not(HaveField("UID", first.UID)))), "a new pod for the occurrence")
+			Expect(time.Now()).To(BeTemporally("<", at), "replaced before the instant")
+			Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}), "a pod taken away before its instant is not an occurrence")
+			Expect(getJob(job).Status.Recent).To(BeEmpty())
+
+			second := podsOf(job)[0]
+			time.Sleep(time.Until(at)) // lockwrap's --not-before
+			finishPod(&second, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: at.UTC().Format(time.RFC3339),
+				Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+			once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
+			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(once))
+			Consistently(func(g Gomega) {
+				g.Expect(getJob(job).Status.Counters).To(Equal(once), "counted once")
+				g.Expect(podsOf(job)).To(HaveEach(HaveField("UID", second.UID)), "no third pod for the occurrence")
+			}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
+			Expect(getJob(job).Status.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", "Succeeded"))))
+		},
+		Entry("deleted while unscheduled (kubectl delete, preemption)", func(pod *corev1.Pod) {
+			Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		}),
+		Entry("evicted from its node: lockwrap interrupted while waiting for the instant", func(pod *corev1.Pod) {
+			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p, err := getPod(pod.Namespace, pod.Name)
+				if err != nil {
+					return err
+				}
+				setRunning(p)
+				return k8sClient.Status().Update(ctx, p)
+			})).To(Succeed())
+			Expect(k8sClient.Delete(ctx, pod)).To(Succeed()) // the eviction: graceful, on a node
+			finishPod(pod, corev1.PodFailed, 70, reportJSON(report.Report{Outcome: report.Interrupted, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
+				Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
+			p, err := getPod(pod.Namespace, pod.Name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed()) // the kubelet, its containers stopped
+		}),
+		Entry("failed by its kubelet, not deleted (a node-pressure eviction)", func(pod *corev1.Pod) {
+			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p, err := getPod(pod.Namespace, pod.Name)
+				if err != nil {
+					return err
+				}
+				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Annotations[runpod.AnnotationWrappedContainer], Image: p.Spec.Containers[0].Image,
+					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 70, Reason: "Error",
+						Message: reportJSON(report.Report{Outcome: report.Interrupted, Occurrence: p.Annotations[runpod.AnnotationScheduledTime],
+							Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"})}}}}
+				return k8sClient.Status().Update(ctx, p)
+			})).To(Succeed())
+			// The controller deletes it; its kubelet, its containers long stopped, removes it.
+			Eventually(func() *metav1.Time {
+				p, err := getPod(pod.Namespace, pod.Name)
+				if err != nil {
+					return nil
+				}
+				return p.DeletionTimestamp
+			}, 15*time.Second).ShouldNot(BeNil())
+			p, err := getPod(pod.Namespace, pod.Name)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+		}),
+	)
+
 	// A node's clock ahead of the controller's: lockwrap starts the prepared pod's job at
 	// the instant on the node's clock (--not-before), and it may have ended before the
 	// controller's clock reaches the instant. Its report is the occurrence's outcome,

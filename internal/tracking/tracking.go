@@ -51,6 +51,11 @@ const (
 	// it once the API server (unbound when deleted) or its kubelet has said what
 	// happened (its report, or NeverStarted with Reason).
 	Withdraw Verdict = "Withdraw"
+	// WithdrawAhead: prepared ahead of its instant and taken away before it by someone
+	// else, its job not run (takenAwayAhead): the controller withdraws it as its own
+	// withdrawals of prepared pods (runpod.AnnotationWithdrawnAhead, Reason), and it is
+	// then decided as one (Withdrawn, or its report if its job ran after all).
+	WithdrawAhead Verdict = "WithdrawAhead"
 	// Withdrawn: prepared ahead of its instant and withdrawn before it
 	// (runpod.AnnotationWithdrawnAhead), and its job did not run: released uncounted.
 	// Its occurrence is the schedule's to decide, as if the pod had never been.
@@ -89,6 +94,9 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead {
 		return decideWithdrawnAhead(pod, in.Now, started, ended)
+	}
+	if why := takenAwayAhead(pod, occurrence, in.Now, ended); why != "" && !manual {
+		return Decision{Verdict: WithdrawAhead, Reason: why}
 	}
 	if pod.DeletionTimestamp != nil && !started {
 		// Not started as far as the pod says. A pod bound to a node may have started
@@ -153,6 +161,34 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 		return Decision{Verdict: Lost, Reason: fmt.Sprintf("withdrawn before its instant, but its kubelet did not say by %s whether the job ran (node lost or pod force-deleted)", until.UTC().Format(time.RFC3339))}
 	}
 	return Decision{Verdict: Active, Recheck: until}
+}
+
+// takenAwayAhead says why a pod prepared ahead of its occurrence (created before it) was
+// taken away before its instant, its job not run: deleted, the deletion asked before the
+// instant (deletionTimestamp less the grace period, on the API server's clock) — a node
+// drain's eviction, preemption, kubectl delete, or the controller's own withdrawal for a
+// blackout or deadline —, or ended while the instant is still to come (its kubelet failed
+// it: a node-pressure eviction). Its occurrence has not come: counted now, it was
+// counted again when the schedule ran it in a second pod. "" otherwise (a job that ran
+// before the controller's instant, on a node whose clock is ahead, is its occurrence's).
+func takenAwayAhead(pod *corev1.Pod, occurrence, now time.Time, ended bool) string {
+	if !pod.CreationTimestamp.Time.Before(occurrence) || (ended && JobRan(pod)) {
+		return ""
+	}
+	if dt := pod.DeletionTimestamp; dt != nil {
+		asked := dt.Time
+		if g := pod.DeletionGracePeriodSeconds; g != nil {
+			asked = asked.Add(-time.Duration(*g) * time.Second)
+		}
+		if !asked.Before(occurrence) {
+			return ""
+		}
+		return with("deleted before its instant", pod.Annotations[runpod.AnnotationWithdrawn])
+	}
+	if ended && now.Before(occurrence) {
+		return with("ended before its instant", strings.TrimPrefix(pod.Status.Reason+": "+pod.Status.Message, ": "))
+	}
+	return ""
 }
 
 // JobRan reports whether an ended pod's report says its job's command started (a

@@ -85,6 +85,17 @@ func reported(code int32, msg string) func(*corev1.Pod) {
 	}
 }
 
+// prepared: created a minute before its occurrence (prepareAheadSeconds).
+func prepared(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(-time.Minute)) }
+
+// evicted asks for the pod's graceful deletion at `at`, with the grace period a kubelet
+// gives (deletionTimestamp = the ask + grace).
+func evicted(at time.Time, grace int64) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &metav1.Time{Time: at.Add(time.Duration(grace) * time.Second)}, &grace
+	}
+}
+
 func unschedulable(p *corev1.Pod) {
 	p.Status.Phase = corev1.PodPending
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}
@@ -168,6 +179,29 @@ func TestDecide(t *testing.T) {
 			Input{Now: occ.Add(-time.Second)}, Withdrawn, nil, time.Time{}},
 		{"withdrawn ahead, no word from its kubelet in time: Lost (it may have run)", pod(running(0), onNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
 			Input{Now: occ.Add(TerminatingGrace)}, Lost, []string{"withdrawn before its instant", "whether the job ran"}, time.Time{}},
+		// Prepared ahead and taken away before its instant by someone else (a drain,
+		// preemption, kubectl delete, its kubelet): its occurrence has not come, so it is
+		// withdrawn as the controller's own withdrawals, not counted. Counted, it was
+		// counted again when the schedule ran the occurrence in a second pod.
+		{"prepared, deleted unscheduled before its instant: withdrawn ahead", pod(prepared, unschedulable, deleted(occ.Add(-30*time.Second))),
+			Input{Now: occ.Add(-30 * time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
+		{"prepared, evicted from its node before its instant, seen after it: withdrawn ahead", pod(prepared, running(0), onNode, evicted(occ.Add(-10*time.Second), 30)),
+			Input{Now: occ.Add(5 * time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
+		{"prepared, withdrawn by the controller before its instant: withdrawn ahead", pod(prepared, unschedulable, withdrawnFor("a blackout began before its job started: window"), deleted(occ.Add(-10*time.Second))),
+			Input{Now: occ.Add(-10 * time.Second)}, WithdrawAhead, []string{"deleted before its instant: a blackout began before its job started: window"}, time.Time{}},
+		{"prepared, failed by its kubelet before its instant: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted"}`),
+			func(p *corev1.Pod) { p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory." }),
+			Input{Now: occ.Add(-10 * time.Second)}, WithdrawAhead, []string{"ended before its instant: Evicted: The node was low on resource: memory."}, time.Time{}},
+		{"prepared, deletion asked after its instant: as any pod", pod(prepared, unschedulable, deleted(occ.Add(time.Minute))),
+			Input{Now: occ.Add(time.Minute)}, NeverStarted, []string{"deleted before its job started"}, time.Time{}},
+		{"prepared, evicted just after its instant (deletionTimestamp before it plus the grace): as any pod", pod(prepared, running(0), onNode, evicted(occ.Add(time.Second), 30)),
+			Input{Now: occ.Add(2 * time.Second)}, Active, nil, occ.Add(31*time.Second + TerminatingGrace)},
+		{"prepared, failed by its kubelet, seen after its instant: its report", pod(prepared, onNode, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted"}`)),
+			Input{Now: occ.Add(10 * time.Second)}, Report, nil, time.Time{}},
+		{"prepared, its job ran before the controller's instant (a node's clock ahead): its report", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"Succeeded","startedAt":"2026-11-30T01:59:59.5Z"}`)),
+			Input{Now: occ.Add(-time.Second)}, Report, nil, time.Time{}},
+		{"prepared, deleted before its instant, its job ran all the same: its report", pod(prepared, onNode, phase(corev1.PodFailed), reported(143, `{"v":1,"outcome":"Failed","exitCode":143,"startedAt":"2026-11-30T02:00:00.01Z"}`), evicted(occ.Add(-time.Second), 30)),
+			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
 		{"no status at all: waits like a pending pod", pod(), Input{Now: occ.Add(time.Second)}, Active, nil, occ.Add(time.Second + time.Hour)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
