@@ -88,11 +88,19 @@ func ResultOf(pod *corev1.Pod) Result {
 		}
 	}
 	if term == nil {
+		// Its job container never ran (a kubelet failed the pod first: a node-pressure
+		// eviction, an admission refusal, an init container that failed), so neither did
+		// the job: a pod that never started, counted missed with its reason, as one
+		// deleted before it started. It used to be counted Error, a failure of the job.
 		why := "pod ended before its job container started"
-		if pod.Status.Message != "" {
-			why += ": " + pod.Status.Message
+		switch st := pod.Status; {
+		case st.Reason != "" && st.Message != "":
+			why += ": " + st.Reason + ": " + st.Message
+		case st.Reason != "" || st.Message != "":
+			why += ": " + st.Reason + st.Message
 		}
-		return invalid(fmt.Errorf("%s", why))
+		res.Report = report.Report{V: report.Version, Outcome: report.Missed, Message: why}
+		return res
 	}
 	r, err := report.Decode([]byte(term.Message))
 	if err != nil {

@@ -2,7 +2,6 @@ package runstatus
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +46,6 @@ func TestResultOfWithoutAValidReportIsAnError(t *testing.T) {
 		"empty":           finishedPod("p", t0, corev1.PodFailed, ""),
 		"future version":  finishedPod("p", t0, corev1.PodFailed, `{"v":2,"outcome":"Succeeded"}`),
 		"unknown outcome": finishedPod("p", t0, corev1.PodFailed, `{"v":1,"outcome":"Maybe"}`),
-		"never started": {ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{runpod.AnnotationWrappedContainer: "job"}},
-			Status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "evicted"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := ResultOf(pod)
@@ -57,8 +54,37 @@ func TestResultOfWithoutAValidReportIsAnError(t *testing.T) {
 			}
 		})
 	}
-	if r := ResultOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "evicted"}}); !strings.Contains(r.Report.Message, "evicted") {
-		t.Errorf("message %q does not carry the pod's message", r.Report.Message)
+}
+
+// A pod its kubelet failed before its job container ran (a node-pressure eviction, an
+// admission refusal, a failed init container) never started: Missed, with the pod's
+// reason, as the spec says of pods that never start. It used to be counted Error.
+func TestResultOfNeverStartedIsMissed(t *testing.T) {
+	for name, c := range map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"evicted before its containers ran": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{runpod.AnnotationWrappedContainer: "job"}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."}},
+			"pod ended before its job container started: Evicted: The node was low on resource: memory."},
+		"its job container still waiting": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{runpod.AnnotationWrappedContainer: "job"}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "OutOfcpu", ContainerStatuses: []corev1.ContainerStatus{{Name: "job",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}},
+			"pod ended before its job container started: OutOfcpu"},
+		"no word at all": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}},
+			"pod ended before its job container started"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := ResultOf(c.pod)
+			if r.Invalid != nil || r.Report.Outcome != report.Missed || r.Report.Message != c.want {
+				t.Fatalf("got %+v, want Missed %q", r, c.want)
+			}
+			var st v1alpha1.LockedCronJobStatus
+			Fold(&st, r)
+			if st.Counters != (v1alpha1.Counters{Missed: 1}) {
+				t.Errorf("counters %+v, want one missed", st.Counters)
+			}
+		})
 	}
 }
 
