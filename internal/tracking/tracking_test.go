@@ -190,7 +190,9 @@ func TestDecide(t *testing.T) {
 		{"prepared, withdrawn by the controller before its instant: withdrawn ahead", pod(prepared, unschedulable, withdrawnFor("a blackout began before its job started: window"), deleted(occ.Add(-10*time.Second))),
 			Input{Now: occ.Add(-10 * time.Second)}, WithdrawAhead, []string{"deleted before its instant: a blackout began before its job started: window"}, time.Time{}},
 		{"prepared, failed by its kubelet before its instant: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted"}`),
-			func(p *corev1.Pod) { p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory." }),
+			func(p *corev1.Pod) {
+				p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+			}),
 			Input{Now: occ.Add(-10 * time.Second)}, WithdrawAhead, []string{"ended before its instant: Evicted: The node was low on resource: memory."}, time.Time{}},
 		{"prepared, deletion asked after its instant: as any pod", pod(prepared, unschedulable, deleted(occ.Add(time.Minute))),
 			Input{Now: occ.Add(time.Minute)}, NeverStarted, []string{"deleted before its job started"}, time.Time{}},
