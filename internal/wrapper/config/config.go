@@ -1,7 +1,9 @@
 package config
 
 import (
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -400,14 +402,18 @@ func (cfg *Config) validate(now time.Time) error {
 		return bad("run-id", "%v", err)
 	}
 	if cfg.Holder == "" {
-		// Unique per process: a lock held under our own holder name for our own
-		// occurrence is taken over as a crashed predecessor's (a restarted container keeps
-		// its pod's holder), so two processes must never share a default one.
+		// Unique per run: a lock held under our own holder name for our own occurrence is
+		// taken over as a crashed predecessor's (a restarted container keeps its pod's
+		// --holder), so two runs must never share a default one. The host name and pid
+		// alone are shared by two containers of one image with one host name (lockwrap
+		// PID 1 in each): random bits make it ours.
 		h, err := os.Hostname()
 		if err != nil || h == "" {
 			h = "unknown"
 		}
-		cfg.Holder = h + "/" + strconv.Itoa(os.Getpid())
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		cfg.Holder = h + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
 	}
 	if cfg.RetryAttempts < 0 || cfg.RetryAttempts > defaults.MaxRetryAttempts {
 		return bad("retry-attempts", "%d must be between 0 and %d", cfg.RetryAttempts, defaults.MaxRetryAttempts)

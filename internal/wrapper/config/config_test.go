@@ -206,3 +206,22 @@ func TestParseNotBefore(t *testing.T) {
 		t.Fatalf("not-before after not-after: %v", err)
 	}
 }
+
+// Without --holder each run gets a holder of its own. A lock held under our own holder for
+// our own occurrence is taken over as a crashed predecessor's (a restarted container keeps
+// its pod's --holder), so two runs sharing a default holder would both run: "<host
+// name>/<pid>" alone is shared by two containers of one image with the same host name,
+// lockwrap PID 1 in each (docker --hostname, compose's hostname:, twin VMs).
+func TestDefaultHolderIsUniquePerRun(t *testing.T) {
+	holders := map[string]bool{}
+	for range 100 {
+		cfg, _, err := parseAt([]string{"--redis-url", "redis://r:6379", "--key", "k", "--", "true"}, env(nil), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holders[cfg.Holder] {
+			t.Fatalf("default holder %q given twice", cfg.Holder)
+		}
+		holders[cfg.Holder] = true
+	}
+}
