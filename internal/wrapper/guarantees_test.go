@@ -416,3 +416,41 @@ func TestResentAcquireNeverOverlaps(t *testing.T) {
 			ra.rep.FencingToken, rb.rep.FencingToken)
 	}
 }
+
+// TestNothingOfTheCommandOutlivesIt: the command is its process group. A member that
+// ignores the SIGTERM of a lost lock's stop, when the leader obeys it, and one the command
+// left in the background when it ended, are gone when lockwrap returns: they would run on
+// past the kill point, or past the release, alongside the next holder's run. In a pod the
+// end of lockwrap (PID 1) kills them, but only after the release; outside one nothing did.
+func TestNothingOfTheCommandOutlivesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		down bool // renewals fail: the lock is lost and the command stopped
+		cmd  string
+	}{
+		{"stopped for a lost lock, a member ignoring SIGTERM", true, `(trap '' TERM; while [ -d "$1" ]; do sleep 0.02; done) & echo $$ > "$1/pgid"; wait`},
+		{"ended, a member left in the background", false, `(trap '' TERM; while [ -d "$1" ]; do sleep 0.02; done) & echo $$ > "$1/pgid"; sleep 0.3`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := &flakyLease{down: func() bool { return tc.down }}
+			cfg := fakeCfg(t, "--kill-grace", "300ms") // ttl 1s: SIGTERM at ~600ms, SIGKILL at ~900ms
+			rep, code := wrapper.Run(context.Background(), cfg, []string{"sh", "-c", tc.cmd, "sh", dir},
+				wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
+			t.Logf("lockwrap → %d %s %q", code, rep.Outcome, rep.Message)
+			b, err := os.ReadFile(filepath.Join(dir, "pgid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Killed members are zombies until their new parent reaps them: wait for that,
+			// not for a member that lives on (it loops until the test's directory goes).
+			eventually(t, "the command's process group to be gone", func() bool {
+				return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+			})
+		})
+	}
+}

@@ -44,22 +44,22 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &process{c: c, exit: exit}, nil
+		return &process{c: c, pgid: c.Process.Pid, exit: exit}, nil
 	}
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
-	return &process{c: c}, nil
+	return &process{c: c, pgid: c.Process.Pid}, nil
 }
 
 type process struct {
 	c    *exec.Cmd
+	pgid int // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
 }
 
 func (p *process) Signal(sig syscall.Signal) error {
-	// The child leads its group (Setpgid), so its pgid is its pid.
-	err := syscall.Kill(-p.c.Process.Pid, sig)
+	err := syscall.Kill(-p.pgid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		// The group is gone; the leader may still be a zombie.
 		return p.c.Process.Signal(sig)
@@ -67,7 +67,19 @@ func (p *process) Signal(sig syscall.Signal) error {
 	return err
 }
 
+// Wait waits for the group's leader; what is left of its group then is killed (SIGKILL):
+// the command is its process group, as a container is its processes. A pod's lockwrap is
+// PID 1, and its end kills the rest of the container, but only after the lock is released;
+// outside a pod nothing did: a member that ignored the SIGTERM of a lost lock's stop, or
+// one left in the background, ran on past the kill point and the release, alongside the
+// next holder's run.
 func (p *process) Wait() int {
+	code := p.wait()
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH: nothing left
+	return code
+}
+
+func (p *process) wait() int {
 	if p.exit != nil {
 		ws := <-p.exit
 		_ = p.c.Process.Release() // reaped already; drops the pidfd
