@@ -23,7 +23,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/blackout"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/schedule"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -440,5 +442,68 @@ func TestAdmittedDurationsDecode(t *testing.T) {
 				t.Errorf("%s: %q is refused without naming %s: %v", field, value, leaf, errs)
 			}
 		}
+	}
+}
+
+// TestAdmittedBlackoutsCompile: the API server admits the blackout windows and rollout
+// references the controller can use (blackout.Compile), and refuses, naming the field,
+// those it cannot; a job admitted with a blackout the controller refuses stops (Ready
+// False, no occurrence starts) where it should have been refused at admission. Found: a
+// window schedule "@every 1h", "" or "TZ=UTC …" and a rollout name "" were admitted; so was
+// spec.schedule "TZ=UTC …". A cron expression's own syntax (a minute 61) is checked by the
+// controller only (Ready=False, InvalidSchedule): CEL has no cron parser.
+func TestAdmittedBlackoutsCompile(t *testing.T) {
+	adm := newAdmission(t)
+	base, _ := statusWrite(t)
+	delete(base, "status")
+	window := func(schedule string) map[string]any {
+		return map[string]any{"windows": []any{map[string]any{"schedule": schedule, "duration": "1h"}}}
+	}
+	rollout := func(name string) map[string]any {
+		return map[string]any{"rollouts": []any{map[string]any{"kind": "Deployment", "name": name}}}
+	}
+	for _, c := range []struct {
+		name     string
+		schedule string // spec.schedule ("": the sample's)
+		blackout map[string]any
+	}{
+		{"a cron window", "", window("0 2 * * 6")},
+		{"a descriptor window", "", window("@daily")},
+		{"an @every window", "", window("@every 1h")},
+		{"an @every window after a space", "", window(" @every 1h")},
+		{"an empty window schedule", "", window("")},
+		{"a TZ= window", "", window("TZ=UTC 0 2 * * *")},
+		{"a CRON_TZ= window", "", window("CRON_TZ=Europe/Berlin 0 2 * * *")},
+		{"a rollout by name", "", rollout("api")},
+		{"a rollout named \"\"", "", rollout("")},
+		{"a TZ= schedule", "TZ=UTC 0 2 * * *", nil},
+		{"a CRON_TZ= schedule after a space", " CRON_TZ=UTC 0 2 * * *", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj := runtime.DeepCopyJSON(base)
+			spec := obj["spec"].(map[string]any)
+			if c.schedule != "" {
+				spec["schedule"] = c.schedule
+			}
+			if c.blackout != nil {
+				spec["blackout"] = runtime.DeepCopyJSONValue(c.blackout)
+			}
+			errs := adm.admit(obj)
+			var job v1alpha1.LockedCronJob
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &job); err != nil {
+				t.Fatal(err)
+			}
+			_, berr := blackout.Compile(job.Spec.Blackout, job.Spec.TimeZone)
+			_, serr := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
+			refused := errors.Join(berr, serr)
+			switch {
+			case len(errs) == 0 && refused != nil:
+				t.Errorf("admitted, and the controller refuses it: %v", refused)
+			case len(errs) > 0 && refused == nil:
+				t.Errorf("refused, and the controller would use it: %v", errs)
+			case len(errs) > 0 && !strings.Contains(errs.ToAggregate().Error(), "schedule") && !strings.Contains(errs.ToAggregate().Error(), "name"):
+				t.Errorf("refused without naming the field: %v", errs)
+			}
+		})
 	}
 }

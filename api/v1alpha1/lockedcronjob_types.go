@@ -59,6 +59,7 @@ type LockedCronJobSpec struct {
 	// Quartz "?" ("0 0 2 * * ?") or a descriptor ("@hourly", "@every 90s").
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.trim().startsWith('TZ=') && !self.trim().startsWith('CRON_TZ=')",message="schedule must not begin with TZ= or CRON_TZ=: set spec.timeZone instead"
 	Schedule string `json:"schedule"`
 
 	// TimeZone is the IANA time zone the schedule is read in.
@@ -269,8 +270,12 @@ type BlackoutWindow struct {
 	// +optional
 	Name string `json:"name,omitempty"`
 
-	// Schedule is when a recurring window opens (cron, like spec.schedule).
+	// Schedule is when a recurring window opens (cron, like spec.schedule; not @every,
+	// which has no fixed start).
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.trim().startsWith('TZ=') && !self.trim().startsWith('CRON_TZ=')",message="blackout window schedule must not begin with TZ= or CRON_TZ=: windows follow spec.timeZone"
+	// +kubebuilder:validation:XValidation:rule="!self.trim().startsWith('@every')",message="blackout window schedule must not be @every (it has no fixed start): use a cron schedule"
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 
@@ -297,6 +302,7 @@ type RolloutRef struct {
 	Kind WorkloadKind `json:"kind"`
 
 	// Name of one workload in this namespace.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Name string `json:"name,omitempty"`
