@@ -336,6 +336,24 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	return lease, nil
 }
 
+// Abandon undoes what an acquire of req may have done unbeknown to its caller: an attempt
+// whose reply was lost (a timeout, a cut connection) may have taken the lock and written
+// the occurrence's running entry, and a caller that then gives up (its retries spent, or
+// interrupted) would leave them for a ttl — others skipping a lock nobody holds — and the
+// next run would take the entry for a crashed run's (recovered). The lock is deleted if it
+// holds req.Token, the entry forgotten if it is req.Token's (a Release); anything else is
+// left alone. req.Token must be the token every attempt was sent with.
+func (l *Locker) Abandon(ctx context.Context, req Request) error {
+	if req.Token == "" {
+		return errors.New("lock: abandon needs the token the acquire was sent with")
+	}
+	lease := &Lease{c: l.c, now: l.now, req: req, value: req.Token + " " + req.Holder, Token: req.Token}
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, ErrLost) {
+		return err
+	}
+	return nil
+}
+
 // lastSuccess reads acquire.lua's last-success fields: occurrence (unix s), finishedAt
 // (unix ms), fence, holder, watermark; nil when no success was recorded.
 func lastSuccess(f []any) *Success {

@@ -142,3 +142,44 @@ func TestResentAcquireRestartsTheTTL(t *testing.T) {
 		})
 	}
 }
+
+// Abandon undoes an acquire whose reply the caller never saw: the lock and the running
+// entry go if they hold the caller's token, and nothing else is touched.
+func TestAbandonUndoesOnlyOurAttempt(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client()
+	defer c.Close()
+	ctx := context.Background()
+	l := New(c)
+	req := Request{Key: "abandon", Occurrence: time.Unix(60, 0), Holder: "h", TTL: time.Minute, Token: "t1"}
+	if _, err := l.Acquire(ctx, req); err != nil { // its reply "lost"
+		t.Fatal(err)
+	}
+	other := req
+	other.Token, other.Holder = "t2", "h2"
+	if err := l.Abandon(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if c.Get(ctx, LockKey("abandon")).Val() != "t1 h" || c.HGet(ctx, RunKey("abandon", req.Occurrence), "token").Val() != "t1" {
+		t.Fatal("another token's abandon touched our lock or entry")
+	}
+	if err := l.Abandon(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Exists(ctx, LockKey("abandon"), RunKey("abandon", req.Occurrence)).Val(); n != 0 {
+		t.Fatalf("%d of the lock and the entry left after abandoning", n)
+	}
+	// The next run starts afresh: not a crashed run's occurrence.
+	next := req
+	next.Token, next.Holder = "t3", "h3"
+	g, err := l.Acquire(ctx, next)
+	if err != nil || g.Recovered {
+		t.Fatalf("next run: %+v %v, want a fresh grant", g, err)
+	}
+	if err := l.Abandon(ctx, req); err != nil { // nothing of ours left: nothing changes
+		t.Fatal(err)
+	}
+	if c.Get(ctx, LockKey("abandon")).Val() != "t3 h3" {
+		t.Fatal("abandon took the next run's lock")
+	}
+}

@@ -365,6 +365,11 @@ func (l *lostReplyLocker) Acquire(ctx context.Context, req lock.Request) (*wrapp
 	return g, nil
 }
 
+// Abandon forwards to the real locker (lockwrap undoes a lost attempt through it).
+func (l *lostReplyLocker) Abandon(ctx context.Context, req lock.Request) error {
+	return l.real.Abandon(ctx, req)
+}
+
 type cutLease struct{ wrapper.Lease }
 
 func (cutLease) Renew(context.Context) error { return errors.New("dial tcp: connection refused") }
@@ -452,5 +457,28 @@ func TestNothingOfTheCommandOutlivesIt(t *testing.T) {
 				return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 			})
 		})
+	}
+}
+
+// TestGivingUpLeavesNoLock: A's only acquire attempt (--contention skip) takes the lock in
+// Redis but its reply is lost; A gives up (Error, the command not run). The lock and the
+// running entry it wrote must not stay behind: B, right after, runs the occurrence, as a
+// fresh run. They used to stay for a ttl: B skipped a lock nobody held, and the run after
+// it reported recovered, the occurrence taken for a crashed run's.
+func TestGivingUpLeavesNoLock(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	l := &lostReplyLocker{real: wrapper.RedisLocker{L: lock.New(rdb)}}
+	cfgA, cmdA, err := config.Parse(append(flags(s.URL(), "given-up", "a", "--ttl", "1h", "--"), "true"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, code := wrapper.Run(context.Background(), cfgA, cmdA, wrapper.Deps{Locker: l, Stderr: &syncBuf{}})
+	if ra.Outcome != report.Error || code == 0 || ra.StartedAt != "" {
+		t.Fatalf("a: %d %+v, want Error, the command not run", code, ra)
+	}
+	rb, _ := run(t, nil, cmdArgs(flags(s.URL(), "given-up", "b", "--ttl", "5s", "--kill-grace", "1s"), "true")...)
+	if rb.Outcome != report.Succeeded || rb.Recovered {
+		t.Fatalf("b: %+v, want a fresh Succeeded", rb)
 	}
 }

@@ -59,6 +59,29 @@ type Grant struct {
 // RedisLocker is the Locker over internal/lock.
 type RedisLocker struct{ L *lock.Locker }
 
+// Abandon implements abandoner.
+func (r RedisLocker) Abandon(ctx context.Context, req lock.Request) error { return r.L.Abandon(ctx, req) }
+
+// abandoner is a Locker that can undo what attempts whose replies were lost may have done
+// (lock.Locker.Abandon).
+type abandoner interface {
+	Abandon(ctx context.Context, req lock.Request) error
+}
+
+// abandon undoes, when l can, what the acquire's attempts may have done unbeknown to us
+// (a reply lost, then we gave up): best effort, for a few seconds at most.
+func abandon(ctx context.Context, cfg config.Config, token string, l Locker, stderr io.Writer) {
+	a, ok := l.(abandoner)
+	if !ok {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := a.Abandon(actx, request(cfg, token)); err != nil {
+		fmt.Fprintf(stderr, "lockwrap: could not undo a lost acquire attempt (the lock, if it took it, expires in %s): %v\n", cfg.TTL, err)
+	}
+}
+
 // Acquire implements Locker.
 func (r RedisLocker) Acquire(ctx context.Context, req lock.Request) (*Grant, error) {
 	l, err := r.L.Acquire(ctx, req)
@@ -201,6 +224,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		var intr *interruptError
 		switch {
 		case errors.As(context.Cause(actx), &intr):
+			abandon(ctx, cfg, token, d.Locker, d.Stderr)
 			return interrupted(intr)
 		case errors.As(err, &sup):
 			rep.Outcome = report.SuppressedDuplicate
@@ -217,6 +241,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 			}
 			return rep, 0
 		default:
+			abandon(ctx, cfg, token, d.Locker, d.Stderr)
 			return fail(err)
 		}
 	}
@@ -527,10 +552,7 @@ func renewLoop(ctx context.Context, cfg config.Config, l Lease, out chan<- renew
 // the earlier of the retry deadline and --not-after. It returns when the ttl clock
 // started: the time the successful attempt was sent.
 func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep *report.Report) (*Grant, time.Time, error) {
-	req := lock.Request{
-		Key: cfg.Key, Occurrence: cfg.Occurrence, RunID: cfg.RunID, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
-		Retention: cfg.DedupeRetention, MinReplicas: cfg.MinReplicas,
-	}
+	req := request(cfg, token)
 	deadline := earliest(cfg.RetryDeadline, cfg.NotAfter)
 	start := time.Now()
 	defer func() { rep.WaitedMs = time.Since(start).Milliseconds() }()
@@ -566,6 +588,14 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 			return nil, time.Time{}, err
 		case <-t.C:
 		}
+	}
+}
+
+// request is what every acquire attempt of this run sends.
+func request(cfg config.Config, token string) lock.Request {
+	return lock.Request{
+		Key: cfg.Key, Occurrence: cfg.Occurrence, RunID: cfg.RunID, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
+		Retention: cfg.DedupeRetention, MinReplicas: cfg.MinReplicas,
 	}
 }
 
