@@ -54,7 +54,7 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 
 type process struct {
 	c    *exec.Cmd
-	pgid int // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
+	pgid int                       // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
 }
 

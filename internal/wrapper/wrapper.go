@@ -60,7 +60,9 @@ type Grant struct {
 type RedisLocker struct{ L *lock.Locker }
 
 // Abandon implements abandoner.
-func (r RedisLocker) Abandon(ctx context.Context, req lock.Request) error { return r.L.Abandon(ctx, req) }
+func (r RedisLocker) Abandon(ctx context.Context, req lock.Request) error {
+	return r.L.Abandon(ctx, req)
+}
 
 // abandoner is a Locker that can undo what attempts whose replies were lost may have done
 // (lock.Locker.Abandon).
