@@ -219,3 +219,27 @@ func TestWatermarkSurvivesAHolderDyingBeforeFinish(t *testing.T) {
 		})
 	}
 }
+
+// A command that leaves something other than a file at $LOCKEDCRON_WATERMARK_FILE (a FIFO
+// no one writes to, a device): the watermark is not stored, with a warning, and the run is
+// recorded. lockwrap used to open a FIFO there and wait for a writer for ever, its lock
+// renewals stopped: the pod hung and the result was never recorded.
+func TestWatermarkNotAFile(t *testing.T) {
+	s := redistest.Start(t)
+	for name, leave := range map[string]string{
+		"a FIFO":              `mkfifo "$LOCKEDCRON_WATERMARK_FILE"`,
+		"a link to /dev/zero": `ln -s /dev/zero "$LOCKEDCRON_WATERMARK_FILE"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			key := "wm-not-a-file/" + name
+			ch := runAsync(t, nil, cmdArgs(flags(s.URL(), key, "a", "--ttl", "5s", "--kill-grace", "1s"), "sh", "-c", leave)...)
+			r := await(t, ch)
+			if r.rep.Outcome != report.Succeeded || len(wmWarnings(r.rep)) != 1 || !strings.Contains(wmWarnings(r.rep)[0], "not a regular file") {
+				t.Fatalf("%d %+v, want Succeeded with a warning that the watermark is not a regular file", r.code, r.rep)
+			}
+			if storedWatermark(t, s, key) != "" {
+				t.Fatal("a watermark was stored")
+			}
+		})
+	}
+}

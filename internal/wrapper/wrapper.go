@@ -636,7 +636,9 @@ const maxWatermarkFile = 64 << 10
 // newlines (\n, \r\n) cut; "" when the command wrote none (no file, or an empty one).
 // One over lock.MaxWatermarkBytes is not stored: a warning says so.
 func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO the command left there must not wait for a writer (the
+	// lock's renewals have stopped; the result is still to be recorded).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return ""
 	}
@@ -645,6 +647,10 @@ func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
 		return ""
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: $%s is not a regular file", config.EnvWatermarkFile))
+		return ""
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxWatermarkFile+1))
 	if err != nil {
 		warn(rep, stderr, fmt.Sprintf("watermark not stored: %v", err))
