@@ -106,6 +106,28 @@ func (r *Rules) Condition(now time.Time, rollouts []Rollout, unreadable error) C
 	return c
 }
 
+// Unmatched says which rollout references name no workload (workloads[i] for refs[i], as
+// ObserveRollouts reads them), for the Blackout condition: a reference that matches nothing
+// guards nothing — rightly so for a workload deleted or scaled away, silently for a
+// misspelled name — and the user sees it there. "" when every reference matches one.
+func Unmatched(refs []Ref, workloads [][]metav1.Object) string {
+	var none []string
+	for i, ref := range refs {
+		if i >= len(workloads) || len(workloads[i]) > 0 {
+			continue
+		}
+		if ref.Name != "" {
+			none = append(none, fmt.Sprintf("%s/%s not found (%s)", ref.Kind, ref.Name, ref.Field))
+		} else {
+			none = append(none, fmt.Sprintf("no %s matches %s (%s)", ref.Kind, ref.Selector, ref.Field))
+		}
+	}
+	if len(none) == 0 {
+		return ""
+	}
+	return "guarding nothing: " + strings.Join(none, ", ")
+}
+
 // Upcoming is status.upcoming: the occurrences times and what is expected to hold each
 // back (see Preview).
 func (r *Rules) Upcoming(times []time.Time, now time.Time, rollouts []Rollout) []v1alpha1.UpcomingOccurrence {

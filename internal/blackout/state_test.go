@@ -296,3 +296,21 @@ func TestSelects(t *testing.T) {
 		}
 	}
 }
+
+// A rollout reference that matches no workload guards nothing, and says so (a misspelled
+// name, `name: API` for Deployment api, used to leave the guard off without a sign).
+func TestUnmatched(t *testing.T) {
+	rules := mustCompile(t, &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
+		{Kind: v1alpha1.KindDeployment, Name: "api"},
+		{Kind: v1alpha1.KindDeployment, Name: "API"},
+		{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}}, "UTC")
+	api := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "api"}}
+	if got := Unmatched(rules.Refs, [][]metav1.Object{{api}, {api}, {api}}); got != "" {
+		t.Errorf("every reference matches: %q", got)
+	}
+	want := "guarding nothing: Deployment/API not found (spec.blackout.rollouts[1]), no StatefulSet matches app=db (spec.blackout.rollouts[2])"
+	if got := Unmatched(rules.Refs, [][]metav1.Object{{api}, nil, nil}); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}

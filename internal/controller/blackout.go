@@ -190,6 +190,11 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 
 	// The Blackout condition, and a pass exactly when it changes.
 	c := rules.Condition(now, bs.rollouts, bs.unreadable)
+	if bs.unreadable == nil {
+		if none := blackout.Unmatched(rules.Refs, workloads); none != "" {
+			c.Message += "; " + none
+		}
+	}
 	p.setCondition(ConditionBlackout, c.Blocked, c.Reason, c.Message)
 	if !c.Recheck.IsZero() {
 		p.requeueAt(c.Recheck.Sub(now))

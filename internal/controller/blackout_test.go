@@ -385,6 +385,25 @@ var _ = Describe("Blackout", func() {
 		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Blackout.Windows[1].Schedule = fmt.Sprintf("0 %d * * *", away) })
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
 	})
+	// A reference that matches no workload guards nothing: right for a workload deleted or
+	// scaled away, silent for a misspelled name. The Blackout condition says which.
+	It("says in the Blackout condition which rollout references match no workload", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		api := newDeployment(ns, "api")
+		Expect(k8sClient.Create(ctx, api)).To(Succeed())
+		writeStatus(api, deploymentDone)
+		job := newJob(ns, "misspelled", "0 0 1 1 *")
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
+			{Kind: v1alpha1.KindDeployment, Name: "api"}, {Kind: v1alpha1.KindDeployment, Name: "apii"}}}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() string { return blackoutIs(job) }).Should(Equal(
+			"False/NoBlackout: no blackout in effect; guarding nothing: Deployment/apii not found (spec.blackout.rollouts[1])"))
+
+		By("fixed, it says nothing more")
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Blackout.Rollouts = j.Spec.Blackout.Rollouts[:1] })
+		Eventually(func() string { return blackoutIs(job) }).Should(Equal("False/NoBlackout: no blackout in effect"))
+	})
 })
 
 var _ = Describe("accountDeferred", func() {
