@@ -378,8 +378,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		func(kubelet func(pod *corev1.Pod), counters v1alpha1.Counters, msg string) {
 			job, pod, rollout := podBeforeRollout("raced")
 			ns, name := pod.Namespace, pod.Name
-			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+			bind(pod)
 			Eventually(func() string { p, _ := getPod(ns, name); return p.Spec.NodeName }).Should(Equal("node-1"))
 
 			rollout()
@@ -419,8 +418,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 			return unboundUntilDeleted{c}
 		})
 		ns, name := pod.Namespace, pod.Name
-		Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+		bind(pod)
 
 		rollout()
 		Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")

@@ -61,14 +61,9 @@ var _ = Describe("Prepare-ahead", func() {
 	})
 
 	It("withdraws a prepared pod, uncounted, when the job is suspended before the instant", func() {
-		startManager(clock.RealClock{})
-		ns := newNamespace()
 		at := time.Now().Add(30 * time.Second).Truncate(time.Second)
-		job := newJob(ns, "changed", dailyAt(at))
-		job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
-		createBefore(job, at)
-		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
-		name := podsOf(job)[0].Name
+		job := preparedJob("changed", at)
+		ns, name := job.Namespace, podsOf(job)[0].Name
 
 		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) })
 		Eventually(gone(ns, name), 15*time.Second).Should(BeTrue(), "withdrawn")
@@ -113,17 +108,7 @@ var _ = Describe("Prepare-ahead", func() {
 			api, job := preparedGuarded("raced", at)
 			pod := podsOf(job)[0]
 			ns, name := pod.Namespace, pod.Name
-			// Scheduled, and lockwrap runs, waiting for the instant (--not-before).
-			Expect(k8sClient.SubResource("binding").Create(ctx, &pod, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
-			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				p, err := getPod(ns, name)
-				if err != nil {
-					return err
-				}
-				setRunning(p)
-				return k8sClient.Status().Update(ctx, p)
-			})).To(Succeed())
+			runOnNode(&pod) // lockwrap runs, waiting for the instant (--not-before)
 
 			// A rollout of the guarded Deployment begins before the instant: withdrawn.
 			writeStatus(api, func(d *appsv1.Deployment) {
@@ -179,13 +164,8 @@ var _ = Describe("Prepare-ahead", func() {
 	// occurrence, two records.
 	DescribeTable("withdraws, uncounted, a prepared pod taken away before its instant, and runs its occurrence once",
 		func(takeAway func(pod *corev1.Pod)) {
-			startManager(clock.RealClock{})
-			ns := newNamespace()
 			at := time.Now().Add(10 * time.Second).Truncate(time.Second)
-			job := newJob(ns, "taken", dailyAt(at))
-			job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
-			createBefore(job, at)
-			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
+			job := preparedJob("taken", at)
 			first := podsOf(job)[0]
 			takeAway(&first)
 
@@ -198,30 +178,13 @@ var _ = Describe("Prepare-ahead", func() {
 
 			second := podsOf(job)[0]
 			time.Sleep(time.Until(at)) // lockwrap's --not-before
-			finishPod(&second, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: at.UTC().Format(time.RFC3339),
-				Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
-			once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
-			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(once))
-			Consistently(func(g Gomega) {
-				g.Expect(getJob(job).Status.Counters).To(Equal(once), "counted once")
-				g.Expect(podsOf(job)).To(HaveEach(HaveField("UID", second.UID)), "no third pod for the occurrence")
-			}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
-			Expect(getJob(job).Status.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", "Succeeded"))))
+			succeedsOnce(job, second, at)
 		},
 		Entry("deleted while unscheduled (kubectl delete, preemption)", func(pod *corev1.Pod) {
 			Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
 		}),
 		Entry("evicted from its node: lockwrap interrupted while waiting for the instant", func(pod *corev1.Pod) {
-			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
-			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				p, err := getPod(pod.Namespace, pod.Name)
-				if err != nil {
-					return err
-				}
-				setRunning(p)
-				return k8sClient.Status().Update(ctx, p)
-			})).To(Succeed())
+			runOnNode(pod)
 			Expect(k8sClient.Delete(ctx, pod)).To(Succeed()) // the eviction: graceful, on a node
 			finishPod(pod, corev1.PodFailed, 70, reportJSON(report.Report{Outcome: report.Interrupted, Occurrence: pod.Annotations[runpod.AnnotationScheduledTime],
 				Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
@@ -230,8 +193,7 @@ var _ = Describe("Prepare-ahead", func() {
 			Expect(k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed()) // the kubelet, its containers stopped
 		}),
 		Entry("failed by its kubelet, not deleted (a node-pressure eviction)", func(pod *corev1.Pod) {
-			Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
-				ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+			bind(pod)
 			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				p, err := getPod(pod.Namespace, pod.Name)
 				if err != nil {
@@ -346,21 +308,48 @@ var _ = Describe("Prepare-ahead", func() {
 				g.Expect(p.DeletionTimestamp).To(BeNil(), "not withdrawn by the controller's deadline")
 				g.Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}))
 			}, time.Until(at), 100*time.Millisecond).Should(Succeed())
-			finishPod(&pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: at.UTC().Format(time.RFC3339),
-				Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
-
-			once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
-			Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(once))
-			Consistently(func(g Gomega) {
-				g.Expect(getJob(job).Status.Counters).To(Equal(once), "counted once, nothing missed")
-				g.Expect(podsOf(job)).To(HaveEach(HaveField("UID", pod.UID)), "no second pod for the occurrence")
-			}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
-			Expect(getJob(job).Status.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", "Succeeded"))))
+			succeedsOnce(job, pod, at)
 		},
 		Entry("created at the controller's instant", int32(0)),
 		Entry("prepared ahead", int32(300)),
 	)
 })
+
+// bind binds pod to node-1, as the scheduler does.
+func bind(pod *corev1.Pod) {
+	GinkgoHelper()
+	Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}})).To(Succeed())
+}
+
+// runOnNode binds pod and marks its wrapped container running, as its kubelet does.
+func runOnNode(pod *corev1.Pod) {
+	GinkgoHelper()
+	bind(pod)
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := getPod(pod.Namespace, pod.Name)
+		if err != nil {
+			return err
+		}
+		setRunning(p)
+		return k8sClient.Status().Update(ctx, p)
+	})).To(Succeed())
+}
+
+// succeedsOnce ends pod, job's pod of the occurrence at, with lockwrap's Succeeded report
+// and expects the occurrence counted once, from it, and no other pod made for it.
+func succeedsOnce(job *v1alpha1.LockedCronJob, pod corev1.Pod, at time.Time) {
+	GinkgoHelper()
+	finishPod(&pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Occurrence: at.UTC().Format(time.RFC3339),
+		Holder: "h", FencingToken: 1, StartedAt: time.Now().UTC().Format(time.RFC3339Nano)}))
+	once := v1alpha1.Counters{Runs: 1, Succeeded: 1}
+	Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(once))
+	Consistently(func(g Gomega) {
+		g.Expect(getJob(job).Status.Counters).To(Equal(once), "counted once, nothing missed")
+		g.Expect(podsOf(job)).To(HaveEach(HaveField("UID", pod.UID)), "no other pod for the occurrence")
+	}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
+	Expect(getJob(job).Status.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", "Succeeded"))))
+}
 
 // behind is a clock d behind the real one (ahead if d < 0): a controller whose clock
 // lags (or leads) its nodes'.
@@ -374,15 +363,28 @@ func (b behind) Since(t time.Time) time.Duration { return b.Now().Sub(t) }
 // and settled first); it waits for the prepared pod.
 func preparedGuarded(name string, at time.Time) (*appsv1.Deployment, *v1alpha1.LockedCronJob) {
 	GinkgoHelper()
+	var api *appsv1.Deployment
+	job := preparedJob(name, at, func(job *v1alpha1.LockedCronJob) {
+		api = newDeployment(job.Namespace, "api")
+		Expect(k8sClient.Create(ctx, api)).To(Succeed())
+		writeStatus(api, deploymentDone)
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
+	})
+	return api, job
+}
+
+// preparedJob starts a manager and creates, in a new namespace, a job due daily at at,
+// prepared up to 300 s ahead (changed by mutate first, when given); it waits for the
+// prepared pod.
+func preparedJob(name string, at time.Time, mutate ...func(*v1alpha1.LockedCronJob)) *v1alpha1.LockedCronJob {
+	GinkgoHelper()
 	startManager(clock.RealClock{})
-	ns := newNamespace()
-	api := newDeployment(ns, "api")
-	Expect(k8sClient.Create(ctx, api)).To(Succeed())
-	writeStatus(api, deploymentDone)
-	job := newJob(ns, name, dailyAt(at))
+	job := newJob(newNamespace(), name, dailyAt(at))
 	job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
-	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"}}}
+	for _, m := range mutate {
+		m(job)
+	}
 	createBefore(job, at)
 	Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
-	return api, job
+	return job
 }
