@@ -19,6 +19,7 @@ import (
 //     job starting, news for the status (deferral.go), deletion, the counted label, its
 //     finalizers, a restart of the wrapped container. A kubelet writes a pod's status
 //     four or five times on its way to Running; most of those writes change none of it.
+//     And the note that a prepared pod is withdrawn ahead of its instant.
 //   - Delete and generic events: always.
 //
 // The cache is not filtered: a pass that runs for any reason sees every pod as it is.
@@ -36,18 +37,23 @@ type podState struct {
 	phase                  corev1.PodPhase
 	started, news, deleted bool
 	counted                bool
+	withdrawnAhead         bool
 	finalizers             int
 	attempts               int32
 }
 
 func stateOf(p *corev1.Pod) podState {
+	_, ahead := p.Annotations[runpod.AnnotationWithdrawnAhead]
 	return podState{
-		phase:      p.Status.Phase,
-		started:    tracking.Started(p),
-		news:       hasNews(p),
-		deleted:    p.DeletionTimestamp != nil,
-		counted:    p.Labels[runpod.LabelCounted] == "true",
-		finalizers: len(p.Finalizers),
-		attempts:   tracking.Attempts(p),
+		phase:   p.Status.Phase,
+		started: tracking.Started(p),
+		news:    hasNews(p),
+		deleted: p.DeletionTimestamp != nil,
+		counted: p.Labels[runpod.LabelCounted] == "true",
+		// A prepared pod deleted by someone else is withdrawn by a pass after its deletion:
+		// the note is what the next pass decides it by (tracking.Decide).
+		withdrawnAhead: ahead,
+		finalizers:     len(p.Finalizers),
+		attempts:       tracking.Attempts(p),
 	}
 }

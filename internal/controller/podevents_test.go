@@ -48,6 +48,8 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 		{"deleted", []func(*corev1.Pod){running}, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }, true},
 		{"marked counted", nil, func(p *corev1.Pod) { p.Labels = map[string]string{runpod.LabelCounted: "true"} }, true},
 		{"released", nil, func(p *corev1.Pod) { p.Finalizers = nil }, true},
+		{"deleted by someone else, then withdrawn ahead", []func(*corev1.Pod){func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }},
+			func(p *corev1.Pod) { p.Annotations[runpod.AnnotationWithdrawnAhead] = "deleted before its instant" }, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
