@@ -15,6 +15,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
 // RecentLimit is how many finished occurrences status.recent keeps.
@@ -88,18 +89,23 @@ func ResultOf(pod *corev1.Pod) Result {
 		}
 	}
 	if term == nil {
+		why := ""
+		switch st := pod.Status; {
+		case st.Reason != "" && st.Message != "":
+			why = ": " + st.Reason + ": " + st.Message
+		case st.Reason != "" || st.Message != "":
+			why = ": " + st.Reason + st.Message
+		}
+		if tracking.Started(pod) {
+			// It ran and left no word (its node lost: the pod GC fails it as the kubelet
+			// last said, running): the job may have run, perhaps to its end.
+			return invalid(fmt.Errorf("pod ended while its job container ran, without a report%s", why))
+		}
 		// Its job container never ran (a kubelet failed the pod first: a node-pressure
 		// eviction, an admission refusal, an init container that failed), so neither did
 		// the job: a pod that never started, counted missed with its reason, as one
 		// deleted before it started. It used to be counted Error, a failure of the job.
-		why := "pod ended before its job container started"
-		switch st := pod.Status; {
-		case st.Reason != "" && st.Message != "":
-			why += ": " + st.Reason + ": " + st.Message
-		case st.Reason != "" || st.Message != "":
-			why += ": " + st.Reason + st.Message
-		}
-		res.Report = report.Report{V: report.Version, Outcome: report.Missed, Message: why}
+		res.Report = report.Report{V: report.Version, Outcome: report.Missed, Message: "pod ended before its job container started" + why}
 		return res
 	}
 	r, err := report.Decode([]byte(term.Message))

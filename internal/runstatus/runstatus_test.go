@@ -46,6 +46,11 @@ func TestResultOfWithoutAValidReportIsAnError(t *testing.T) {
 		"empty":           finishedPod("p", t0, corev1.PodFailed, ""),
 		"future version":  finishedPod("p", t0, corev1.PodFailed, `{"v":2,"outcome":"Succeeded"}`),
 		"unknown outcome": finishedPod("p", t0, corev1.PodFailed, `{"v":1,"outcome":"Maybe"}`),
+		// The pod GC fails a pod of a lost node as its kubelet last said: running. The job
+		// may have run, perhaps to its end: not "never started".
+		"failed while its job container ran": {ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{runpod.AnnotationWrappedContainer: "job"}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "DeletionByPodGC", ContainerStatuses: []corev1.ContainerStatus{{Name: "job",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := ResultOf(pod)

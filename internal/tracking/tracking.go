@@ -163,16 +163,23 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 	return Decision{Verdict: Active, Recheck: until}
 }
 
-// takenAwayAhead says why a pod prepared ahead of its occurrence (created before it) was
-// taken away before its instant, its job not run: deleted, the deletion asked before the
-// instant (deletionTimestamp less the grace period, on the API server's clock) — a node
-// drain's eviction, preemption, kubectl delete, or the controller's own withdrawal for a
-// blackout or deadline —, or ended while the instant is still to come (its kubelet failed
-// it: a node-pressure eviction). Its occurrence has not come: counted now, it was
-// counted again when the schedule ran it in a second pod. "" otherwise (a job that ran
-// before the controller's instant, on a node whose clock is ahead, is its occurrence's).
+// takenAwayAhead says why a pod prepared ahead of its occurrence was taken away before
+// its instant by someone else, its job not run, while the instant is still to come on the
+// controller's clock: deleted (a node drain's eviction, preemption, kubectl delete, or the
+// controller's own withdrawal for a blackout or deadline), or ended with lockwrap's
+// Interrupted (signalled while it waited for the instant: a kubelet's eviction). Its
+// occurrence has not come: counted now, it was counted again when the schedule ran it in a
+// second pod. "" otherwise, and so for every pod once the instant has come (the occurrence
+// may be decided then — lastScheduleTime moved to it — and a pod withdrawn after that
+// would leave it neither run nor counted): such a pod counts as its occurrence, as before.
+// A pod that ended with any other word (a job that ran before the controller's instant on
+// a node whose clock is ahead; a skip; a kubelet that refused it, OutOfcpu) is its
+// occurrence's outcome: replaced, it would run again, or fail again in a loop.
 func takenAwayAhead(pod *corev1.Pod, occurrence, now time.Time, ended bool) string {
-	if !pod.CreationTimestamp.Time.Before(occurrence) || (ended && JobRan(pod)) {
+	if !now.Before(occurrence) || !pod.CreationTimestamp.Time.Before(occurrence) {
+		return ""
+	}
+	if ended && !interrupted(pod) && (pod.DeletionTimestamp == nil || Started(pod)) {
 		return ""
 	}
 	if dt := pod.DeletionTimestamp; dt != nil {
@@ -185,10 +192,21 @@ func takenAwayAhead(pod *corev1.Pod, occurrence, now time.Time, ended bool) stri
 		}
 		return with("deleted before its instant", pod.Annotations[runpod.AnnotationWithdrawn])
 	}
-	if ended && now.Before(occurrence) {
+	if ended {
 		return with("ended before its instant", strings.TrimPrefix(pod.Status.Reason+": "+pod.Status.Message, ": "))
 	}
 	return ""
+}
+
+// interrupted reports whether the wrapped container's report is lockwrap's Interrupted:
+// signalled before the job started.
+func interrupted(pod *corev1.Pod) bool {
+	cs := wrapped(pod)
+	if cs == nil || cs.State.Terminated == nil {
+		return false
+	}
+	r, err := report.Decode([]byte(cs.State.Terminated.Message))
+	return err == nil && r.Outcome == report.Interrupted
 }
 
 // JobRan reports whether an ended pod's report says its job's command started (a

@@ -185,8 +185,27 @@ func TestDecide(t *testing.T) {
 		// counted again when the schedule ran the occurrence in a second pod.
 		{"prepared, deleted unscheduled before its instant: withdrawn ahead", pod(prepared, unschedulable, deleted(occ.Add(-30*time.Second))),
 			Input{Now: occ.Add(-30 * time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
-		{"prepared, evicted from its node before its instant, seen after it: withdrawn ahead", pod(prepared, running(0), onNode, evicted(occ.Add(-10*time.Second), 30)),
-			Input{Now: occ.Add(5 * time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
+		{"prepared, evicted from its node before its instant: withdrawn ahead", pod(prepared, running(0), onNode, evicted(occ.Add(-10*time.Second), 30)),
+			Input{Now: occ.Add(-5 * time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
+		// Once the instant has come on the controller's clock the occurrence may be decided
+		// (lastScheduleTime moved to it): a pod withdrawn then would leave it neither run
+		// nor counted. It counts as its occurrence, as any pod.
+		{"prepared, evicted before its instant, seen after it: as any pod", pod(prepared, running(0), onNode, evicted(occ.Add(-10*time.Second), 30)),
+			Input{Now: occ.Add(5 * time.Second)}, Active, nil, occ.Add(20*time.Second + TerminatingGrace)},
+		{"created at the instant, the API server's clock behind, withdrawn for a blackout: as any pod", pod(unschedulable, withdrawnFor("window"), deleted(occ.Add(-time.Second)),
+			func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(-time.Second)) }),
+			Input{Now: occ.Add(time.Second)}, NeverStarted, []string{"deleted before its job started: window"}, time.Time{}},
+		// A prepared pod that ended before the controller's instant with another word than
+		// lockwrap's Interrupted is its occurrence's outcome: replaced, it would run again
+		// (a skip on a node whose clock is ahead), or fail again and again (a kubelet's refusal).
+		{"prepared, refused by its kubelet before its instant (OutOfcpu): its outcome, not replaced", pod(prepared, onNode, phase(corev1.PodFailed),
+			func(p *corev1.Pod) { p.Status.Reason = "OutOfcpu" }), Input{Now: occ.Add(-10 * time.Second)}, Report, nil, time.Time{}},
+		{"prepared, skipped before the controller's instant (a node's clock ahead): its outcome", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`)),
+			Input{Now: occ.Add(-time.Second)}, Report, nil, time.Time{}},
+		{"prepared, skipped, then deleted before its instant: its outcome", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`), evicted(occ.Add(-2*time.Second), 30)),
+			Input{Now: occ.Add(-time.Second)}, Report, nil, time.Time{}},
+		{"prepared, deleted before its instant, its kubelet's word: it never started", pod(prepared, endedOnNode, evicted(occ.Add(-10*time.Second), 30)),
+			Input{Now: occ.Add(-time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
 		{"prepared, withdrawn by the controller before its instant: withdrawn ahead", pod(prepared, unschedulable, withdrawnFor("a blackout began before its job started: window"), deleted(occ.Add(-10*time.Second))),
 			Input{Now: occ.Add(-10 * time.Second)}, WithdrawAhead, []string{"deleted before its instant: a blackout began before its job started: window"}, time.Time{}},
 		{"prepared, failed by its kubelet before its instant: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted"}`),
