@@ -108,8 +108,8 @@ func (r *Rules) Condition(now time.Time, rollouts []Rollout, unreadable error) C
 
 // Unmatched says which rollout references name no workload (workloads[i] for refs[i], as
 // ObserveRollouts reads them), for the Blackout condition: a reference that matches nothing
-// guards nothing — rightly so for a workload deleted or scaled away, silently for a
-// misspelled name — and the user sees it there. "" when every reference matches one.
+// guards nothing — rightly so for a workload that was deleted, silently for a misspelled
+// name or a selector that picks none — and the user sees it there. "" when every reference matches one.
 func Unmatched(refs []Ref, workloads [][]metav1.Object) string {
 	var none []string
 	for i, ref := range refs {

@@ -165,7 +165,7 @@ var _ = Describe("Prepare-ahead", func() {
 	// occurrence, two records.
 	DescribeTable("withdraws, uncounted, a prepared pod taken away before its instant, and runs its occurrence once",
 		func(takeAway func(pod *corev1.Pod)) {
-			at := time.Now().Add(10 * time.Second).Truncate(time.Second)
+			at := time.Now().Add(20 * time.Second).Truncate(time.Second) // room for a loaded machine
 			job := preparedJob("taken", at)
 			first := podsOf(job)[0]
 			takeAway(&first)

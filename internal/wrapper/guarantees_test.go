@@ -5,6 +5,7 @@ package wrapper_test
 // fix is undone.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -337,6 +338,43 @@ func TestPartitionAtTheEndOfALongLock(t *testing.T) {
 	}
 }
 
+// TestPartitionAtTheEndThenSIGTERM: A's link is cut as its command exits 0, and A, retrying
+// the record while its long lock is still valid, is sent SIGTERM (its pod is being
+// deleted; the kubelet's grace is shorter than the ttl). A stops retrying at once and
+// reports LockLost — nothing recorded the success, another holder may run the occurrence
+// once the lock expires — before the lock has expired, so the report is written within
+// the grace: killed later, it wrote none, and the pod was counted an Error.
+func TestPartitionAtTheEndThenSIGTERM(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	proxy := redistest.StartProxy(t, s.Addr())
+	g := newGate(t)
+	// The command ignores SIGTERM (those forwarded to it below) and exits 0 when released.
+	a := startLockwrap(t, nil, cmdArgs(flags(proxy.URL(), "cut-then-term", "a", "--ttl", "30s", "--renew-interval", "5s",
+		"--kill-grace", "2s"), "sh", "-c", `trap '' TERM; touch "$1/started"; while [ ! -e "$1/release" ] && [ -d "$1" ]; do sleep 0.02; done`, "sh", g.dir)...)
+	g.waitStarted(t)
+	proxy.Freeze()
+	g.release(t)
+	// SIGTERM until lockwrap ends: the first ones may reach it while it still waits for
+	// its command (forwarded to a command that is gone), one then while it retries.
+	eventually(t, "lockwrap to end on SIGTERM", func() bool {
+		if len(a.done) > 0 {
+			return true
+		}
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		return false
+	})
+	ra, code := a.wait(t)
+	left := rdb.PTTL(context.Background(), lock.LockKey("cut-then-term")).Val()
+	proxy.Thaw()
+	if ra.Outcome != report.LockLost || !ra.LockLost || code != 0 || !strings.Contains(ra.Message, "interrupted by terminated before Redis answered") {
+		t.Fatalf("a: %d %+v, want LockLost: interrupted before Redis answered", code, ra)
+	}
+	if left <= 0 {
+		t.Fatalf("a ended after its lock expired (pttl %v): it kept retrying past the SIGTERM", left)
+	}
+}
+
 // lostReplyLocker: the first Acquire really runs on Redis (it takes the lock), but its
 // reply is lost: the caller sees an i/o timeout `delay` later (go-redis read timeouts and
 // retries). Later attempts go through. From then on the holder's link is cut: renewals
@@ -451,11 +489,10 @@ func TestNothingOfTheCommandOutlivesIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Killed members are zombies until their new parent reaps them: wait for that,
-			// not for a member that lives on (it loops until the test's directory goes).
-			eventually(t, "the command's process group to be gone", func() bool {
-				return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
-			})
+			// Killed members are zombies until their new parent reaps them (which may never
+			// happen where PID 1 does not reap): wait for no live member, not for a member
+			// that lives on (it loops until the test's directory goes).
+			eventually(t, "no live process left in the command's group", func() bool { return liveInGroup(t, pgid) == 0 })
 		})
 	}
 }
@@ -481,4 +518,26 @@ func TestGivingUpLeavesNoLock(t *testing.T) {
 	if rb.Outcome != report.Succeeded || rb.Recovered {
 		t.Fatalf("b: %+v, want a fresh Succeeded", rb)
 	}
+}
+
+// liveInGroup counts the processes of process group pgid that are not zombies (/proc).
+func liveInGroup(t *testing.T, pgid int) int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) && fields[0] != "Z" {
+			n++
+		}
+	}
+	return n
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -288,7 +289,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		rep.StartedAt = d.Clock.Now().UTC().Format(time.RFC3339Nano)
 	}
 	if err != nil {
-		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", sentAt.Add(cfg.TTL), &rep, d.Stderr)
+		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", sentAt.Add(cfg.TTL), d.Signals, &rep, d.Stderr)
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
 	}
 	code, stopped, validUntil := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
@@ -305,7 +306,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	if state == lock.StateSucceeded && wmFile != "" {
 		wm = readWatermark(wmFile, &rep, d.Stderr)
 	}
-	finishRun(ctx, cfg, g.Lease, state, wm, validUntil, &rep, d.Stderr)
+	finishRun(ctx, cfg, g.Lease, state, wm, validUntil, d.Signals, &rep, d.Stderr)
 	switch {
 	case rep.LockLost:
 		rep.Outcome = report.LockLost
@@ -636,20 +637,32 @@ const maxWatermarkFile = 64 << 10
 // newlines (\n, \r\n) cut; "" when the command wrote none (no file, or an empty one).
 // One over lock.MaxWatermarkBytes is not stored: a warning says so.
 func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
-	// O_NONBLOCK: opening a FIFO the command left there must not wait for a writer (the
-	// lock's renewals have stopped; the result is still to be recorded).
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// A regular file only, checked before it is opened (opening a FIFO waits for a writer;
+	// a device may act on an open) and again on what was opened (O_NONBLOCK: a FIFO put
+	// there in between must not wait either). The lock's renewals have stopped; the
+	// result is still to be recorded.
+	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return ""
 	}
+	notAFile := func() string {
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: $%s is not a regular file", config.EnvWatermarkFile))
+		return ""
+	}
+	if err == nil && !fi.Mode().IsRegular() {
+		return notAFile()
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		warn(rep, stderr, fmt.Sprintf("watermark not stored: %v", err))
 		return ""
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		warn(rep, stderr, fmt.Sprintf("watermark not stored: $%s is not a regular file", config.EnvWatermarkFile))
+	if opened, err := f.Stat(); err != nil {
+		warn(rep, stderr, fmt.Sprintf("watermark not stored: %v", err))
 		return ""
+	} else if !opened.Mode().IsRegular() || (fi != nil && !os.SameFile(fi, opened)) {
+		return notAFile()
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxWatermarkFile+1))
 	if err != nil {
@@ -681,8 +694,12 @@ func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
 // validUntil is when the lock expired unless the finish renewed or released it: a finish
 // Redis never answered until then leaves the run LockLost too — the lock is gone, nothing
 // recorded the result, and another holder may run the occurrence again.
-func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, rep *report.Report, stderr io.Writer) {
-	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic}, validUntil)
+//
+// A SIGTERM, SIGINT or SIGQUIT while Redis does not answer ends the retries (the pod is
+// being deleted: its grace is short of a long lock's ttl), and the run is LockLost too:
+// nothing recorded the result, and once the lock expires another holder may run it again.
+func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, signals <-chan os.Signal, rep *report.Report, stderr io.Writer) {
+	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic}, validUntil, signals)
 	rep.ReleasedAt = stamp(time.Now())
 	if err == nil || errors.Is(err, lock.ErrLost) {
 		switch {
@@ -713,7 +730,11 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string
 		warn(fmt.Sprintf("%s recorded, but not acknowledged by %d replicas: %v", state, cfg.MinReplicas, err))
 	case !errors.Is(err, lock.ErrLost):
 		warn(fmt.Sprintf("could not record %s in Redis: %v", state, err))
-		if !time.Now().Before(validUntil) {
+		var sig *stopSignal
+		switch {
+		case errors.As(err, &sig):
+			markLockLost(rep, stderr, fmt.Sprintf("lock lost: %v before Redis answered, so %s was not recorded; the lock expires at %s and another holder may run this occurrence again", sig, state, stamp(validUntil)))
+		case !time.Now().Before(validUntil):
 			markLockLost(rep, stderr, fmt.Sprintf("lock lost: Redis did not answer before the lock expired at %s, so %s was not recorded and another holder may run this occurrence again", stamp(validUntil), state))
 		}
 	}
@@ -724,13 +745,28 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string
 // nobody else can run the occurrence, and a result recorded then is the one a later holder
 // finds; given up earlier (it was 10s at most, under a default ttl of 30s), a success
 // Redis could still have recorded was lost, and the occurrence ran again.
-func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions, validUntil time.Time) (lock.FinishResult, error) {
+func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions, validUntil time.Time, signals <-chan os.Signal) (lock.FinishResult, error) {
 	deadline := time.Now().Add(min(max(cfg.TTL, 2*time.Second), 10*time.Second))
 	if validUntil.After(deadline) {
 		deadline = validUntil
 	}
 	fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
+	var stopped atomic.Pointer[stopSignal]
+	go func() {
+		for {
+			select {
+			case sig := <-signals:
+				if s, ok := sig.(syscall.Signal); ok && (s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGQUIT) {
+					stopped.Store(&stopSignal{s})
+					cancel()
+					return
+				}
+			case <-fctx.Done():
+				return
+			}
+		}
+	}()
 	var last error
 	var fr lock.FinishResult
 	_ = wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
@@ -738,8 +774,17 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 		return last == nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
 			errors.Is(last, lock.ErrNotEnoughReplicas), nil
 	})
+	if sig := stopped.Load(); sig != nil && last != nil && !errors.Is(last, lock.ErrLost) && !errors.Is(last, lock.ErrNotRecorded) &&
+		!errors.Is(last, lock.ErrNotEnoughReplicas) {
+		return fr, fmt.Errorf("%w: %w", sig, last)
+	}
 	return fr, last // the last attempt's: nil, a lock sentinel, or why Redis did not answer
 }
+
+// stopSignal is a signal that ended the retries of a result's record.
+type stopSignal struct{ sig syscall.Signal }
+
+func (s *stopSignal) Error() string { return "interrupted by " + s.sig.String() }
 
 // earliest is the earlier of two instants, a zero one meaning none.
 func earliest(a, b time.Time) time.Time {

@@ -23,9 +23,10 @@
 -- KEYS[2]: it keeps increasing even when Redis lost the counter (restart without
 -- persistence, failover that lost writes), as long as the server's clock does not go back.
 -- Resending the script with the same token (the caller lost the reply) returns the same
--- grant, and gives the lock a whole ttl from the resend (the caller counts from it). A lock held by our own holder whose token is the one in this occurrence's running
--- ledger entry is our crashed predecessor (same holder identity, same occurrence): it is
--- taken over with a new token and a higher fence. The durability facts (INFO persistence
+-- grant, and gives the lock a whole ttl from the resend (the caller counts from it). A
+-- lock held by our own holder whose token is the one in this occurrence's running ledger
+-- entry is our crashed predecessor (same holder identity, same occurrence): it is taken
+-- over with a new token and a higher fence. The durability facts (INFO persistence
 -- and memory) come back with every grant; INFO and TIME are called with pcall so that an
 -- ACL user without them still gets the lock (the problems field says what was denied).
 -- The key's last success (written by finish.lua) comes back with every grant, so that the
