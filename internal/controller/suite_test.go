@@ -229,18 +229,24 @@ func unmarkedCounted(j *v1alpha1.LockedCronJob) []string {
 // finishPod writes the status a kubelet would: the wrapped container terminated with
 // the given termination message.
 func finishPod(pod *corev1.Pod, phase corev1.PodPhase, exitCode int32, message string) {
-	var p corev1.Pod
-	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
-	now := metav1.Now()
-	p.Status.Phase = phase
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name:  p.Spec.Containers[0].Name,
-		Image: p.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: exitCode, Message: message, Reason: "Completed", StartedAt: now, FinishedAt: now,
-		}},
-	}}
-	ExpectWithOffset(1, k8sClient.Status().Update(ctx, &p)).To(Succeed())
+	// Retried on a conflict, as a kubelet's status update is: the controller may note
+	// something on the pod (a withdrawal's annotation) between the read and the write.
+	ExpectWithOffset(1, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var p corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		p.Status.Phase = phase
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name:  p.Spec.Containers[0].Name,
+			Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: exitCode, Message: message, Reason: "Completed", StartedAt: now, FinishedAt: now,
+			}},
+		}}
+		return k8sClient.Status().Update(ctx, &p)
+	})).To(Succeed())
 }
 
 // createPodFor creates, as the controller would, the pod of an occurrence (tests that
