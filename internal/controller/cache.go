@@ -53,6 +53,7 @@ func slimPod(obj any) (any, error) {
 	} else {
 		pod.Status = slimPodStatus(pod.Status)
 	}
+	sharePodStrings(pod)
 	return pod, nil
 }
 
@@ -116,6 +117,7 @@ func slimJob(obj any) (any, error) {
 	}
 	job.ManagedFields = slimManagedFields(job.ManagedFields)
 	job.Annotations = ownKeys(job.Annotations)
+	shareJobStrings(job)
 	return job, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,6 +20,7 @@ import (
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/blackout"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
@@ -470,28 +472,7 @@ func TestSlimHistoryPod(t *testing.T) {
 // decoded whole and after slimPod, before and after it is counted (history)
 // (go test ./internal/controller/ -run '^$' -bench PodHeld).
 func BenchmarkPodHeld(b *testing.B) {
-	occ := time.Date(2026, 6, 6, 10, 0, 0, 0, time.UTC)
-	msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: occ.Format(time.RFC3339), Key: "team-a/nightly-report", Holder: "team-a/nightly-report-29676960/4f1c8a2e", FencingToken: 7, StartedAt: occ.Format(time.RFC3339Nano)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	at := metav1.NewTime(occ)
-	pod := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: "nightly-report-29676960", Namespace: "team-a", UID: "0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11", ResourceVersion: "123456",
-			CreationTimestamp: at, Labels: map[string]string{runpod.LabelJob: "nightly-report", runpod.LabelCounted: "true"},
-			Annotations:     map[string]string{runpod.AnnotationScheduledTime: occ.Format(time.RFC3339), runpod.AnnotationWrappedContainer: "job"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly-report", UID: "5d0f2c3e-1111-4c43-9a43-7c1f2d9e5a11", Controller: ptr.To(true)}},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}}},
-		Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyNever,
-			InitContainers: []corev1.Container{{Name: runpod.InitContainerName, Image: "k8s.local/lockedcron:dev", Command: []string{"/lockwrap", "install", "/lockwrap-bin"}}},
-			Containers: []corev1.Container{{Name: "job", Image: "docker.io/library/busybox:1.36", Command: []string{"/lockwrap-bin/lockwrap", "--", "sh", "-c", "date"},
-				Env: []corev1.EnvVar{{Name: "LOCKWRAP_REDIS_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "url"}}}}}}},
-		Status: kubeletStatus(corev1.PodStatus{Phase: corev1.PodSucceeded,
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: runpod.InitContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: at, FinishedAt: at}}}},
-			ContainerStatuses:     []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: string(msg), StartedAt: at, FinishedAt: at}}}},
-		}, occ),
-	}
+	pod := finishedPod(b)
 	raw, err := json.Marshal(pod)
 	if err != nil {
 		b.Fatal(err)
@@ -532,6 +513,34 @@ func BenchmarkPodHeld(b *testing.B) {
 	}
 }
 
+// finishedPod is a finished pod of the controller's, its job's report in its status as a
+// kubelet writes it, labelled counted.
+func finishedPod(tb testing.TB) *corev1.Pod {
+	occ := time.Date(2026, 6, 6, 10, 0, 0, 0, time.UTC)
+	msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: occ.Format(time.RFC3339), Key: "team-a/nightly-report", Holder: "team-a/nightly-report-29676960/4f1c8a2e", FencingToken: 7, StartedAt: occ.Format(time.RFC3339Nano)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	at := metav1.NewTime(occ)
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly-report-29676960", Namespace: "team-a", UID: "0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11", ResourceVersion: "123456",
+			CreationTimestamp: at, Labels: map[string]string{runpod.LabelJob: "nightly-report", runpod.LabelCounted: "true"},
+			Annotations:     map[string]string{runpod.AnnotationScheduledTime: occ.Format(time.RFC3339), runpod.AnnotationWrappedContainer: "job"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly-report", UID: "5d0f2c3e-1111-4c43-9a43-7c1f2d9e5a11", Controller: ptr.To(true)}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}}},
+		Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{{Name: runpod.InitContainerName, Image: "k8s.local/lockedcron:dev", Command: []string{"/lockwrap", "install", "/lockwrap-bin"}}},
+			Containers: []corev1.Container{{Name: "job", Image: "docker.io/library/busybox:1.36", Command: []string{"/lockwrap-bin/lockwrap", "--", "sh", "-c", "date"},
+				Env: []corev1.EnvVar{{Name: "LOCKWRAP_REDIS_URL", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "url"}}}}}}},
+		Status: kubeletStatus(corev1.PodStatus{Phase: corev1.PodSucceeded,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: runpod.InitContainerName, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", StartedAt: at, FinishedAt: at}}}},
+			ContainerStatuses:     []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: string(msg), StartedAt: at, FinishedAt: at}}}},
+		}, occ),
+	}
+	return pod
+}
+
 func heapInUse() int64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -540,8 +549,9 @@ func heapInUse() int64 {
 }
 
 // BenchmarkJobHeld: the bytes the cache holds per LockedCronJob, the README's job as
-// kubectl apply stores it (its last-applied-configuration annotation and managed fields),
-// decoded whole and after slimJob (go test ./internal/controller/ -run '^$' -bench JobHeld).
+// kubectl apply stores it (its last-applied-configuration annotation and managed fields)
+// with the status of a job that has run a while (steadyStatus), decoded whole and after
+// slimJob (go test ./internal/controller/ -run '^$' -bench JobHeld).
 func BenchmarkJobHeld(b *testing.B) {
 	job := &v1alpha1.LockedCronJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob"},
@@ -563,6 +573,7 @@ func BenchmarkJobHeld(b *testing.B) {
 		Time: &job.CreationTimestamp, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}}},` +
 			`"f:spec":{".":{},"f:contention":{".":{},"f:policy":{}},"f:lock":{".":{},"f:key":{},"f:redis":{".":{},"f:secretRef":{".":{},"f:name":{}}},"f:ttl":{}},` +
 			`"f:schedule":{},"f:startingDeadlineSeconds":{},"f:template":{".":{},"f:spec":{".":{},"f:containers":{},"f:restartPolicy":{}}},"f:timeZone":{}}}`)}}}
+	job.Status = steadyStatus(job, t0)
 	raw, err := json.Marshal(job)
 	if err != nil {
 		b.Fatal(err)
@@ -594,4 +605,114 @@ func BenchmarkJobHeld(b *testing.B) {
 			}
 		})
 	}
+}
+
+// steadyStatus is the status of a daily job that has run a while, as the controller
+// writes it: its conditions, ten recent runs, one active, five upcoming occurrences.
+func steadyStatus(job *v1alpha1.LockedCronJob, now time.Time) v1alpha1.LockedCronJobStatus {
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+	cond := func(t, r, m string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: r, Message: m, LastTransitionTime: *at(-72 * time.Hour), ObservedGeneration: 1}
+	}
+	st := v1alpha1.LockedCronJobStatus{ObservedGeneration: 1, LastScheduleTime: at(0), LastSuccessfulTime: at(-24 * time.Hour), NextScheduleTime: at(24 * time.Hour),
+		ActiveCount: 1, LockKey: job.Namespace + "/" + job.Spec.Lock.Key,
+		Conditions: []metav1.Condition{
+			cond(ConditionReady, ReasonScheduled, "next occurrence 2026-06-07T02:00:00+02:00"),
+			cond(ConditionLockBackendReady, ReasonRedisReachable, "redis at redis.billing.svc:6379 reachable"),
+			{Type: ConditionBlackout, Status: metav1.ConditionFalse, Reason: blackout.ReasonNoBlackout, Message: "no window open, no rollout", LastTransitionTime: *at(-72 * time.Hour), ObservedGeneration: 1},
+		},
+		Active:      []corev1.ObjectReference{{Kind: "Pod", APIVersion: "v1", Namespace: job.Namespace, Name: runpod.Name(job.Name, now), UID: "0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11"}},
+		LastHolder:  &v1alpha1.Holder{Identity: runpod.Name(job.Name, now) + "/1/4f1c8a2e9b7d6c5a", FencingToken: 41, Occurrence: at(0), AcquiredAt: at(time.Second)},
+		LastSuccess: &v1alpha1.LastSuccess{Occurrence: at(-24 * time.Hour), FinishedAt: at(-23 * time.Hour), FencingToken: 40, Holder: runpod.Name(job.Name, now.Add(-24*time.Hour)) + "/1/9b7d6c5a4f1c8a2e"},
+		Counters:    v1alpha1.Counters{Runs: 40, Succeeded: 40},
+	}
+	for i := range 10 {
+		occ := now.Add(-time.Duration(i+1) * 24 * time.Hour)
+		st.Recent = append(st.Recent, v1alpha1.RunRecord{Occurrence: metav1.NewTime(occ), Outcome: string(report.Succeeded), Pod: runpod.Name(job.Name, occ),
+			Holder: runpod.Name(job.Name, occ) + "/1/4f1c8a2e9b7d6c5a", FencingToken: int64(40 - i), Duration: &metav1.Duration{Duration: 47 * time.Minute}, Trigger: v1alpha1.TriggerScheduled})
+	}
+	for i := range 5 {
+		st.Upcoming = append(st.Upcoming, v1alpha1.UpcomingOccurrence{Time: *at(time.Duration(i+1) * 24 * time.Hour)})
+	}
+	return st
+}
+
+// TestSlimSharesRepeatedStrings: the cache's copies of two pods (and of two jobs),
+// decoded apart, hold one copy of the strings every pod repeats (the controller's label,
+// annotation and finalizer names, the owner's kind, the namespace, the node, the phase),
+// and sharing them changes no value.
+func TestSlimSharesRepeatedStrings(t *testing.T) {
+	decode := func(v any, into any) {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(raw, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: two cached copies hold %q twice", what, x)
+		}
+	}
+	key := func(m map[string]string, k string) string {
+		for mk := range m {
+			if mk == k {
+				return mk
+			}
+		}
+		t.Fatalf("no key %s in %v", k, m)
+		return ""
+	}
+
+	pod := finishedPod(t)
+	delete(pod.Labels, runpod.LabelCounted) // not history: slimPod keeps its container statuses
+	pod.Finalizers = []string{runpod.FinalizerTracking}
+	var pods [2]*corev1.Pod
+	for i := range pods {
+		var p corev1.Pod
+		decode(pod, &p)
+		shared := p.DeepCopy()
+		sharePodStrings(shared)
+		if !reflect.DeepEqual(shared, &p) {
+			t.Fatalf("sharing changed the pod:\n%+v\nwant %+v", shared, p)
+		}
+		o, _ := slimPod(&p)
+		pods[i] = o.(*corev1.Pod)
+	}
+	a, b := pods[0], pods[1]
+	same("namespace", a.Namespace, b.Namespace)
+	same("node", a.Spec.NodeName, b.Spec.NodeName)
+	same("label name", key(a.Labels, runpod.LabelJob), key(b.Labels, runpod.LabelJob))
+	same("annotation name", key(a.Annotations, runpod.AnnotationScheduledTime), key(b.Annotations, runpod.AnnotationScheduledTime))
+	same("finalizer", a.Finalizers[0], b.Finalizers[0])
+	same("owner API version", a.OwnerReferences[0].APIVersion, b.OwnerReferences[0].APIVersion)
+	same("owner kind", a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind)
+	same("phase", string(a.Status.Phase), string(b.Status.Phase))
+	same("container", a.Status.ContainerStatuses[0].Name, b.Status.ContainerStatuses[0].Name)
+	same("termination reason", a.Status.ContainerStatuses[0].State.Terminated.Reason, b.Status.ContainerStatuses[0].State.Terminated.Reason)
+
+	job := plainJob("@daily")
+	job.Namespace, job.Name = "billing", "ledger"
+	job.Status = steadyStatus(job, t0)
+	var jobs [2]*v1alpha1.LockedCronJob
+	for i := range jobs {
+		var j v1alpha1.LockedCronJob
+		decode(job, &j)
+		shared := j.DeepCopy()
+		shareJobStrings(shared)
+		if !reflect.DeepEqual(shared, &j) {
+			t.Fatalf("sharing changed the job:\n%+v\nwant %+v", shared, j)
+		}
+		o, _ := slimJob(&j)
+		jobs[i] = o.(*v1alpha1.LockedCronJob)
+	}
+	x, y := jobs[0].Status, jobs[1].Status
+	same("condition type", x.Conditions[0].Type, y.Conditions[0].Type)
+	same("condition reason", x.Conditions[1].Reason, y.Conditions[1].Reason)
+	same("outcome", x.Recent[3].Outcome, y.Recent[3].Outcome)
+	same("trigger", x.Recent[3].Trigger, y.Recent[3].Trigger)
+	same("active pod's namespace", x.Active[0].Namespace, y.Active[0].Namespace)
 }
