@@ -642,15 +642,6 @@ func steadyStatus(job *v1alpha1.LockedCronJob, now time.Time) v1alpha1.LockedCro
 // annotation and finalizer names, the owner's kind, the namespace, the node, the phase),
 // and sharing them changes no value.
 func TestSlimSharesRepeatedStrings(t *testing.T) {
-	decode := func(v any, into any) {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, into); err != nil {
-			t.Fatal(err)
-		}
-	}
 	same := func(what, x, y string) {
 		t.Helper()
 		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
@@ -670,18 +661,7 @@ func TestSlimSharesRepeatedStrings(t *testing.T) {
 	pod := finishedPod(t)
 	delete(pod.Labels, runpod.LabelCounted) // not history: slimPod keeps its container statuses
 	pod.Finalizers = []string{runpod.FinalizerTracking}
-	var pods [2]*corev1.Pod
-	for i := range pods {
-		var p corev1.Pod
-		decode(pod, &p)
-		shared := p.DeepCopy()
-		sharePodStrings(shared)
-		if !reflect.DeepEqual(shared, &p) {
-			t.Fatalf("sharing changed the pod:\n%+v\nwant %+v", shared, p)
-		}
-		o, _ := slimPod(&p)
-		pods[i] = o.(*corev1.Pod)
-	}
+	pods := cachedTwice(t, pod, sharePodStrings, slimPod)
 	a, b := pods[0], pods[1]
 	same("namespace", a.Namespace, b.Namespace)
 	same("node", a.Spec.NodeName, b.Spec.NodeName)
@@ -697,22 +677,42 @@ func TestSlimSharesRepeatedStrings(t *testing.T) {
 	job := plainJob("@daily")
 	job.Namespace, job.Name = "billing", "ledger"
 	job.Status = steadyStatus(job, t0)
-	var jobs [2]*v1alpha1.LockedCronJob
-	for i := range jobs {
-		var j v1alpha1.LockedCronJob
-		decode(job, &j)
-		shared := j.DeepCopy()
-		shareJobStrings(shared)
-		if !reflect.DeepEqual(shared, &j) {
-			t.Fatalf("sharing changed the job:\n%+v\nwant %+v", shared, j)
-		}
-		o, _ := slimJob(&j)
-		jobs[i] = o.(*v1alpha1.LockedCronJob)
-	}
+	jobs := cachedTwice(t, job, shareJobStrings, slimJob)
 	x, y := jobs[0].Status, jobs[1].Status
 	same("condition type", x.Conditions[0].Type, y.Conditions[0].Type)
 	same("condition reason", x.Conditions[1].Reason, y.Conditions[1].Reason)
 	same("outcome", x.Recent[3].Outcome, y.Recent[3].Outcome)
 	same("trigger", x.Recent[3].Trigger, y.Recent[3].Trigger)
 	same("active pod's namespace", x.Active[0].Namespace, y.Active[0].Namespace)
+}
+
+// cachedTwice decodes obj twice, apart, as the cache does each object it is sent, and
+// transforms each with slim; it fails t if share changes any value of a decoded copy.
+func cachedTwice[T any, P interface {
+	*T
+	DeepCopy() P
+}](t *testing.T, obj P, share func(P), slim func(any) (any, error)) [2]P {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [2]P
+	for i := range out {
+		decoded := P(new(T))
+		if err := json.Unmarshal(raw, decoded); err != nil {
+			t.Fatal(err)
+		}
+		shared := decoded.DeepCopy()
+		share(shared)
+		if !reflect.DeepEqual(shared, decoded) {
+			t.Fatalf("sharing changed a value:\n%+v\nwant %+v", shared, decoded)
+		}
+		o, err := slim(decoded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = o.(P)
+	}
+	return out
 }
