@@ -104,6 +104,8 @@ var _ = Describe("Manual runs", func() {
 		Expect(rr2.Contention).To(Equal(v1alpha1.ManualContentionFailFast))
 		before := manualPods(job)
 		Expect(before).To(HaveLen(2))
+		// (Events are posted by the recorder's goroutine; one in flight when the manager stops is dropped.)
+		Eventually(func() []string { return eventNotes(job, ReasonManualRunStarted) }).Should(HaveLen(2))
 
 		// The manager stops; the status write that recorded "second" is lost (as if it
 		// crashed between creating the pod and writing status).
@@ -119,7 +121,7 @@ var _ = Describe("Manual runs", func() {
 		rr2 = handled(job, "second")
 		Expect(rr2.Pod).To(Equal(runpod.ManualName("adhoc", "second")), "the existing pod is recorded")
 		Expect(manualPods(job)).To(Equal(before), "no pod created or replaced")
-		Expect(eventNotes(job, ReasonManualRunStarted)).To(HaveLen(2), "one start per request id")
+		Consistently(func() []string { return eventNotes(job, ReasonManualRunStarted) }, 2*time.Second).Should(HaveLen(2), "one start per request id")
 
 		// The run is counted like any run, as manual, without touching the schedule's
 		// accounting.

@@ -105,7 +105,7 @@ var _ = Describe("Prepare-ahead", func() {
 	// schedule (here: skipped in the rollout's blackout), counted once either way.
 	DescribeTable("withdraws a prepared pod on a node and counts its occurrence once, from what its kubelet says",
 		func(wordAfterInstant bool, word func(pod *corev1.Pod), counters v1alpha1.Counters, outcome string) {
-			at := time.Now().Add(6 * time.Second).Truncate(time.Second)
+			at := time.Now().Add(15 * time.Second).Truncate(time.Second) // room for a loaded machine: a fresh manager, the Deployment, the pod, the withdrawal
 			api, job := preparedGuarded("raced", at)
 			pod := podsOf(job)[0]
 			ns, name := pod.Namespace, pod.Name
@@ -217,7 +217,7 @@ var _ = Describe("Prepare-ahead", func() {
 	// manager restart in between.
 	DescribeTable("counts once a prepared pod whose job ended before the controller's clock reached its instant",
 		func(history int32, restart bool) {
-			const skew = 6 * time.Second // the controller's clock behind the node's (margin for a restart)
+			const skew = 10 * time.Second // the controller's clock behind the node's (margin for a restart on a loaded machine)
 			stop := startManager(behind{skew})
 			ns := newNamespace()
 			at := time.Now().Add(6 * time.Second).Truncate(time.Second)
@@ -271,13 +271,15 @@ var _ = Describe("Prepare-ahead", func() {
 	// not withdraw it, and its report is the occurrence's outcome, counted once.
 	DescribeTable("starts nothing before the instant on a node whose clock is behind the controller's",
 		func(prepareAhead int32) {
-			const skew = 6 * time.Second // the controller's clock ahead of the node's
+			// The test must play the kubelet (the pod running) between the pod's creation
+			// and the controller's deadline: 6 s, room for a loaded machine.
+			const skew = 10 * time.Second // the controller's clock ahead of the node's
 			startManager(behind{-skew})
 			ns := newNamespace()
-			at := time.Now().Add(10 * time.Second).Truncate(time.Second)
+			at := time.Now().Add(14 * time.Second).Truncate(time.Second)
 			job := newJob(ns, "fast", dailyAt(at))
 			job.Spec.PrepareAheadSeconds = ptr.To(prepareAhead)
-			job.Spec.StartingDeadlineSeconds = ptr.To[int64](3) // shorter than the skew
+			job.Spec.StartingDeadlineSeconds = ptr.To[int64](6) // shorter than the skew
 			createBefore(job, at)
 			Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second, 50*time.Millisecond).Should(HaveLen(1))
 			pod := podsOf(job)[0]

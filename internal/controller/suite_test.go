@@ -81,6 +81,29 @@ var _ = BeforeSuite(func() {
 	redisSrv = redistest.Start(GinkgoTB())
 })
 
+// Every spec leaves its jobs suspended. envtest runs no namespace controller, so a spec's
+// jobs outlive it, and every later spec's manager would go on running their occurrences
+// (some every second, their pods never started, each counted missed): passes that later
+// specs time would queue behind them on a loaded machine.
+var _ = AfterEach(func() {
+	var jobs v1alpha1.LockedCronJobList
+	Expect(k8sClient.List(ctx, &jobs)).To(Succeed())
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if ptr.Deref(j.Spec.Suspend, false) || j.DeletionTimestamp != nil {
+			continue
+		}
+		Expect(client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var out v1alpha1.LockedCronJob
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(j), &out); err != nil {
+				return err
+			}
+			out.Spec.Suspend = ptr.To(true)
+			return k8sClient.Update(ctx, &out)
+		}))).To(Succeed(), "suspending %s/%s", j.Namespace, j.Name)
+	}
+})
+
 var _ = AfterSuite(func() {
 	cancel()
 	Expect(testEnv.Stop()).To(Succeed())
