@@ -118,9 +118,9 @@ var _ = Describe("Blackout", func() {
 
 		job := newJob(ns, "guarded", "0 0 1 1 *")
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
-			{Kind: v1alpha1.KindDeployment, Name: "api", Settle: &metav1.Duration{Duration: 3 * time.Second}},
+			{Kind: v1alpha1.KindDeployment, Name: "api", Settle: &metav1.Duration{Duration: 8 * time.Second}},
 			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "data"}}},
-			{Kind: v1alpha1.KindDaemonSet, Name: "agent", Settle: &metav1.Duration{Duration: 2 * time.Second}},
+			{Kind: v1alpha1.KindDaemonSet, Name: "agent", Settle: &metav1.Duration{Duration: 6 * time.Second}},
 		}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		Eventually(func() string { return blackoutIs(job) }).Should(HavePrefix("False/NoBlackout"))
@@ -138,14 +138,14 @@ var _ = Describe("Blackout", func() {
 		})
 		Eventually(func() string { return blackoutIs(job) }).Should(ContainSubstring("1 of 2 replicas updated"))
 
-		By("the Deployment completes: its Progressing condition dates the completion; settle 3s")
+		By("the Deployment completes: its Progressing condition dates the completion; settle 8s (a settling state a late pass still sees)")
 		writeStatus(api, func(d *appsv1.Deployment) {
 			deploymentDone(d)
 			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue,
 				Reason: "NewReplicaSetAvailable", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 		})
 		Eventually(func() string { return blackoutIs(job) }).Should(And(HavePrefix("True/RolloutSettling"), ContainSubstring("Deployment/api")))
-		Eventually(func() string { return blackoutIs(job) }, 10*time.Second).Should(HavePrefix("False/NoBlackout"), "requeued when the settle time ends")
+		Eventually(func() string { return blackoutIs(job) }, 15*time.Second).Should(HavePrefix("False/NoBlackout"), "requeued when the settle time ends")
 		Expect(getJob(job).Status.Rollouts).To(BeEmpty())
 
 		By("a StatefulSet picked by selector, its update revision not yet current")
@@ -169,7 +169,7 @@ var _ = Describe("Blackout", func() {
 		})
 		Consistently(func() string { return blackoutIs(job) }, time.Second).Should(HavePrefix("False/NoBlackout"))
 
-		By("a DaemonSet not updated everywhere, then settling 2s from when the controller saw it complete")
+		By("a DaemonSet not updated everywhere, then settling 6s from when the controller saw it complete")
 		writeStatus(agent, func(d *appsv1.DaemonSet) {
 			daemonSetDone(d)
 			d.Status.UpdatedNumberScheduled = 1

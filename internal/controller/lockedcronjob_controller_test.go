@@ -368,8 +368,8 @@ var _ = Describe("LockedCronJob controller", func() {
 			Satisfy(func(c *metav1.Condition) bool { return c != nil && c.Reason == ReasonSuspended }))
 		Consistently(func() []corev1.Pod { return podsOf(job) }, 2500*time.Millisecond).Should(BeEmpty())
 
+		resumed := time.Now() // before the update: the API server stamps the change at or after it
 		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(false) })
-		resumed := time.Now()
 		Eventually(func() []corev1.Pod { return podsOf(job) }, 5*time.Second).ShouldNot(BeEmpty())
 		for _, p := range podsOf(job) {
 			occ, err := time.Parse(time.RFC3339, p.Annotations[runpod.AnnotationScheduledTime])
