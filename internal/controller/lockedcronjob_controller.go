@@ -141,6 +141,9 @@ type pass struct {
 	// (unbound) or the kubelet says.
 	withdrawing []withdrawal
 	seen        []string // names of all the job's pods in the cache
+	// blackout: what the schedule step found of spec.blackout (nil when it did not get
+	// that far: suspended, an invalid schedule or blackout); a run request reads it.
+	blackout *blackoutState
 }
 
 // event is an Event the pass emits once its status is written. cause, for a series reason
@@ -417,6 +420,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	// 5a: blackout: read the referenced workloads, preview the next occurrences, account
 	// for a deferred occurrence, drop pods that a blackout now holds back.
 	bs := r.observeBlackout(ctx, p, sched, &plan, earliest(job, st), deadline)
+	p.blackout = bs
 	if bs == nil {
 		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.blackout is invalid")
 		return nil // spec.blackout is invalid: Ready=False names the field

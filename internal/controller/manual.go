@@ -9,13 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/blackout"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
@@ -161,8 +161,17 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		return nil
 	}
 
-	if c := meta.FindStatusCondition(st.Conditions, ConditionBlackout); c != nil && c.Status == metav1.ConditionTrue {
-		return refuse(fmt.Sprintf("a blackout is in effect (%s: %s): request again when it ends", c.Reason, c.Message))
+	// The blackout now, not the Blackout condition: a pass that stopped before the
+	// schedule's blackout step (a suspended job) leaves the condition as it was.
+	bs, err := r.blackoutNow(ctx, p)
+	switch {
+	case err != nil:
+		return refuse(err.Error())
+	case bs.unreadable != nil:
+		return refuse(fmt.Sprintf("the workloads spec.blackout.rollouts names could not be read (%v): request again", bs.unreadable))
+	}
+	if b := bs.rules.At(p.now, bs.rollouts); b.Blocked() {
+		return refuse(fmt.Sprintf("a blackout is in effect (%s): request again when it ends", b.Describe()))
 	}
 	if berr != nil && berr.blocking() {
 		// No pod could take the lock; the request waits (unhandled) for the backend, as an
@@ -182,7 +191,10 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		}
 	}
 
-	pod, err := runpod.BuildManual(job, m, r.Pod)
+	// Like a scheduled run's, its job does not start once the next window has opened.
+	opts := r.Pod
+	opts.NotAfter = bs.rules.NextOpening(p.now)
+	pod, err := runpod.BuildManual(job, m, opts)
 	if err != nil {
 		return refuse(err.Error())
 	}
@@ -214,4 +226,25 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	p.eventf(corev1.EventTypeNormal, ReasonManualRunStarted, "run request %q%s: created pod %s (%s, contention %s)", id, by, pod.Name, what, m.Contention)
 	p.log.Info("manual run started", "id", id, "pod", pod.Name, "requestedBy", rr.RequestedBy)
 	return pod
+}
+
+// blackoutNow is spec.blackout at the pass's time: the schedule step's, or, when the pass
+// did not get that far (a suspended job, whose manual runs still run, or an invalid
+// schedule), read now. An error names spec.blackout when it does not compile.
+func (r *LockedCronJobReconciler) blackoutNow(ctx context.Context, p *pass) (*blackoutState, error) {
+	if p.blackout != nil {
+		return p.blackout, nil
+	}
+	rules, err := blackout.Compile(p.job.Spec.Blackout, p.job.Spec.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	bs := &blackoutState{rules: rules}
+	workloads, err := r.readRefs(ctx, p.job.Namespace, rules.Refs)
+	if err != nil {
+		bs.unreadable = err
+		return bs, nil
+	}
+	bs.rollouts, p.status.Rollouts = blackout.ObserveRollouts(p.now, rules.Refs, workloads, p.status.Rollouts)
+	return bs, nil
 }

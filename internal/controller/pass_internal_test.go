@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+// Plain tests of one pass's planning steps (track, catch up, schedule, a run request), as
+// Reconcile runs them, against a fake client: what the pass decides at a chosen time.
+
+var passAt = time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+
+// passJob is a job created a day before passAt, its schedule already observed.
+func passJob(sched string, suspend bool) *v1alpha1.LockedCronJob {
+	job := newJob("ns", "j", sched)
+	job.Spec.TimeZone = "UTC"
+	job.UID, job.Generation, job.CreationTimestamp = "uid-1", 1, metav1.NewTime(passAt.Add(-24*time.Hour))
+	job.Spec.Suspend = ptr.To(suspend)
+	job.Status.ObservedSchedule = fmt.Sprintf("%s|%s|suspend=%t", sched, job.Spec.TimeZone, suspend)
+	return job
+}
+
+// runPass runs a pass's planning steps for job at now, its pods (and other objects) in
+// a fake API server; it returns the reconciler (its client) and the pass.
+func runPass(t *testing.T, job *v1alpha1.LockedCronJob, now time.Time, objs ...client.Object) (*LockedCronJobReconciler, *pass) {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	cl := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	ctx := context.Background()
+	p := &pass{job: job, status: job.Status.DeepCopy(), now: now, log: logr.Discard()}
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods, client.InNamespace(job.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	p.track(pods.Items)
+	p.catchUp(p.standing(pods.Items), time.Time{}, nil)
+	for i := range pods.Items {
+		p.seen = append(p.seen, pods.Items[i].Name)
+	}
+	if c := r.schedule(ctx, p, nil); c != nil {
+		p.active = append(p.active, c)
+	}
+	r.manualRun(ctx, p, nil, nil)
+	return r, p
+}
+
+// TestClockBehindKeepsDecidedOccurrence: a pass whose clock reads before an occurrence
+// status has already decided (lastScheduleTime: an NTP step back, a new leader on a node
+// whose clock is slower) does not take that occurrence's pod for a prepared one. It used to
+// withdraw it as "no longer the next occurrence" (or "suspended"): a running job was
+// stopped, and a pod that had not started was released uncounted while no later pass came
+// back to its occurrence, neither run nor counted.
+func TestClockBehindKeepsDecidedOccurrence(t *testing.T) {
+	at := passAt
+	running := corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "job",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at.Add(time.Second))}}}}}
+	unscheduled := corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}
+	for _, c := range []struct {
+		name    string
+		status  corev1.PodStatus
+		node    string
+		suspend bool
+	}{
+		{"its job running", running, "node-1", false},
+		{"not started (unschedulable)", unscheduled, "", false},
+		{"its job running, the job suspended", running, "node-1", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := passJob("* * * * *", c.suspend)
+			job.Status.LastScheduleTime = &metav1.Time{Time: at} // decided: its start was news
+			pod, err := runpod.Build(job, at, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.CreationTimestamp, pod.Spec.NodeName, pod.Status = metav1.NewTime(at), c.node, c.status
+
+			_, p := runPass(t, job, at.Add(-5*time.Second), pod) // 5 s before the occurrence on its clock
+			for _, w := range p.withdrawn {
+				t.Errorf("pod %s of the decided occurrence %s withdrawn: %q", w.pod.Name, at.Format(time.RFC3339), w.why)
+			}
+			if !p.status.LastScheduleTime.Time.Equal(at) {
+				t.Errorf("lastScheduleTime %s, want %s", p.status.LastScheduleTime.Time, at)
+			}
+		})
+	}
+}
+
+// TestManualRunBlackout: a run request is judged against the blackout at the pass's
+// time, suspended job or not (a suspended job's pass stops before the schedule's blackout
+// step, and its Blackout condition stays as it was: a window long over refused requests,
+// one open let them run), and its pod, like a scheduled one's, does not start its job once
+// the next window has opened (it waited for the lock up to an hour, into the window).
+func TestManualRunBlackout(t *testing.T) {
+	window := func(job *v1alpha1.LockedCronJob, from, to time.Duration) {
+		s, e := metav1.NewTime(passAt.Add(from)), metav1.NewTime(passAt.Add(to))
+		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &s, End: &e}}}
+	}
+	condition := func(job *v1alpha1.LockedCronJob, open bool) {
+		st, reason := metav1.ConditionFalse, "NoBlackout"
+		if open {
+			st, reason = metav1.ConditionTrue, "WindowOpen"
+		}
+		meta.SetStatusCondition(&job.Status.Conditions, metav1.Condition{Type: ConditionBlackout, Status: st, Reason: reason, Message: "as a pass long ago found it"})
+	}
+	for _, c := range []struct {
+		name      string
+		suspend   bool
+		from, to  time.Duration
+		condition bool
+		refused   string // "" when the pod is created
+		notAfter  time.Time
+	}{
+		{"a window ahead: the pod stops at its start", false, 10 * time.Minute, 2 * time.Hour, false, "", passAt.Add(10 * time.Minute)},
+		{"suspended, a window ahead: the pod stops at its start", true, 10 * time.Minute, 2 * time.Hour, false, "", passAt.Add(10 * time.Minute)},
+		{"suspended, the window over, the condition still open", true, -3 * time.Hour, -time.Hour, true, "", passAt.Add(runpod.ManualWaitLimit)},
+		{"suspended, a window open, the condition not", true, -10 * time.Minute, time.Hour, false, `a blackout is in effect (window "maint"`, time.Time{}},
+		{"a window open", false, -10 * time.Minute, time.Hour, true, `a blackout is in effect (window "maint"`, time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := passJob("0 3 * * *", c.suspend)
+			job.Status.LastScheduleTime = &metav1.Time{Time: time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)}
+			window(job, c.from, c.to)
+			condition(job, c.condition)
+			job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "fix-1"}
+			r, p := runPass(t, job, passAt)
+			rr := p.status.LastRunRequest
+			if rr == nil {
+				t.Fatal("the request was not handled")
+			}
+			if c.refused != "" {
+				if rr.Pod != "" || !containsAll(rr.Refused, c.refused) {
+					t.Fatalf("want refused %q and no pod, got %+v", c.refused, rr)
+				}
+				return
+			}
+			if rr.Refused != "" || rr.Pod == "" {
+				t.Fatalf("want a pod, got %+v", rr)
+			}
+			var pod corev1.Pod
+			if err := r.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: rr.Pod}, &pod); err != nil {
+				t.Fatal(err)
+			}
+			na := ""
+			for _, e := range pod.Spec.Containers[0].Env {
+				if e.Name == config.EnvNotAfter {
+					na = e.Value
+				}
+			}
+			if want := c.notAfter.UTC().Format(time.RFC3339); na != want {
+				t.Errorf("%s=%q, want %q", config.EnvNotAfter, na, want)
+			}
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
