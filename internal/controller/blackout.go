@@ -336,13 +336,16 @@ const maxEventAction = 128
 // alone, a skip for window "b" after one for window "a" added to a series that named "a").
 // Cut to the length an Event's action may have, on a character boundary.
 func blackoutCause(b blackout.Block) string {
-	c := strings.TrimSpace(string(b.Cause) + " " + b.By)
-	if len(c) <= maxEventAction {
-		return c
+	return cutText(strings.TrimSpace(string(b.Cause)+" "+b.By), maxEventAction)
+}
+
+// cutText cuts s to at most n bytes on a character boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	c = c[:maxEventAction]
-	for !utf8.ValidString(c) {
-		c = c[:len(c)-1]
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return c
+	return s[:n]
 }

@@ -157,8 +157,17 @@ func (p *pass) eventf(typ, reason, format string, args ...any) {
 // causedEventf is eventf for a series reason whose cause can change while the condition
 // lasts (a Missed for a missing Secret, then for a pod that does not start).
 func (p *pass) causedEventf(typ, reason, cause, format string, args ...any) {
-	p.events = append(p.events, event{typ, reason, cause, fmt.Sprintf(format, args...)})
+	note := fmt.Sprintf(format, args...)
+	if len(note) > maxEventNote {
+		// The API server refuses a longer note, and the Event with it (a kubelet's pull
+		// error, Pod Security's refusal and a report's warnings can be that long).
+		note = cutText(note, maxEventNote-len("…")) + "…"
+	}
+	p.events = append(p.events, event{typ, reason, cause, note})
 }
+
+// maxEventNote is the longest note the API server accepts on an Event (events/v1).
+const maxEventNote = 1024
 
 func (p *pass) requeueAt(d time.Duration) {
 	if d > 0 && (p.requeue == 0 || d < p.requeue) {

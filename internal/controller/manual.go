@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"time"
@@ -58,16 +60,16 @@ var runRequestChanged = predicate.Funcs{
 func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.Time) (runpod.ManualRun, error) {
 	m := runpod.ManualRun{ID: ann[v1alpha1.AnnotationRunRequest], RequestedAt: now.Truncate(time.Second), Contention: v1alpha1.ManualContentionWait}
 	if !requestID.MatchString(m.ID) {
-		return m, fmt.Errorf("annotation %s: %q is not a request id: use 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit (e.g. run-%d)",
-			v1alpha1.AnnotationRunRequest, m.ID, now.Unix())
+		return m, fmt.Errorf("annotation %s: %s is not a request id: use 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit (e.g. run-%d)",
+			v1alpha1.AnnotationRunRequest, shown(m.ID), now.Unix())
 	}
 	switch c, set := ann[v1alpha1.AnnotationRunContention]; {
 	case !set || c == v1alpha1.ManualContentionWait:
 	case c == v1alpha1.ManualContentionFailFast:
 		m.Contention = c
 	default:
-		return m, fmt.Errorf("annotation %s: %q is not a contention: use %s (wait for the lock, the default) or %s (skip if it is held)",
-			v1alpha1.AnnotationRunContention, c, v1alpha1.ManualContentionWait, v1alpha1.ManualContentionFailFast)
+		return m, fmt.Errorf("annotation %s: %s is not a contention: use %s (wait for the lock, the default) or %s (skip if it is held)",
+			v1alpha1.AnnotationRunContention, shown(c), v1alpha1.ManualContentionWait, v1alpha1.ManualContentionFailFast)
 	}
 	v, set := ann[v1alpha1.AnnotationRunOccurrence]
 	if !set {
@@ -75,8 +77,8 @@ func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.T
 	}
 	occ, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return m, fmt.Errorf("annotation %s: %q is not an RFC 3339 time: write the scheduled time as status.recent shows it (e.g. 2026-11-30T02:00:00Z), or remove the annotation for a run of its own",
-			v1alpha1.AnnotationRunOccurrence, v)
+		return m, fmt.Errorf("annotation %s: %s is not an RFC 3339 time: write the scheduled time as status.recent shows it (e.g. 2026-11-30T02:00:00Z), or remove the annotation for a run of its own",
+			v1alpha1.AnnotationRunOccurrence, shown(v))
 	}
 	occ = occ.UTC()
 	m.Occurrence = occ
@@ -123,6 +125,7 @@ func (r *LockedCronJobReconciler) manualRun(ctx context.Context, p *pass, backen
 func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
 	job, st := p.job, p.status
 	id, ok := job.Annotations[v1alpha1.AnnotationRunRequest]
+	id = requestKey(id)
 	if !ok || (st.LastRunRequest != nil && st.LastRunRequest.ID == id) {
 		return nil
 	}
@@ -247,4 +250,27 @@ func (r *LockedCronJobReconciler) blackoutNow(ctx context.Context, p *pass) (*bl
 	}
 	bs.rollouts, p.status.Rollouts = blackout.ObserveRollouts(p.now, rules.Refs, workloads, p.status.Rollouts)
 	return bs, nil
+}
+
+// maxShown is how much of an annotation's value a refusal quotes.
+const maxShown = 80
+
+// shown quotes an annotation's value for a message, cut to maxShown bytes: an annotation
+// may hold up to 256 KiB, and the refusal goes into status and an Event.
+func shown(v string) string {
+	if len(v) <= maxShown {
+		return fmt.Sprintf("%q", v)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", cutText(v, maxShown), len(v))
+}
+
+// requestKey is what status records of a request id: the id itself (a valid one has at
+// most 63 characters), or, for a longer one (refused), its first bytes and a digest, so
+// that status stays small and the request is still handled once.
+func requestKey(id string) string {
+	if len(id) <= 63 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return cutText(id, 40) + "…" + hex.EncodeToString(sum[:8])
 }

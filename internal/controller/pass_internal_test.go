@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -185,4 +187,59 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestRunRequestRefusalStaysSmall: a request whose annotations are huge (an annotation
+// may hold 256 KiB) is refused with a message that quotes only their beginning, status
+// records a short key of the id (the whole id was recorded twice, and quoted: a status
+// over etcd's request limit, every later status write refused), it is refused once, and
+// no Event note is longer than the API server accepts.
+func TestRunRequestRefusalStaysSmall(t *testing.T) {
+	huge := strings.Repeat(`"`, 250000)
+	for _, c := range []struct {
+		name string
+		ann  map[string]string
+	}{
+		{"id", map[string]string{v1alpha1.AnnotationRunRequest: huge}},
+		{"contention", map[string]string{v1alpha1.AnnotationRunRequest: "fix-1", v1alpha1.AnnotationRunContention: huge}},
+		{"occurrence", map[string]string{v1alpha1.AnnotationRunRequest: "fix-1", v1alpha1.AnnotationRunOccurrence: huge}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := passJob("0 3 * * *", false)
+			job.Status.LastScheduleTime = &metav1.Time{Time: time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)}
+			job.Annotations = c.ann
+			_, p := runPass(t, job, passAt)
+			rr := p.status.LastRunRequest
+			if rr == nil || rr.Refused == "" || rr.Pod != "" {
+				t.Fatalf("not refused: %+v", rr)
+			}
+			if b, err := json.Marshal(p.status); err != nil || len(b) > 4096 {
+				t.Errorf("status is %d bytes (%v)", len(b), err)
+			}
+			if !strings.Contains(rr.Refused, "(250000 bytes)") {
+				t.Errorf("the refusal does not say how long the value is: %.200s", rr.Refused)
+			}
+			for _, e := range p.events {
+				if len(e.note) > maxEventNote {
+					t.Errorf("Event %s: note of %d bytes", e.reason, len(e.note))
+				}
+			}
+			job.Status = *p.status
+			_, again := runPass(t, job, passAt.Add(time.Minute))
+			for _, e := range again.events {
+				if e.reason == ReasonManualRunRefused {
+					t.Errorf("refused again: %.200s", e.note)
+				}
+			}
+		})
+	}
+}
+
+func TestEventNoteCut(t *testing.T) {
+	p := &pass{}
+	p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "%s", strings.Repeat("é", 1000))
+	n := p.events[0].note
+	if len(n) > maxEventNote || !utf8.ValidString(n) || !strings.HasSuffix(n, "…") {
+		t.Errorf("note of %d bytes, valid UTF-8 %t, %q", len(n), utf8.ValidString(n), n[len(n)-10:])
+	}
 }
