@@ -334,7 +334,7 @@ type DedupeSpec struct {
 
 // Holder is who held the lock for an occurrence.
 type Holder struct {
-	// Identity is "<cluster>/<namespace>/<pod>".
+	// Identity is "<cluster>/<namespace>/<pod>/<pod uid>".
 	Identity string `json:"identity"`
 	// FencingToken increases with every acquisition of the key.
 	// +optional
@@ -360,7 +360,7 @@ type LastSuccess struct {
 	// FencingToken is the run's fencing token; a later success has a higher one.
 	// +optional
 	FencingToken int64 `json:"fencingToken,omitempty"`
-	// Holder is "<cluster>/<namespace>/<pod>" of the run.
+	// Holder is "<cluster>/<namespace>/<pod>/<pod uid>" of the run.
 	// +optional
 	Holder string `json:"holder,omitempty"`
 	// Watermark is the key's watermark after the run, its first 256 bytes (then ending

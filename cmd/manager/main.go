@@ -58,7 +58,7 @@ func run() error {
 	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the Lease over (a leader that stops gracefully hands the Lease back at once).")
 	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leading (and exits); less than the lease duration.")
 	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second, "How often the leader renews and standbys try to acquire the Lease.")
-	flag.StringVar(&clusterName, "cluster-name", "", "This cluster's name in holder identities (<cluster>/<namespace>/<pod>); default derived from the kube-system namespace UID.")
+	flag.StringVar(&clusterName, "cluster-name", "", "This cluster's name in holder identities (<cluster>/<namespace>/<pod>/<pod uid>); default derived from the kube-system namespace UID.")
 	flag.StringVar(&wrapperImage, "wrapper-image", "k8s.local/lockedcron:dev", "Image holding /lockwrap, copied into every job pod by an init container (normally this operator's own image).")
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server, all of the manager's calls together (leader election has a budget of its own).")

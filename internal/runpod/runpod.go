@@ -114,10 +114,18 @@ func LockKey(job *v1alpha1.LockedCronJob) string {
 	return job.Namespace + "/" + job.Name
 }
 
-// Holder is the identity a pod takes the lock as: "<cluster>/<namespace>/<pod>".
+// Holder is the identity a pod takes the lock as: "<cluster>/<namespace>/<pod>/<pod uid>".
+// The pod's UID is known only once the pod is created: the holder refers to EnvPodUID,
+// which the kubelet expands ($(VAR)). A restarted container keeps its pod's UID, so it
+// takes over its crashed predecessor's lock; a pod of the same name in another cluster
+// given the same --cluster-name, or made again while the old one still runs on a node
+// out of reach, does not share it (each took the other's live lock over as its own).
 func Holder(cluster, namespace, pod string) string {
-	return cluster + "/" + namespace + "/" + pod
+	return cluster + "/" + namespace + "/" + pod + "/$(" + EnvPodUID + ")"
 }
+
+// EnvPodUID is the pod's UID in the wrapped container (the downward API), for Holder.
+const EnvPodUID = "LOCKEDCRON_POD_UID"
 
 // WrapIndex finds the container lockwrap wraps: wrapContainer, or the first.
 func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
@@ -317,7 +325,8 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvTTL, lock.TTLDuration().String()),
 		lit(config.EnvRenewInterval, lock.RenewIntervalDuration().String()),
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
-		lit(config.EnvHolder, holder),
+		{Name: EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
+		lit(config.EnvHolder, holder), // after EnvPodUID, which it refers to
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
 		lit(config.EnvKillGrace, lock.KillGracePeriodDuration().String()),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),

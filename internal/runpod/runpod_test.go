@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
 func nightly() *v1alpha1.LockedCronJob {
@@ -112,7 +113,8 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_LOCK_TTL", Value: "30s"},
 					{Name: "LOCKEDCRON_RENEW_INTERVAL", Value: "10s"},
 					{Name: "LOCKEDCRON_OCCURRENCE", Value: "2026-11-30T02:00:00Z"},
-					{Name: "LOCKEDCRON_HOLDER", Value: "eu-1/billing/nightly-1796004000"},
+					{Name: "LOCKEDCRON_POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
+					{Name: "LOCKEDCRON_HOLDER", Value: "eu-1/billing/nightly-1796004000/$(LOCKEDCRON_POD_UID)"}, // expanded by the kubelet
 					{Name: "LOCKEDCRON_ON_LOST", Value: "terminate"},
 					{Name: "LOCKEDCRON_KILL_GRACE", Value: "10s"},
 					{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},
@@ -184,7 +186,7 @@ func TestBuildWrapsNamedContainerAndDefaults(t *testing.T) {
 		"LOCKEDCRON_RETRY_ATTEMPTS":   "",
 		"LOCKEDCRON_RETRY_DEADLINE":   "",
 		"LOCKEDCRON_OCCURRENCE":       "1970-01-01T00:01:00Z",
-		"LOCKEDCRON_HOLDER":           "eu-1/billing/nightly-60",
+		"LOCKEDCRON_HOLDER":           "eu-1/billing/nightly-60/$(LOCKEDCRON_POD_UID)",
 		"LOCKEDCRON_REDIS_PASSWORD":   "", // only through secretKeyRef, never a literal
 		"LOCKEDCRON_REDIS_URL":        "",
 		"LOCKEDCRON_DEDUPE_RETENTION": "168h0m0s",
@@ -346,5 +348,43 @@ func TestBuildInitContainerFitsARootPod(t *testing.T) {
 		if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
 			t.Errorf("init container %s: request %s, limit %s; want both set, request <= limit", r, req.String(), lim.String())
 		}
+	}
+}
+
+// TestHolderIsPerPod: a pod's holder identity names its pod's UID, which the kubelet
+// expands from a variable defined before it (the downward API), so that two pods of one
+// name — in two clusters given the same --cluster-name, or made again while the old one
+// still runs on a node out of reach — never share one: lockwrap takes a lock held under its
+// own holder for its own occurrence over as its crashed predecessor's, and with the name
+// alone each took the other's live lock over.
+func TestHolderIsPerPod(t *testing.T) {
+	job := nightly()
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	expanded := func(uid string) string {
+		pod, err := Build(job, occ, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{}
+		var holder string
+		for _, e := range pod.Spec.Containers[0].Env {
+			switch {
+			case e.Name == EnvPodUID && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+				vars[e.Name] = uid
+			case e.Name == config.EnvHolder:
+				holder = e.Value
+				for name, v := range vars { // only those defined before it, as the kubelet expands
+					holder = strings.ReplaceAll(holder, "$("+name+")", v)
+				}
+			}
+		}
+		return holder
+	}
+	a, b := expanded("0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11"), expanded("9e1d2c3b-1111-4c43-9a43-7c1f2d9e5a11")
+	if want := "eu-1/billing/" + Name(job.Name, occ) + "/0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11"; a != want {
+		t.Errorf("holder %q, want %q", a, want)
+	}
+	if a == b {
+		t.Errorf("two pods of one name share holder %q", a)
 	}
 }

@@ -69,16 +69,19 @@ var _ = Describe("kubectl lockedcron", Ordered, func() {
 			g.Expect(json.Unmarshal([]byte(out), &st)).To(Succeed())
 			g.Expect(st.Lock).NotTo(BeNil())
 		}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
-		// The holder is a pod of this job that is running now, for the occurrence it holds.
-		pod := st.Lock.Holder[strings.LastIndex(st.Lock.Holder, "/")+1:]
-		Expect(st.Lock.Holder).To(HaveSuffix("/" + j.ns + "/" + pod))
+		// The holder is a pod of this job that is running now, for the occurrence it holds:
+		// <cluster>/<namespace>/<pod>/<pod uid>, the UID expanded by the kubelet.
+		parts := strings.Split(st.Lock.Holder, "/")
+		Expect(parts).To(HaveLen(4), st.Lock.Holder)
+		Expect(parts[1]).To(Equal(j.ns))
+		pod := parts[2]
 		Expect(st.Lock.Occurrence).NotTo(BeNil())
 		Expect(pod).To(Equal(j.name + "-" + strconv.FormatInt(st.Lock.Occurrence.Unix(), 10)))
 		Expect(st.Lock.TTLMillis).To(BeNumerically(">", 0))
 		Expect(st.Lock.FencingToken).To(BeNumerically(">", 0))
-		out, err := kubectl("-n", j.ns, "get", "pod", pod, "-o", "jsonpath={.status.phase}")
+		out, err := kubectl("-n", j.ns, "get", "pod", pod, "-o", "jsonpath={.status.phase} {.metadata.uid}")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).To(Equal("Running"))
+		Expect(out).To(Equal("Running " + parts[3]))
 
 		table, errOut, code := lockedcron("status", j.name, "-n", j.ns)
 		Expect(code).To(BeZero(), errOut)

@@ -718,8 +718,8 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 func (s *soak) deleteHolderPod(ctx context.Context) string {
 	v, _ := s.lockRDB.Get(ctx, lock.LockKey(mainKey)).Result()
 	_, holder, _ := strings.Cut(v, " ")
-	parts := strings.Split(holder, "/") // <cluster>/<namespace>/<pod>
-	if len(parts) == 3 && strings.HasPrefix(parts[1], "soak-") {
+	parts := strings.Split(holder, "/") // <cluster>/<namespace>/<pod>/<pod uid>
+	if len(parts) == 4 && strings.HasPrefix(parts[1], "soak-") {
 		err := s.cs.CoreV1().Pods(parts[1]).Delete(ctx, parts[2], metav1.DeleteOptions{})
 		return fmt.Sprintf("deleted holder %s (err %v)", holder, err)
 	}
