@@ -236,6 +236,35 @@ func TestPastDeadlineIsMissed(t *testing.T) {
 	}
 }
 
+// TestOccurrenceOlderThanTheLedger: the ledger remembers an occurrence's success for
+// --dedupe-retention. A run of it that starts later (a cluster whose controller was down
+// or frozen past the retention, a starting deadline longer than it) found no entry and ran
+// it a second time. It is missed instead once the occurrence is older than the retention
+// less the ttl, and runs while it is not.
+func TestOccurrenceOlderThanTheLedger(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	// The occurrence 57 s ago: inside a retention of 1m less a ttl of 2s for a moment.
+	occ := time.Now().Add(-57 * time.Second).Truncate(time.Second)
+	args := func(holder string) []string {
+		return append(flags(s.URL(), "old", holder), "--occurrence", occ.UTC().Format(time.RFC3339), "--ttl", "2s", "--renew-interval", "500ms", "--kill-grace", "1s", "--dedupe-retention", "1m")
+	}
+	if rep, code := run(t, nil, cmdArgs(args("a"), "true")...); code != 0 || rep.Outcome != report.Succeeded {
+		t.Fatalf("a: %d %+v", code, rep)
+	}
+	// The retention ends (the entry expires), and the occurrence is older than 58 s.
+	admin(t, s).PExpire(ctx, lock.RunKey("old", occ), time.Millisecond)
+	time.Sleep(time.Until(occ.Add(58*time.Second + 10*time.Millisecond)))
+	dir := t.TempDir()
+	rep, code := run(t, nil, cmdArgs(args("b"), "touch", filepath.Join(dir, "ran"))...)
+	if code != 0 || rep.Outcome != report.Missed || !strings.Contains(rep.Message, "--dedupe-retention") {
+		t.Fatalf("b: %d %+v", code, rep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Fatal("an occurrence older than the ledger's retention ran again")
+	}
+}
+
 // TestSignalDuringRetryIsInterrupted: SIGTERM while waiting for the lock (a retry
 // backoff) ends the run as Interrupted — never as SkippedContention.
 func TestSignalDuringRetryIsInterrupted(t *testing.T) {

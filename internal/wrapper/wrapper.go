@@ -148,10 +148,20 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
 		return rep, ExitInternal
 	}
+	// The ledger says whether the occurrence already ran only while its entry lives:
+	// --dedupe-retention from when it was written, at or after the occurrence. A run that
+	// starts later (a controller frozen or down past the retention, a starting deadline
+	// longer than it) could run an occurrence a second time whose success the ledger has
+	// forgotten: it is missed instead. The ttl is a margin for the clocks of the holders.
+	deadline := "the occurrence's deadline (--not-after)"
+	if end := cfg.Occurrence.Add(cfg.DedupeRetention - cfg.TTL); cfg.NotAfter.IsZero() || end.Before(cfg.NotAfter) {
+		cfg.NotAfter = end
+		deadline = fmt.Sprintf("the end of what the ledger remembers of the occurrence (--occurrence + --dedupe-retention %v − --ttl %v)", cfg.DedupeRetention, cfg.TTL)
+	}
 	missed := func(at time.Time) (report.Report, int) {
 		rep.Outcome = report.Missed
-		rep.Message = fmt.Sprintf("too late to start at %s: the occurrence's deadline (--not-after) was %s; the command did not run",
-			stamp(at), cfg.NotAfter.UTC().Format(time.RFC3339))
+		rep.Message = fmt.Sprintf("too late to start at %s: %s was %s; the command did not run",
+			stamp(at), deadline, cfg.NotAfter.UTC().Format(time.RFC3339))
 		fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
 		return rep, 0
 	}

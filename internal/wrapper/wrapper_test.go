@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/report"
@@ -142,8 +143,12 @@ func await(t *testing.T, ch <-chan result) result {
 	return result{}
 }
 
+// flags are a run's flags for occurrence (fixed dates, in the past): the ledger's
+// retention is the longest, so that lockwrap still runs them (an occurrence older than
+// --dedupe-retention − --ttl is missed: TestOccurrenceOlderThanTheLedger).
 func flags(url, key, holder string, more ...string) []string {
-	return append([]string{"--redis-url", url, "--key", key, "--holder", holder, "--occurrence", occurrence}, more...)
+	return append([]string{"--redis-url", url, "--key", key, "--holder", holder, "--occurrence", occurrence,
+		"--dedupe-retention", defaults.MaxRetention.String()}, more...)
 }
 
 func cmdArgs(base []string, cmd ...string) []string {
