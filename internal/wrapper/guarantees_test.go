@@ -570,3 +570,53 @@ func liveInGroup(t *testing.T, pgid int) int {
 	}
 	return n
 }
+
+// lateGrantLocker answers an acquire only delay after Redis granted it (a reply slower
+// than the ttl, or lockwrap stalled), and says when Redis granted it.
+type lateGrantLocker struct {
+	real    wrapper.RedisLocker
+	delay   time.Duration
+	granted chan struct{}
+}
+
+func (l *lateGrantLocker) Acquire(ctx context.Context, req lock.Request) (*wrapper.Grant, error) {
+	g, err := l.real.Acquire(ctx, req)
+	close(l.granted)
+	time.Sleep(l.delay)
+	return g, err
+}
+
+// TestLateGrantDoesNotStart: a grant that reaches lockwrap after its kill point — the
+// lock may have expired and be another holder's — does not start the command. It used to
+// start it, alongside the next holder's, until the first renewal found the lock gone.
+func TestLateGrantDoesNotStart(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	dir := t.TempDir()
+	occ := time.Now().UTC().Format(time.RFC3339)
+	timing := []string{"--occurrence", occ, "--ttl", "2s", "--renew-interval", "500ms", "--kill-grace", "1s"}
+	l := &lateGrantLocker{real: wrapper.RedisLocker{L: lock.New(rdb)}, delay: 2500 * time.Millisecond, granted: make(chan struct{})}
+	cfgA, cmdA, err := config.Parse(append(append(flags(s.URL(), "late-grant", "a"), timing...), "--", "touch", filepath.Join(dir, "a-ran")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aDone := make(chan result, 1)
+	go func() {
+		rep, code := wrapper.Run(context.Background(), cfgA, cmdA, wrapper.Deps{Locker: l, Stderr: &syncBuf{}})
+		aDone <- result{rep, code}
+	}()
+	<-l.granted
+	// A's lock expires while its grant is on its way; B takes the occurrence over.
+	eventually(t, "a's lock expired", func() bool { return rdb.Exists(context.Background(), lock.LockKey("late-grant")).Val() == 0 })
+	b := runAsync(t, nil, cmdArgs(append(flags(s.URL(), "late-grant", "b"), timing...), "sh", "-c", `touch "$1"; sleep 1`, "sh", filepath.Join(dir, "b-ran"))...)
+	a := await(t, aDone)
+	if a.code != wrapper.ExitInternal || a.rep.Outcome != report.Error || !strings.Contains(a.rep.Message, "the command did not run") {
+		t.Fatalf("a: %d %+v", a.code, a.rep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a-ran")); err == nil {
+		t.Fatal("a started its command after its kill point, the lock expired and taken over")
+	}
+	if rb := await(t, b); rb.rep.Outcome != report.Succeeded {
+		t.Fatalf("b: %+v", rb.rep)
+	}
+}

@@ -283,6 +283,14 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		release()
 		return missed(sentAt)
 	}
+	// The command starts only before its kill point (supervise): a grant that came late
+	// (a reply slower than the ttl, a stalled process) leaves a lock that may have expired
+	// and be another holder's already; started, the command ran alongside theirs.
+	if killPoint := sentAt.Add(cfg.TTL - cfg.KillGrace - defaults.Margin(cfg.TTL)); !time.Now().Before(killPoint) {
+		release()
+		return fail(fmt.Errorf("the lock was granted at %s, after the point at which a holder that cannot renew stops its command (sent %s + --ttl %v − --kill-grace %v − a margin): the command did not run",
+			stamp(time.Now()), stamp(sentAt), cfg.TTL, cfg.KillGrace))
+	}
 
 	// 3: start the child, with the key's last success and a file for its next watermark.
 	if g.LastSuccess != nil {
