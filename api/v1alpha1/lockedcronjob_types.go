@@ -173,7 +173,9 @@ type LockSpec struct {
 	Redis RedisSpec `json:"redis"`
 
 	// MinReplicas: after acquiring, wait until this many replicas acknowledge the lock,
-	// else release it and report an error.
+	// else release it and report an error. Each renewal waits for them too, and counts
+	// only once they acknowledge it: a job whose renewals no replica holds is stopped
+	// before a failover could have let the lock expire.
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/blackout"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
@@ -155,6 +155,8 @@ func (r *LockedCronJobReconciler) jobsReferencing(ctx context.Context, kind v1al
 type blackoutState struct {
 	rules    *blackout.Rules
 	rollouts []blackout.Rollout
+	// workloads are what each of rules.Refs names, as read (nil when unreadable).
+	workloads [][]metav1.Object
 	// unreadable is set when the workloads could not be read: nothing starts (fail closed).
 	unreadable error
 	// wasDeferred is status.deferred as the pass found it.
@@ -167,8 +169,8 @@ type blackoutState struct {
 // drops the pods that have not started their job. It returns nil if spec.blackout is
 // invalid (Ready=False, with the field named, and an Event).
 func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, sched *schedule.Schedule, plan *schedule.Plan, earliest time.Time, deadline *time.Duration) *blackoutState {
-	job, st, now := p.job, p.status, p.now
-	rules, err := blackout.Compile(job.Spec.Blackout, job.Spec.TimeZone)
+	st, now := p.status, p.now
+	bs, err := r.readBlackout(ctx, p)
 	if err != nil {
 		msg := err.Error()
 		if c := meta.FindStatusCondition(st.Conditions, ConditionReady); c == nil || c.Reason != ReasonInvalidBlackout || c.Message != msg {
@@ -179,19 +181,12 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 		st.Upcoming = nil
 		return nil
 	}
-	bs := &blackoutState{rules: rules}
-	workloads, err := r.readRefs(ctx, job.Namespace, rules.Refs)
-	if err != nil {
-		// status.rollouts stays as it was, so that a read error loses no completion time.
-		bs.unreadable = err
-	} else {
-		bs.rollouts, st.Rollouts = blackout.ObserveRollouts(now, rules.Refs, workloads, st.Rollouts)
-	}
+	rules := bs.rules
 
 	// The Blackout condition, and a pass exactly when it changes.
 	c := rules.Condition(now, bs.rollouts, bs.unreadable)
 	if bs.unreadable == nil {
-		if none := blackout.Unmatched(rules.Refs, workloads); none != "" {
+		if none := blackout.Unmatched(rules.Refs, bs.workloads); none != "" {
 			c.Message += "; " + none
 		}
 	}
@@ -216,6 +211,24 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 		}
 	}
 	return bs
+}
+
+// readBlackout compiles spec.blackout (an error names the field) and reads, at the pass's
+// time, the workloads it names and their rollouts into status.rollouts. A read error is
+// kept in unreadable and status.rollouts stays as it was, so that it loses no completion
+// time.
+func (r *LockedCronJobReconciler) readBlackout(ctx context.Context, p *pass) (*blackoutState, error) {
+	rules, err := blackout.Compile(p.job.Spec.Blackout, p.job.Spec.TimeZone)
+	if err != nil {
+		return nil, err
+	}
+	bs := &blackoutState{rules: rules}
+	if bs.workloads, err = r.readRefs(ctx, p.job.Namespace, rules.Refs); err != nil {
+		bs.unreadable = err
+		return bs, nil
+	}
+	bs.rollouts, p.status.Rollouts = blackout.ObserveRollouts(p.now, rules.Refs, bs.workloads, p.status.Rollouts)
+	return bs, nil
 }
 
 // readRefs reads the workloads each reference names (in the order of refs).
@@ -336,16 +349,5 @@ const maxEventAction = 128
 // alone, a skip for window "b" after one for window "a" added to a series that named "a").
 // Cut to the length an Event's action may have, on a character boundary.
 func blackoutCause(b blackout.Block) string {
-	return cutText(strings.TrimSpace(string(b.Cause)+" "+b.By), maxEventAction)
-}
-
-// cutText cuts s to at most n bytes on a character boundary.
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return report.TruncateRunes(strings.TrimSpace(string(b.Cause)+" "+b.By), maxEventAction)
 }

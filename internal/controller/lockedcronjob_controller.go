@@ -161,7 +161,7 @@ func (p *pass) causedEventf(typ, reason, cause, format string, args ...any) {
 	if len(note) > maxEventNote {
 		// The API server refuses a longer note, and the Event with it (a kubelet's pull
 		// error, Pod Security's refusal and a report's warnings can be that long).
-		note = cutText(note, maxEventNote-len("…")) + "…"
+		note = report.Shorten(note, maxEventNote-len("…"))
 	}
 	p.events = append(p.events, event{typ, reason, cause, note})
 }

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
-	"github.com/lockedcron/lockedcron/internal/blackout"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
@@ -238,18 +238,7 @@ func (r *LockedCronJobReconciler) blackoutNow(ctx context.Context, p *pass) (*bl
 	if p.blackout != nil {
 		return p.blackout, nil
 	}
-	rules, err := blackout.Compile(p.job.Spec.Blackout, p.job.Spec.TimeZone)
-	if err != nil {
-		return nil, err
-	}
-	bs := &blackoutState{rules: rules}
-	workloads, err := r.readRefs(ctx, p.job.Namespace, rules.Refs)
-	if err != nil {
-		bs.unreadable = err
-		return bs, nil
-	}
-	bs.rollouts, p.status.Rollouts = blackout.ObserveRollouts(p.now, rules.Refs, workloads, p.status.Rollouts)
-	return bs, nil
+	return r.readBlackout(ctx, p)
 }
 
 // maxShown is how much of an annotation's value a refusal quotes.
@@ -261,7 +250,7 @@ func shown(v string) string {
 	if len(v) <= maxShown {
 		return fmt.Sprintf("%q", v)
 	}
-	return fmt.Sprintf("%q… (%d bytes)", cutText(v, maxShown), len(v))
+	return fmt.Sprintf("%q… (%d bytes)", report.TruncateRunes(v, maxShown), len(v))
 }
 
 // requestKey is what status records of a request id: the id itself (a valid one has at
@@ -272,5 +261,5 @@ func requestKey(id string) string {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
-	return cutText(id, 40) + "…" + hex.EncodeToString(sum[:8])
+	return report.TruncateRunes(id, 40) + "…" + hex.EncodeToString(sum[:8])
 }

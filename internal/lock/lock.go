@@ -219,8 +219,9 @@ type Request struct {
 	// MinReplicas > 0: after acquiring, WAIT for that many replicas to acknowledge, up to
 	// ReplicaTimeout (default TTL/2); if fewer do, the lock is released and Acquire
 	// returns ErrNotEnoughReplicas.
-	// The same WAIT follows Finish(StateSucceeded), so that a recorded success survives
-	// a failover.
+	// The same WAIT follows every Renew, so that the lock's expiry a failover would leave
+	// is the one its holder counts from, and Finish(StateSucceeded), so that a recorded
+	// success survives a failover.
 	MinReplicas    int
 	ReplicaTimeout time.Duration
 	// Token, when set, is used instead of a new one. A caller retrying one run's acquire
@@ -285,18 +286,12 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	value := token + " " + req.Holder
 
-	// With MinReplicas the script and WAIT must share one connection: WAIT counts
-	// acknowledgements of the writes made on the connection it is sent on.
-	var sc redis.Scripter = l.c
-	var conn *redis.Conn
-	if req.MinReplicas > 0 {
-		node, err := masterFor(ctx, l.c, LockKey(req.Key))
-		if err != nil {
-			return nil, err
-		}
-		conn = node.Conn()
+	sc, conn, err := writer(ctx, l.c, req, req.MinReplicas > 0)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
 		defer conn.Close()
-		sc = conn
 	}
 
 	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key)}
@@ -325,7 +320,7 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		Warnings:    durabilityWarnings("", str(res, 4), str(res, 5), str(res, 6)),
 		LastSuccess: lastSuccess(res[min(7, len(res)):]),
 	}
-	if req.MinReplicas > 0 {
+	if conn != nil {
 		if err := waitReplicas(ctx, conn, req); err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
@@ -369,11 +364,35 @@ func lastSuccess(f []any) *Success {
 	return s
 }
 
-// waitReplicas sends WAIT on conn (the connection that made the writes).
+// writer returns where to run a script of req's key: the client itself, or, when its
+// writes must reach req.MinReplicas replicas (replicated), one connection to the key's
+// master, on which waitReplicas then sends WAIT: WAIT counts acknowledgements of the
+// writes made on the connection it is sent on. The caller closes the connection.
+func writer(ctx context.Context, c redis.UniversalClient, req Request, replicated bool) (redis.Scripter, *redis.Conn, error) {
+	if !replicated {
+		return c, nil, nil
+	}
+	node, err := masterFor(ctx, c, LockKey(req.Key))
+	if err != nil {
+		return nil, nil, err
+	}
+	conn := node.Conn()
+	return conn, conn, nil
+}
+
+// waitReplicas sends WAIT on conn (the connection that made the writes), for at most
+// req.ReplicaTimeout (default ttl/2) and never up to ctx's deadline: a WAIT cut by the
+// deadline would report an i/o timeout instead of how many replicas acknowledged.
 func waitReplicas(ctx context.Context, conn *redis.Conn, req Request) error {
 	timeout := req.ReplicaTimeout
 	if timeout <= 0 {
 		timeout = req.TTL / 2
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		// Redis answers a timed-out WAIT on its next event-loop tick (up to 1/hz, 100 ms,
+		// late); WAIT 0 blocks for ever: a millisecond at least.
+		left := time.Until(dl)
+		timeout = max(min(timeout, left-min(200*time.Millisecond, left/2)), time.Millisecond)
 	}
 	n, err := conn.Wait(ctx, req.MinReplicas, timeout).Result()
 	if err != nil {
@@ -405,15 +424,33 @@ func masterFor(ctx context.Context, c redis.UniversalClient, key string) (*redis
 // Renew resets the lock's ttl if it is still ours (compare-and-pexpire); ErrLost if not.
 // It also keeps our running ledger entry alive for max(retention, ttl) from now, writing
 // it again if it vanished.
+//
+// With MinReplicas > 0 the renewal is followed by the same WAIT as the acquisition, and
+// fewer acknowledgements return an error wrapping ErrNotEnoughReplicas (the lock is still
+// ours on the master): a renewal that only the master holds is lost with it in a failover,
+// and the lock on the promoted replica expires a ttl after the last renewal it received.
+// A caller counting its lock from this renewal would count past that expiry.
 func (l *Lease) Renew(ctx context.Context) error {
+	sc, conn, err := writer(ctx, l.c, l.req, l.req.MinReplicas > 0)
+	if err != nil {
+		return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
+	}
+	if conn != nil {
+		defer conn.Close()
+	}
 	keys := []string{LockKey(l.req.Key), runKey(l.req)}
-	n, err := renewScript.Run(ctx, l.c, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
+	n, err := renewScript.Run(ctx, sc, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
 		l.req.Retention.Milliseconds(), l.req.Holder, l.Fence, l.AcquiredAt.UnixMilli()).Int64()
 	if err != nil {
 		return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
 	}
 	if n != 1 {
 		return ErrLost
+	}
+	if conn != nil {
+		if err := waitReplicas(ctx, conn, l.req); err != nil {
+			return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
+		}
 	}
 	return nil
 }
@@ -508,16 +545,12 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (FinishResult, error) {
-	var sc redis.Scripter = l.c
-	var conn *redis.Conn
-	if state == StateSucceeded && l.req.MinReplicas > 0 {
-		node, err := masterFor(ctx, l.c, LockKey(l.req.Key))
-		if err != nil {
-			return FinishResult{}, err
-		}
-		conn = node.Conn()
+	sc, conn, err := writer(ctx, l.c, l.req, state == StateSucceeded && l.req.MinReplicas > 0)
+	if err != nil {
+		return FinishResult{}, err
+	}
+	if conn != nil {
 		defer conn.Close()
-		sc = conn
 	}
 	monotonic := "0"
 	if opts.Monotonic {

@@ -155,6 +155,45 @@ func TestMinReplicas(t *testing.T) {
 	}
 }
 
+// With minReplicas a renewal counts only once the replicas hold it: a renewal only the
+// master received is lost in a failover, and the promoted replica expires the lock a ttl
+// after the last renewal it got, earlier than a holder counting from the latest one.
+func TestRenewWaitsForReplicas(t *testing.T) {
+	s := redistest.Start(t)
+	r := redistest.StartReplicaOf(t, s)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	req := lock.Request{Key: "mrr", Occurrence: occ, Holder: "a", TTL: 3 * time.Second, MinReplicas: 1, ReplicaTimeout: 200 * time.Millisecond}
+	l, err := lock.New(c).Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("renewal with the replica in sync: %v", err)
+	}
+	r.Pause()
+	err = l.Renew(ctx)
+	r.Resume()
+	if !errors.Is(err, lock.ErrNotEnoughReplicas) || errors.Is(err, lock.ErrLost) {
+		t.Fatalf("renewal the replica did not acknowledge: %v, want ErrNotEnoughReplicas (and not ErrLost: the master still has it)", err)
+	}
+	// A WAIT bounded by the caller's deadline reports the count, not an i/o timeout.
+	r.Pause()
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err = l.Renew(sctx)
+	cancel()
+	r.Resume()
+	if !errors.Is(err, lock.ErrNotEnoughReplicas) || !strings.Contains(err.Error(), "0 of 1") {
+		t.Fatalf("renewal under a short deadline: %v", err)
+	}
+	if err := l.Renew(ctx); err != nil {
+		t.Fatalf("renewal once the replica is back: %v", err)
+	}
+	if err := l.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestKeys(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
 	for got, want := range map[string]string{

@@ -179,7 +179,9 @@ func TestRedisSettings(t *testing.T) {
 	})
 
 	t.Run("Sentinel failover time", func(t *testing.T) {
-		g := redistest.StartSentinel(t, 1, 3) // down-after-milliseconds 1000
+		// Two replicas: with minReplicas 1 a renewal counts once a replica acknowledges it,
+		// and the promoted one's only replica is the other.
+		g := redistest.StartSentinel(t, 2, 3) // down-after-milliseconds 1000
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		c := client(t, lock.ClientConfig{URL: g.URL()})

@@ -331,6 +331,17 @@ func freePort(t testing.TB, bus bool) int {
 	return 0
 }
 
+// StartReplicaOf starts a replica of master and waits until it is in sync. Pause it to
+// make WAIT count one acknowledgement fewer.
+func StartReplicaOf(t testing.TB, master *Server) *Server {
+	t.Helper()
+	r := Start(t, WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(master.Port)))
+	waitFor(t, "replica "+r.Addr()+" in sync", func(ctx context.Context) bool {
+		return strings.Contains(infoOf(ctx, r, "replication"), "master_link_status:up")
+	})
+	return r
+}
+
 // Sentinel is a master with replicas watched by sentinels.
 type Sentinel struct {
 	t          testing.TB
@@ -347,13 +358,7 @@ func StartSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 	g := &Sentinel{t: t, MasterName: "mymaster"}
 	g.Master = Start(t)
 	for i := 0; i < replicas; i++ {
-		g.Replicas = append(g.Replicas, Start(t, WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(g.Master.Port))))
-	}
-	for _, r := range g.Replicas {
-		waitFor(t, "replica "+r.Addr()+" in sync", func(ctx context.Context) bool {
-			info := infoOf(ctx, r, "replication")
-			return strings.Contains(info, "master_link_status:up")
-		})
+		g.Replicas = append(g.Replicas, StartReplicaOf(t, g.Master))
 	}
 	for i := 0; i < sentinels; i++ {
 		s := &Server{t: t, Dir: t.TempDir(), sentinel: true}

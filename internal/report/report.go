@@ -99,7 +99,7 @@ func Shorten(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return truncateRunes(s, n) + "…"
+	return TruncateRunes(s, n) + "…"
 }
 
 // ErrTooLarge is returned when a report does not fit MaxBytes even with an empty message.
@@ -125,7 +125,7 @@ func Encode(r Report) ([]byte, error) {
 	r.Warnings = append([]string(nil), r.Warnings[:min(len(r.Warnings), maxWarnings)]...)
 	for i, w := range r.Warnings {
 		if len(w) > maxWarningBytes {
-			r.Warnings[i] = truncateRunes(w, maxWarningBytes) + "…"
+			r.Warnings[i] = TruncateRunes(w, maxWarningBytes) + "…"
 		}
 	}
 	base, err := json.Marshal(r)
@@ -150,7 +150,7 @@ func Encode(r Report) ([]byte, error) {
 		if len(*longest) <= 16 {
 			*longest = ""
 		} else {
-			*longest = truncateRunes(*longest, len(*longest)/2) + ellipsis
+			*longest = TruncateRunes(*longest, len(*longest)/2) + ellipsis
 		}
 		if base, err = json.Marshal(r); err != nil {
 			return nil, err
@@ -161,22 +161,23 @@ func Encode(r Report) ([]byte, error) {
 	lo, hi := 0, len(msg)
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		r.Message = truncateRunes(msg, mid) + ellipsis
+		r.Message = TruncateRunes(msg, mid) + ellipsis
 		if b, _ := json.Marshal(r); len(b) <= MaxBytes {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
-	r.Message = truncateRunes(msg, lo) + ellipsis
+	r.Message = TruncateRunes(msg, lo) + ellipsis
 	if b, err := json.Marshal(r); err != nil || len(b) <= MaxBytes {
 		return b, err
 	}
 	return base, nil // not even "…" fits: leave the message out
 }
 
-// truncateRunes cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncateRunes(s string, n int) string {
+// TruncateRunes cuts s to at most n bytes without splitting a UTF-8 sequence (no mark;
+// Shorten marks the cut).
+func TruncateRunes(s string, n int) string {
 	if n >= len(s) {
 		return s
 	}

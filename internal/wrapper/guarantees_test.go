@@ -620,3 +620,75 @@ func TestLateGrantDoesNotStart(t *testing.T) {
 		t.Fatalf("b: %+v", rb.rep)
 	}
 }
+
+// TestFailoverToALaggingReplicaNeverOverlaps: with --min-replicas, A's lock lives on a
+// master and its replica. The replica is promoted while the old master, cut off from it,
+// still answers A (a partition, then a failover): A's renewals reach the old master only.
+// The promoted replica expires the lock a ttl after the last renewal it got, and B,
+// talking to it, takes the occurrence over. A's command — which ignores SIGTERM — must be
+// dead before B's starts: a renewal counts only once the replicas acknowledge it. Renewals
+// used to skip the WAIT, A counted its lock from renewals the new master never saw, and its
+// command ran on alongside B's until the test stopped the old master.
+func TestFailoverToALaggingReplicaNeverOverlaps(t *testing.T) {
+	m := redistest.Start(t)
+	r := redistest.StartReplicaOf(t, m)
+	dir := t.TempDir()
+	aBeat, bStart := filepath.Join(dir, "a-beat"), filepath.Join(dir, "b-start")
+	a, aLog := runAsyncLog(t, nil, cmdArgs(flags(m.URL(), "lagging", "a", "--ttl", "3s", "--renew-interval", "1s",
+		"--kill-grace", "1s", "--min-replicas", "1"),
+		"sh", "-c", `trap '' TERM; while :; do date +%s%N > "$1.tmp"; mv "$1.tmp" "$1"; sleep 0.02; done`, "sh", aBeat)...)
+	eventually(t, "a's command running", func() bool { _, err := os.Stat(aBeat); return err == nil })
+	r.Do("REPLICAOF", "NO", "ONE")
+	b := runAsync(t, nil, cmdArgs(flags(r.URL(), "lagging", "b", "--ttl", "3s", "--renew-interval", "1s", "--kill-grace", "1s",
+		"--contention", "retry", "--retry-attempts", "1000", "--retry-backoff", "20ms", "--retry-max-backoff", "50ms"),
+		"sh", "-c", `date +%s%N > "$1"`, "sh", bStart)...)
+	rb := await(t, b)
+	if rb.rep.Outcome != report.Succeeded || !rb.rep.Recovered {
+		t.Fatalf("b: %+v", rb)
+	}
+	m.Stop() // ends A's renewals if they still get through, so that A ends
+	ra := await(t, a)
+	aEnd, bBegan := readNanos(t, aBeat), readNanos(t, bStart)
+	t.Logf("a's last heartbeat %s, b started %s (gap %v)", aEnd.Format("15:04:05.000"), bBegan.Format("15:04:05.000"), bBegan.Sub(aEnd))
+	if !aEnd.Before(bBegan) {
+		t.Fatalf("OVERLAP: a's command still ran %v after b's started", aEnd.Sub(bBegan).Round(time.Millisecond))
+	}
+	if ra.rep.Outcome != report.LockLost || ra.code != 128+int(syscall.SIGKILL) ||
+		!strings.Contains(ra.rep.Message, "lock lost") || !strings.Contains(aLog.String(), "not enough replicas acknowledged: 0 of 1") {
+		t.Fatalf("a: %+v; stderr %s", ra, aLog)
+	}
+}
+
+// slowGrantLocker grants the real lock, then holds the grant back for delay (a WAIT for a
+// lagging replica, a slow reply).
+type slowGrantLocker struct {
+	real  wrapper.RedisLocker
+	delay time.Duration
+}
+
+func (l slowGrantLocker) Acquire(ctx context.Context, req lock.Request) (*wrapper.Grant, error) {
+	g, err := l.real.Acquire(ctx, req)
+	time.Sleep(l.delay)
+	return g, err
+}
+
+// TestSlowGrantIsRenewedInTime: a grant that reaches lockwrap half a ttl after it was sent
+// still leaves the command running to its end. The first renewal is due a renew interval
+// after the acquisition was sent, not after the command started: it used to come
+// 1.5 s + 1 s after the acquisition, past the kill point (3 s − 1 s grace − 0.1 s), and a
+// command holding a live lock was stopped as if the lock were lost.
+func TestSlowGrantIsRenewedInTime(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	cfg, cmd, err := config.Parse(cmdArgs(flags(s.URL(), "slow-grant", "a", "--ttl", "3s", "--renew-interval", "1s",
+		"--kill-grace", "1s"), "sleep", "1.5"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuf
+	rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{
+		Locker: slowGrantLocker{real: wrapper.RedisLocker{L: lock.New(rdb)}, delay: 1500 * time.Millisecond}, Stderr: &stderr})
+	if code != 0 || rep.Outcome != report.Succeeded || rep.LockLost {
+		t.Fatalf("%d %+v; stderr %s", code, rep, stderr.String())
+	}
+}

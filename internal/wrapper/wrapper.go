@@ -394,7 +394,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 	rctx, stopRenew := context.WithCancel(ctx)
 	renewals := make(chan renewal)
 	renewerDone := make(chan struct{})
-	go func() { defer close(renewerDone); renewLoop(rctx, cfg, l, renewals, stderr) }()
+	go func() { defer close(renewerDone); renewLoop(rctx, cfg, l, sentAt, renewals, stderr) }()
 	defer func() { stopRenew(); <-renewerDone }()
 
 	margin := defaults.Margin(cfg.TTL)
@@ -413,8 +413,11 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 	var killC <-chan time.Time
 	var lastFail error // why the current streak of renewals fails
 	unreachable := func() string {
-		if lastFail == nil {
+		switch {
+		case lastFail == nil:
 			return "Redis unreachable: no renewal got through"
+		case errors.Is(lastFail, lock.ErrNotEnoughReplicas):
+			return fmt.Sprintf("no renewal reached --min-replicas %d replicas (%v)", cfg.MinReplicas, lastFail)
 		}
 		return fmt.Sprintf("Redis unreachable (%v)", lastFail)
 	}
@@ -512,9 +515,14 @@ type renewal struct {
 	failed error
 }
 
-// renewLoop renews every RenewInterval, retrying a failed renewal quickly until it gets
-// through, and reports each success and the loss (then stops) on out.
-func renewLoop(ctx context.Context, cfg config.Config, l Lease, out chan<- renewal, stderr io.Writer) {
+// renewLoop renews RenewInterval after the acquisition was sent (sentAt) and after each
+// renewal that got through was, retrying a failed renewal quickly until it gets through,
+// and reports each success and the loss (then stops) on out. The first renewal is timed
+// from the acquisition, not from the command's start: a slow grant (a WAIT for replicas,
+// a retried reply) leaves the command less than an interval before its kill point, which
+// ttl ≥ renew interval + kill grace + margin only keeps clear when renewals come an
+// interval after the last one sent.
+func renewLoop(ctx context.Context, cfg config.Config, l Lease, sentAt time.Time, out chan<- renewal, stderr io.Writer) {
 	send := func(r renewal) bool {
 		select {
 		case out <- r:
@@ -523,14 +531,14 @@ func renewLoop(ctx context.Context, cfg config.Config, l Lease, out chan<- renew
 			return false
 		}
 	}
-	tick := time.NewTicker(cfg.RenewInterval)
-	defer tick.Stop()
+	next := time.NewTimer(time.Until(sentAt.Add(cfg.RenewInterval)))
+	defer next.Stop()
 	retry := min(cfg.RenewInterval/4, 250*time.Millisecond)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-next.C:
 		}
 		var lastErr, lostErr error
 		var at time.Time
@@ -562,6 +570,7 @@ func renewLoop(ctx context.Context, cfg config.Config, l Lease, out chan<- renew
 			if !send(renewal{sentAt: at}) {
 				return
 			}
+			next.Reset(time.Until(at.Add(cfg.RenewInterval)))
 		case lostErr != nil:
 			send(renewal{err: errors.New("lock lost: renewal found it expired or taken by another holder")})
 			return
