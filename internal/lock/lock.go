@@ -212,10 +212,16 @@ type Request struct {
 	// occurrence's: a manual run neither consumes nor is suppressed by a scheduled
 	// occurrence; the same RunID once succeeded is suppressed. Occurrence still names the
 	// run in the key's last success.
-	RunID     string
-	Holder    string        // who we are; written into the lock and the ledger
-	TTL       time.Duration // lock ttl (> 0)
-	Retention time.Duration // how long the ledger entry lives; DefaultRetention if 0
+	RunID  string
+	Holder string // who we are; written into the lock and the ledger
+	// HolderName, when set, is Holder without its last "/"-part, which tells apart
+	// processes made again under one name (a pod's UID). An occurrence whose ledger entry
+	// another holder of this name wrote (an earlier pod of our name ran it, or runs it) is
+	// suppressed (*SuppressedError): it is not ours to run again. A resent call and a
+	// restarted container keep the whole Holder, so they are not affected.
+	HolderName string
+	TTL        time.Duration // lock ttl (> 0)
+	Retention  time.Duration // how long the ledger entry lives; DefaultRetention if 0
 	// MinReplicas > 0: after acquiring, WAIT for that many replicas to acknowledge, up to
 	// ReplicaTimeout (default TTL/2); if fewer do, the lock is released and Acquire
 	// returns ErrNotEnoughReplicas.
@@ -297,7 +303,7 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key)}
 	res, err := acquireScript.Run(ctx, sc, keys,
 		value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
-		l.now().UnixMilli()).Slice()
+		l.now().UnixMilli(), req.HolderName).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("lock: acquire %q: %w", req.Key, err)
 	}

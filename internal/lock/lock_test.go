@@ -194,6 +194,63 @@ func TestRenewWaitsForReplicas(t *testing.T) {
 	}
 }
 
+// An earlier holder of our name (another instance: a pod made again under the name of one
+// that ran the occurrence) suppresses the occurrence, whatever that run's outcome and
+// whether it still runs; the same holder (a restarted container, a resent call) and holders
+// of other names are not affected.
+func TestEarlierHolderOfOurNameSuppresses(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	req := func(holder, name string) lock.Request {
+		return lock.Request{Key: "again", Occurrence: occ, Holder: holder, HolderName: name, TTL: 10 * time.Second}
+	}
+	first := req("eu-1/ns/job-1/uid-1", "eu-1/ns/job-1")
+	a, err := l.Acquire(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// While the first pod runs, one made again under its name is not a contender: it is
+	// the same decision, already being run.
+	var se *lock.SuppressedError
+	if _, err := l.Acquire(ctx, req("eu-1/ns/job-1/uid-2", "eu-1/ns/job-1")); !errors.As(err, &se) || se.Holder != first.Holder {
+		t.Fatalf("a pod made again while the first runs: %v, want suppressed by %s", err, first.Holder)
+	}
+	if err := a.Finish(ctx, lock.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	// The first pod's container restarted in place (restartPolicy OnFailure): it runs again.
+	a, err = l.Acquire(ctx, first)
+	if err != nil {
+		t.Fatalf("the same holder after a failure (a restarted container): %v", err)
+	}
+	if err := a.Finish(ctx, lock.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	// A pod made again under the name, after the first failed: suppressed.
+	if _, err := l.Acquire(ctx, req("eu-1/ns/job-1/uid-2", "eu-1/ns/job-1")); !errors.As(err, &se) || se.Holder != first.Holder {
+		t.Fatalf("a pod made again after the first failed: %v, want suppressed by %s", err, first.Holder)
+	}
+	// Holders of other names run a failed occurrence again: a manual run of it, a name
+	// that shares a prefix, a holder that gives no name (lockwrap outside a pod).
+	for _, other := range []lock.Request{
+		req("eu-1/ns/job-1-manual-x/uid-3", "eu-1/ns/job-1-manual-x"),
+		req("eu-1/ns/job-1/uid-1/x", "eu-1/ns/job-1/uid-1"),
+		req("eu-1/ns/job-1/uid-4", ""),
+	} {
+		b, err := l.Acquire(ctx, other)
+		if err != nil {
+			t.Fatalf("%s (name %q) after a failure of %s: %v", other.Holder, other.HolderName, first.Holder, err)
+		}
+		if err := b.Finish(ctx, lock.StateFailed); err != nil {
+			t.Fatal(err)
+		}
+		// Its entry is the occurrence's now; give the first holder's back for the next.
+		c.HSet(ctx, lock.RunKey("again", occ), "holder", first.Holder)
+	}
+}
+
 func TestKeys(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
 	for got, want := range map[string]string{

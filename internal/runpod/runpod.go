@@ -327,6 +327,7 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
 		{Name: EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 		lit(config.EnvHolder, holder), // after EnvPodUID, which it refers to
+		lit(config.EnvHolderInstance, "$("+EnvPodUID+")"),
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
 		lit(config.EnvKillGrace, lock.KillGracePeriodDuration().String()),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),

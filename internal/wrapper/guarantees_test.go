@@ -659,6 +659,28 @@ func TestFailoverToALaggingReplicaNeverOverlaps(t *testing.T) {
 	}
 }
 
+// TestPodMadeAgainDoesNotRunTheOccurrenceAgain: the controller makes one pod name per
+// occurrence. A leader paused past its lease can, on resume, create the occurrence's pod
+// again after the new leader ran it (and it failed) and pruned it: same name, new UID.
+// That pod must not run the occurrence a second time. It used to: only a success was
+// suppressed.
+func TestPodMadeAgainDoesNotRunTheOccurrenceAgain(t *testing.T) {
+	s := redistest.Start(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	pod := func(uid string) []string {
+		return cmdArgs(flags(s.URL(), "made-again", "eu-1/billing/nightly-1/"+uid, "--holder-instance", uid),
+			"sh", "-c", `echo x >> "$1"; exit 1`, "sh", ran)
+	}
+	if rep, code := run(t, nil, pod("uid-1")...); rep.Outcome != report.Failed || code != 1 {
+		t.Fatalf("first pod: %d %+v", code, rep)
+	}
+	rep, code := run(t, nil, pod("uid-2")...)
+	b, _ := os.ReadFile(ran)
+	if rep.Outcome != report.SuppressedDuplicate || code != 0 || rep.HeldBy != "eu-1/billing/nightly-1/uid-1" || string(b) != "x\n" {
+		t.Fatalf("the pod made again: %d %+v; the command ran %d times", code, rep, bytes.Count(b, []byte("x")))
+	}
+}
+
 // slowGrantLocker grants the real lock, then holds the grant back for delay (a WAIT for a
 // lagging replica, a slow reply).
 type slowGrantLocker struct {

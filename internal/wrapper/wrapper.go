@@ -623,10 +623,14 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 
 // request is what every acquire attempt of this run sends.
 func request(cfg config.Config, token string) lock.Request {
-	return lock.Request{
+	req := lock.Request{
 		Key: cfg.Key, Occurrence: cfg.Occurrence, RunID: cfg.RunID, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
 		Retention: cfg.DedupeRetention, MinReplicas: cfg.MinReplicas,
 	}
+	if cfg.HolderInstance != "" {
+		req.HolderName = strings.TrimSuffix(cfg.Holder, "/"+cfg.HolderInstance)
+	}
+	return req
 }
 
 // markLockLost records, once, that the run cannot prove it held the lock to the end.

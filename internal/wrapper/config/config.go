@@ -49,6 +49,7 @@ type Config struct {
 	OccurrenceSet   bool          // --occurrence (or its variable) was given
 	RunID           string        // a ledger entry of its own, not the occurrence's (lock.Request.RunID); "": none
 	Holder          string        // default: "<host name>/<pid>" (unique per process: see validate)
+	HolderInstance  string        // the last "/"-part of Holder naming this process among those of its name (EnvHolderInstance)
 	Contention      string        // ContentionSkip | ContentionRetry
 	RetryAttempts   int           // total acquisition attempts with retry (0: until the deadline)
 	RetryBackoff    time.Duration // first backoff cap
@@ -92,6 +93,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"renew-interval", EnvRenewInterval},
 	{"occurrence", EnvOccurrence},
 	{"holder", EnvHolder},
+	{"holder-instance", EnvHolderInstance},
 	{"run-id", EnvRunID},
 	{"contention", EnvContention},
 	{"retry-attempts", EnvRetryAttempts},
@@ -242,6 +244,7 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.Var(duration{&cfg.RenewInterval}, "renew-interval", "")
 	fs.Var(instant{&cfg.Occurrence, &cfg.OccurrenceSet}, "occurrence", "")
 	fs.StringVar(&cfg.Holder, "holder", "", "")
+	fs.StringVar(&cfg.HolderInstance, "holder-instance", "", "")
 	fs.StringVar(&cfg.RunID, "run-id", "", "")
 	fs.Var(choice{&cfg.Contention, []string{ContentionSkip, ContentionRetry}}, "contention", "")
 	fs.IntVar(&cfg.RetryAttempts, "retry-attempts", 0, "")
@@ -414,6 +417,9 @@ func (cfg *Config) validate(now time.Time) error {
 		var b [8]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		cfg.Holder = h + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
+	}
+	if cfg.HolderInstance != "" && (strings.Contains(cfg.HolderInstance, "/") || !strings.HasSuffix(cfg.Holder, "/"+cfg.HolderInstance)) {
+		return bad("holder-instance", "%q must be the last part of --holder %q (after its last \"/\")", cfg.HolderInstance, cfg.Holder)
 	}
 	if cfg.RetryAttempts < 0 || cfg.RetryAttempts > defaults.MaxRetryAttempts {
 		return bad("retry-attempts", "%d must be between 0 and %d", cfg.RetryAttempts, defaults.MaxRetryAttempts)

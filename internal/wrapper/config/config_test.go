@@ -90,6 +90,9 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--retry-backoff", "10s", "--retry-max-backoff", "1s", "--", "x"), nil, "--retry-max-backoff"},
 		{append(base, "--on-lost", "panic", "--", "x"), nil, "--on-lost"},
 		{append(base, "--min-replicas", "-2", "--", "x"), nil, "--min-replicas"},
+		{append(base, "--holder", "eu-1/ns/pod/uid-1", "--holder-instance", "uid-2", "--", "x"), nil, "--holder-instance"},
+		{append(base, "--holder", "eu-1/ns/pod/uid-1", "--holder-instance", "pod/uid-1", "--", "x"), nil, "--holder-instance"},
+		{append(base, "--", "x"), map[string]string{EnvHolderInstance: "uid-1"}, "--holder-instance"}, // no --holder: a generated one
 		{append(base, "--dedupe-retention", "0", "--", "x"), nil, "--dedupe-retention"},
 		{append(base, "--redis-ca-file", "/no/such/ca.crt", "--", "x"), nil, "--redis-ca-file"},
 		{append(base, "--", "x"), map[string]string{EnvTTL: "1s", EnvRenewInterval: "1s"}, "--renew-interval"},

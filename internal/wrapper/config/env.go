@@ -39,6 +39,14 @@ const (
 	// (lock.ParseAllowedHosts; the controller passes its own --redis-allowed-hosts).
 	EnvRedisAllowedHosts = "LOCKEDCRON_REDIS_ALLOWED_HOSTS"
 
+	// EnvHolderInstance: --holder-instance, the last part of --holder that tells apart
+	// processes made again under one name (the controller: the pod's UID, holder
+	// "<cluster>/<namespace>/<pod>/<uid>"). An earlier holder of the same name with another
+	// instance that ran the occurrence (its ledger entry) suppresses it: the controller makes
+	// one pod name per occurrence, and a pod made again under it (by a controller that
+	// resumed after another one ran the occurrence and pruned the pod) must not run it twice.
+	EnvHolderInstance = "LOCKEDCRON_HOLDER_INSTANCE"
+
 	// EnvRunID: --run-id, a ledger entry of the run's own instead of the occurrence's
 	// (the controller sets it for a manual run that names no occurrence).
 	EnvRunID = "LOCKEDCRON_RUN_ID"
