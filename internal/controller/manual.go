@@ -146,8 +146,10 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		return refuse(err.Error())
 	}
 
-	// A pod of this id is there already: the request was handled before a restart (or
-	// before the status write lost a conflict).
+	// A pod of this id is there already: the pass that created it did not get its status
+	// write (and so its Events, which follow that write) through — a conflict, a restart
+	// in between. This pass records the request, and says it started: its Event, too, is
+	// sent only if this status write lands, so it is sent once.
 	name := runpod.ManualName(job.Name, id)
 	var existing corev1.Pod
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing); {
@@ -157,6 +159,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		}
 		rr.Pod = name
 		st.LastRunRequest = rr
+		manualRunStarted(p, rr, m, name, true)
 		return nil
 	case !apierrors.IsNotFound(err):
 		p.log.Error(err, "reading a run request's pod; trying again", "pod", name)
@@ -218,6 +221,17 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	}
 	rr.Pod = pod.Name
 	st.LastRunRequest = rr
+	manualRunStarted(p, rr, m, pod.Name, false)
+	return pod
+}
+
+// manualRunStarted says that run request rr has its pod, created by this pass or found
+// (created by an earlier one): an Event and a log line.
+func manualRunStarted(p *pass, rr *v1alpha1.RunRequest, m runpod.ManualRun, podName string, found bool) {
+	how := "created pod " + podName
+	if found {
+		how = "found pod " + podName + ", created by an earlier pass"
+	}
 	what := "a run of its own"
 	if !m.Occurrence.IsZero() {
 		what = "occurrence " + m.Occurrence.Format(time.RFC3339) + " again"
@@ -226,9 +240,8 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	if rr.RequestedBy != "" {
 		by = " by " + rr.RequestedBy
 	}
-	p.eventf(corev1.EventTypeNormal, ReasonManualRunStarted, "run request %q%s: created pod %s (%s, contention %s)", id, by, pod.Name, what, m.Contention)
-	p.log.Info("manual run started", "id", id, "pod", pod.Name, "requestedBy", rr.RequestedBy)
-	return pod
+	p.eventf(corev1.EventTypeNormal, ReasonManualRunStarted, "run request %q%s: %s (%s, contention %s)", rr.ID, by, how, what, m.Contention)
+	p.log.Info("manual run started", "id", rr.ID, "pod", podName, "requestedBy", rr.RequestedBy)
 }
 
 // blackoutNow is spec.blackout at the pass's time: the schedule step's, or, when the pass

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -107,8 +108,9 @@ var _ = Describe("Manual runs", func() {
 		// (Events are posted by the recorder's goroutine; one in flight when the manager stops is dropped.)
 		Eventually(func() []string { return eventNotes(job, ReasonManualRunStarted) }).Should(HaveLen(2))
 
-		// The manager stops; the status write that recorded "second" is lost (as if it
-		// crashed between creating the pod and writing status).
+		// The manager stops; the status write that recorded "second" is lost, and with it
+		// its Event, which is sent only after that write (as if it crashed between creating
+		// the pod and writing status).
 		stop()
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			j := getJob(job)
@@ -116,11 +118,19 @@ var _ = Describe("Manual runs", func() {
 			return k8sClient.Status().Update(ctx, j)
 		})).To(Succeed())
 		Expect(getJob(job).Status.LastRunRequest.ID).To(Equal("first"))
+		for _, e := range eventsAbout(job, ReasonManualRunStarted) {
+			if strings.Contains(e.Note, `"second"`) {
+				Expect(k8sClient.Delete(ctx, &e)).To(Succeed())
+			}
+		}
 
 		startManager(clock.RealClock{})
 		rr2 = handled(job, "second")
 		Expect(rr2.Pod).To(Equal(runpod.ManualName("adhoc", "second")), "the existing pod is recorded")
 		Expect(manualPods(job)).To(Equal(before), "no pod created or replaced")
+		// The pass that records it says it started, once (it used to say nothing).
+		Eventually(func() []string { return eventNotes(job, ReasonManualRunStarted) }).Should(ContainElement(
+			ContainSubstring(`run request "second" by kubectl-annotate: found pod ` + rr2.Pod + `, created by an earlier pass`)))
 		Consistently(func() []string { return eventNotes(job, ReasonManualRunStarted) }, 2*time.Second).Should(HaveLen(2), "one start per request id")
 
 		// The run is counted like any run, as manual, without touching the schedule's

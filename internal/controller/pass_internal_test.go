@@ -243,3 +243,38 @@ func TestEventNoteCut(t *testing.T) {
 		t.Errorf("note of %d bytes, valid UTF-8 %t, %q", len(n), utf8.ValidString(n), n[len(n)-10:])
 	}
 }
+
+// TestFoundManualPodSaysStarted: a run request whose pod exists while status does not
+// record it (the creating pass's status write, and with it its Events, did not land) is
+// recorded by the next pass with its pod, and that pass says it started — it used to
+// record it silently, and ManualRunStarted was never sent. Once recorded, nothing more.
+func TestFoundManualPodSaysStarted(t *testing.T) {
+	job := passJob("0 3 * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "fix-1"}
+	pod, err := runpod.BuildManual(job, runpod.ManualRun{ID: "fix-1", RequestedAt: passAt.Add(-time.Minute), Contention: v1alpha1.ManualContentionWait},
+		runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := func(p *pass) []string {
+		var notes []string
+		for _, e := range p.events {
+			if e.reason == ReasonManualRunStarted {
+				notes = append(notes, e.note)
+			}
+		}
+		return notes
+	}
+	_, p := runPass(t, job, passAt, pod)
+	if rr := p.status.LastRunRequest; rr == nil || rr.Pod != pod.Name || rr.Refused != "" {
+		t.Fatalf("request not recorded with its pod %s: %+v", pod.Name, rr)
+	}
+	if notes := started(p); len(notes) != 1 || !strings.Contains(notes[0], "found pod "+pod.Name+", created by an earlier pass") {
+		t.Fatalf("ManualRunStarted: %q", notes)
+	}
+	job.Status = *p.status
+	if _, again := runPass(t, job, passAt.Add(time.Minute), pod); len(started(again)) != 0 {
+		t.Fatalf("said again once recorded: %q", started(again))
+	}
+}
