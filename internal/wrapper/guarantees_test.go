@@ -714,3 +714,32 @@ func TestSlowGrantIsRenewedInTime(t *testing.T) {
 		t.Fatalf("%d %+v; stderr %s", code, rep, stderr.String())
 	}
 }
+
+// TestCommandDiesWithLockwrap: lockwrap SIGKILLed (the OOM killer, kill -9) outside a pod
+// takes its command with it. The command used to run on with nobody renewing the lock:
+// past its expiry, alongside the next holder's run. (In a pod lockwrap is PID 1, and its
+// death ends every process of the pod.)
+func TestCommandDiesWithLockwrap(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	beat, pidFile := filepath.Join(dir, "beat"), filepath.Join(dir, "pid")
+	p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "orphan", "a", "--ttl", "3s", "--renew-interval", "1s", "--kill-grace", "1s"),
+		"sh", "-c", `echo $$ > "$2"; trap '' TERM; while :; do date +%s%N > "$1.tmp"; mv "$1.tmp" "$1"; sleep 0.02; done`, "sh", beat, pidFile)...)
+	eventually(t, "the command running", func() bool { _, err := os.Stat(beat); return err == nil })
+	t.Cleanup(func() { // a command that outlived lockwrap must not outlive the test
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	// The heartbeat stops: none for half a second, within the test's patience.
+	eventually(t, "the command's heartbeat to stop", func() bool { return time.Since(readNanos(t, beat)) > 500*time.Millisecond })
+	if last := readNanos(t, beat); last.After(killed.Add(200 * time.Millisecond)) {
+		t.Fatalf("the command ran %v after lockwrap was killed", last.Sub(killed).Round(time.Millisecond))
+	}
+}

@@ -39,6 +39,7 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithUs(c.SysProcAttr)
 	if r := currentReaper(); r != nil {
 		exit, err := r.start(c)
 		if err != nil {

@@ -103,3 +103,11 @@ func (r *reaper) start(c *exec.Cmd) (<-chan syscall.WaitStatus, error) {
 	r.waiting[c.Process.Pid] = ch
 	return ch, nil
 }
+
+// dieWithUs has the kernel SIGKILL the command's leader when lockwrap dies (SIGKILLed, the
+// OOM killer): otherwise, outside a pod (where lockwrap, PID 1, takes its namespace's
+// processes with it), the command ran on with nobody renewing the lock, past its expiry and
+// alongside the next holder's run. The signal is tied to the thread that started the
+// child; Go ends a thread only when a goroutine locked to it returns, and lockwrap locks
+// none. The leader's own children are not covered (docs/lockwrap.md).
+func dieWithUs(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

@@ -10,6 +10,10 @@ import (
 
 func makeNonDumpable() error { return errors.ErrUnsupported }
 
+// dieWithUs: no parent-death signal here; run lockwrap under a supervisor that stops the
+// whole group (docs/lockwrap.md).
+func dieWithUs(*syscall.SysProcAttr) {}
+
 type reaper struct{}
 
 func startReaping() error { return errors.ErrUnsupported }
