@@ -215,10 +215,11 @@ type Request struct {
 	RunID  string
 	Holder string // who we are; written into the lock and the ledger
 	// HolderName, when set, is Holder without its last "/"-part, which tells apart
-	// processes made again under one name (a pod's UID). An occurrence whose ledger entry
-	// another holder of this name wrote (an earlier pod of our name ran it, or runs it) is
-	// suppressed (*SuppressedError): it is not ours to run again. A resent call and a
-	// restarted container keep the whole Holder, so they are not affected.
+	// processes made again under one name (a pod's UID). An occurrence whose failed ledger
+	// entry another holder of this name wrote (an earlier pod of our name ran it to its
+	// end) is suppressed (*SuppressedError): it is not ours to run again. A resent call
+	// and a restarted container keep the whole Holder, so they are not affected; a running
+	// entry is held (or, its lock expired, a crashed run's to recover) as without a name.
 	HolderName string
 	TTL        time.Duration // lock ttl (> 0)
 	Retention  time.Duration // how long the ledger entry lives; DefaultRetention if 0

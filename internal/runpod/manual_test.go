@@ -40,7 +40,6 @@ func commonEnv(occ, pod string) []corev1.EnvVar {
 		{Name: "LOCKEDCRON_OCCURRENCE", Value: occ},
 		{Name: "LOCKEDCRON_POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 		{Name: "LOCKEDCRON_HOLDER", Value: "eu-1/billing/" + pod + "/$(LOCKEDCRON_POD_UID)"},
-		{Name: "LOCKEDCRON_HOLDER_INSTANCE", Value: "$(LOCKEDCRON_POD_UID)"},
 		{Name: "LOCKEDCRON_ON_LOST", Value: "terminate"},
 		{Name: "LOCKEDCRON_KILL_GRACE", Value: "10s"},
 		{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},

@@ -327,7 +327,6 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
 		{Name: EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 		lit(config.EnvHolder, holder), // after EnvPodUID, which it refers to
-		lit(config.EnvHolderInstance, "$("+EnvPodUID+")"),
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
 		lit(config.EnvKillGrace, lock.KillGracePeriodDuration().String()),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
@@ -337,6 +336,11 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 	if m != nil {
 		return append(env, manualEnv(job, *m, notAfter)...)
 	}
+	// A scheduled occurrence has one pod name: a pod made again under it (a controller
+	// that resumed after another ran the occurrence and pruned its pod) does not run a
+	// failed occurrence again (config.EnvHolderInstance). A manual run's name comes from
+	// its id, which a user may request again once its pod is gone: it runs again.
+	env = append(env, lit(config.EnvHolderInstance, "$("+EnvPodUID+")"))
 	contention := job.Spec.Contention
 	env = append(env, lit(config.EnvContention, strings.ToLower(string(orDefault(contention.Policy, v1alpha1.ContentionSkip)))))
 	if contention.Policy == v1alpha1.ContentionRetry && contention.Retry != nil {

@@ -115,12 +115,12 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_OCCURRENCE", Value: "2026-11-30T02:00:00Z"},
 					{Name: "LOCKEDCRON_POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 					{Name: "LOCKEDCRON_HOLDER", Value: "eu-1/billing/nightly-1796004000/$(LOCKEDCRON_POD_UID)"}, // expanded by the kubelet
-					{Name: "LOCKEDCRON_HOLDER_INSTANCE", Value: "$(LOCKEDCRON_POD_UID)"},
 					{Name: "LOCKEDCRON_ON_LOST", Value: "terminate"},
 					{Name: "LOCKEDCRON_KILL_GRACE", Value: "10s"},
 					{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},
 					{Name: "LOCKEDCRON_DEDUPE_RETENTION", Value: "168h0m0s"},
 					{Name: "LOCKEDCRON_TERMINATION_LOG", Value: "/dev/termination-log"},
+					{Name: "LOCKEDCRON_HOLDER_INSTANCE", Value: "$(LOCKEDCRON_POD_UID)"},
 					{Name: "LOCKEDCRON_CONTENTION", Value: "retry"},
 					{Name: "LOCKEDCRON_RETRY_ATTEMPTS", Value: "5"},
 					{Name: "LOCKEDCRON_RETRY_BACKOFF", Value: "1s"},

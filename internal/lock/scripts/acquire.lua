@@ -15,7 +15,7 @@
 --
 -- Returns one of
 --   {"suppressed", <holder that succeeded>}  the ledger says the occurrence succeeded, or
---                                            an earlier holder of our name (ARGV[7]) ran it
+--                                            an earlier holder of our name (ARGV[7]) failed it
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"acquired", <fencing token>, <recovered 0|1>, <took over 0|1>,
 --    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>,
@@ -140,11 +140,12 @@ local function regrant()
 end
 
 local state = redis.call('HGET', KEYS[3], 'state')
--- An entry written by another holder of our name (ARGV[7] .. '/' .. another instance): an
--- earlier pod of our name ran the occurrence (or runs it). One name is made per occurrence;
--- a pod made again under it (a controller that resumed after another one had run the
--- occurrence and pruned its pod) does not run it a second time, whatever its outcome.
-if state and ARGV[7] and ARGV[7] ~= '' then
+-- A failed entry written by another holder of our name (ARGV[7] .. '/' .. another
+-- instance): an earlier pod of our name ran the occurrence to its end. One name is made
+-- per scheduled occurrence; a pod made again under it (a controller that resumed after
+-- another one had run the occurrence and pruned its pod) does not run it a second time.
+-- (A succeeded one suppresses anyway; a running one is held, or a crashed run to recover.)
+if state == 'failed' and ARGV[7] and ARGV[7] ~= '' then
   local h = redis.call('HGET', KEYS[3], 'holder') or ''
   local n = #ARGV[7]
   if h ~= ARGV[5] and string.sub(h, 1, n + 1) == ARGV[7] .. '/' and not string.find(h, '/', n + 2, true) then

@@ -41,10 +41,11 @@ const (
 
 	// EnvHolderInstance: --holder-instance, the last part of --holder that tells apart
 	// processes made again under one name (the controller: the pod's UID, holder
-	// "<cluster>/<namespace>/<pod>/<uid>"). An earlier holder of the same name with another
-	// instance that ran the occurrence (its ledger entry) suppresses it: the controller makes
-	// one pod name per occurrence, and a pod made again under it (by a controller that
-	// resumed after another one ran the occurrence and pruned the pod) must not run it twice.
+	// "<cluster>/<namespace>/<pod>/<uid>", scheduled pods only). An earlier holder of the
+	// same name with another instance that failed the occurrence (its ledger entry)
+	// suppresses it: the controller makes one pod name per scheduled occurrence, and a pod
+	// made again under it (by a controller that resumed after another one ran the
+	// occurrence and pruned the pod) must not run it twice.
 	EnvHolderInstance = "LOCKEDCRON_HOLDER_INSTANCE"
 
 	// EnvRunID: --run-id, a ledger entry of the run's own instead of the occurrence's
