@@ -306,6 +306,9 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
 		l.now().UnixMilli(), req.HolderName).Slice()
 	if err != nil {
+		if conn != nil {
+			nodeFailed(ctx, l.c, err)
+		}
 		return nil, fmt.Errorf("lock: acquire %q: %w", req.Key, err)
 	}
 	if len(res) == 0 {
@@ -369,6 +372,16 @@ func lastSuccess(f []any) *Success {
 	}
 	s.Fence, _ = strconv.ParseInt(str(f, 2), 10, 64)
 	return s
+}
+
+// nodeFailed has a Cluster client reload its slot map after a call to a node it named
+// (writer) failed: the map is otherwise reloaded every 60 s only, and after a failover it
+// sends our calls to the demoted master meanwhile (MOVED, READONLY, refused). Reloads are
+// in the background and coalesced.
+func nodeFailed(ctx context.Context, c redis.UniversalClient, err error) {
+	if cc, ok := c.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
+		cc.ReloadState(ctx)
+	}
 }
 
 // writer returns where to run a script of req's key: the client itself, or, when its
@@ -449,6 +462,9 @@ func (l *Lease) Renew(ctx context.Context) error {
 	n, err := renewScript.Run(ctx, sc, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
 		l.req.Retention.Milliseconds(), l.req.Holder, l.Fence, l.AcquiredAt.UnixMilli()).Int64()
 	if err != nil {
+		if conn != nil {
+			nodeFailed(ctx, l.c, err)
+		}
 		return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
 	}
 	if n != 1 {
@@ -568,6 +584,9 @@ func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (F
 		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence,
 		l.req.Occurrence.Unix(), opts.Watermark, monotonic).Slice()
 	if err != nil {
+		if conn != nil {
+			nodeFailed(ctx, l.c, err)
+		}
 		return FinishResult{}, fmt.Errorf("lock: finish %q: %w", l.req.Key, err)
 	}
 	if len(res) != 5 {

@@ -313,6 +313,61 @@ func TestACLUser(t *testing.T) {
 	}
 }
 
+// TestClusterFailoverWithMinReplicas: with minReplicas the lock's scripts run on the key's
+// master found from the client's slot map. After a failover that map names the demoted
+// master until the client reloads it, which go-redis does on its own only every 60 s:
+// renewals kept going to the old master and failed, and a holder whose lock the promoted
+// replica held stopped its job. A failed call now has the map reloaded.
+func TestClusterFailoverWithMinReplicas(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3)
+	c := client(t, lock.ClientConfig{URL: cl.URL()})
+	ctx := ctxT(t)
+	req := lock.Request{Key: "fo", Occurrence: occ, Holder: "a", TTL: 30 * time.Second, MinReplicas: 1}
+	l, err := lock.New(c).Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replica of the key's master takes over (CLUSTER FAILOVER: it first catches up).
+	slot := c.(*redis.ClusterClient).ClusterKeySlot(ctx, lock.LockKey("fo")).Val()
+	var master string
+	for _, s := range c.(*redis.ClusterClient).ClusterSlots(ctx).Val() {
+		if int64(s.Start) <= slot && slot <= int64(s.End) {
+			master = s.Nodes[0].Addr
+		}
+	}
+	var replica *redistest.Server
+	for _, n := range cl.Nodes {
+		info := n.Client().Info(ctx, "replication").Val()
+		if strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+master[strings.LastIndex(master, ":")+1:]+"\r") {
+			replica = n
+		}
+	}
+	if replica == nil {
+		t.Fatalf("no replica of %s", master)
+	}
+	replica.Do("CLUSTER", "FAILOVER")
+	waitUntilWithin(t, 30*time.Second, func() bool {
+		return strings.Contains(replica.Client().Info(ctx, "replication").Val(), "role:master")
+	})
+	// The old master is the new one's replica and in sync (WAIT has a replica to count).
+	waitUntilWithin(t, 30*time.Second, func() bool {
+		return strings.Contains(replica.Client().Info(ctx, "replication").Val(), "connected_slaves:1")
+	})
+	start := time.Now()
+	var failed error
+	waitUntilWithin(t, 20*time.Second, func() bool {
+		err := l.Renew(ctx)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		return err == nil
+	})
+	t.Logf("first renewal on the promoted master %v after the failover (the first error before it: %v)", time.Since(start).Round(10*time.Millisecond), failed)
+	if err := l.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c := client(t, lock.ClientConfig{URL: cl.URL()})

@@ -445,7 +445,7 @@ func (g *Sentinel) Failover() string {
 	return now
 }
 
-// Cluster is a Redis Cluster of masters only.
+// Cluster is a Redis Cluster.
 type Cluster struct {
 	Nodes []*Server
 }
@@ -453,6 +453,25 @@ type Cluster struct {
 // StartCluster starts n (≥3) cluster-enabled servers, joins them with redis-cli --cluster
 // create (no replicas) and waits until every node reports cluster_state:ok.
 func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return startCluster(t, n, 0)
+}
+
+// StartReplicatedCluster starts a Redis Cluster of masters (≥3) with one replica each and
+// waits until every node reports cluster_state:ok and every replica is in sync.
+func StartReplicatedCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	c := startCluster(t, 2*masters, 1)
+	for _, s := range c.Nodes {
+		waitFor(t, "replica "+s.Addr()+" in sync", func(ctx context.Context) bool {
+			info := infoOf(ctx, s, "replication")
+			return strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")
+		})
+	}
+	return c
+}
+
+func startCluster(t testing.TB, n, replicas int) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	args := []string{"create"}
@@ -462,7 +481,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		c.Nodes = append(c.Nodes, s)
 		args = append(args, s.Addr())
 	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	cmd := exec.Command("redis-cli", append([]string{"--cluster"}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
