@@ -833,7 +833,7 @@ func earliest(a, b time.Time) time.Time {
 // (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
 func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success, wmFile string) []string {
 	env := make([]string, 0, len(base)+8)
-	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true,
+	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true, config.EnvRunID: true,
 		config.EnvLastSuccessOccurrence: true, config.EnvLastSuccessAt: true, config.EnvLastSuccessFence: true,
 		config.EnvWatermark: true, config.EnvWatermarkFile: true}
 	for _, kv := range base {
@@ -847,6 +847,11 @@ func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success,
 		config.EnvOccurrence+"="+cfg.Occurrence.UTC().Format(time.RFC3339),
 		config.EnvHolder+"="+cfg.Holder,
 	)
+	if cfg.RunID != "" {
+		// A run of its own: its occurrence is when it was asked for, which can be a
+		// scheduled occurrence's second; the run id is unique.
+		env = append(env, config.EnvRunID+"="+cfg.RunID)
+	}
 	if last != nil {
 		env = append(env,
 			config.EnvLastSuccessOccurrence+"="+last.Occurrence.UTC().Format(time.RFC3339),

@@ -274,6 +274,37 @@ func TestSuppressedDuplicateAndExitCodes(t *testing.T) {
 	}
 }
 
+// TestChildGetsRunID: a run with an id of its own (a manual run) tells its command the id,
+// however lockwrap was given it: its occurrence is the time it was asked for, which can be a
+// scheduled occurrence's second, and a job keying its effects must tell the two apart. A
+// run without one has none, even if its parent's environment had one.
+func TestChildGetsRunID(t *testing.T) {
+	s := redistest.Start(t)
+	out := filepath.Join(t.TempDir(), "env")
+	show := []string{"sh", "-c", `echo "${LOCKEDCRON_RUN_ID-unset}" > "$1"`, "sh", out}
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{flags(s.URL(), "rid", "a", "--run-id", "manual:uid:fix-1"), nil, "manual:uid:fix-1"},
+		{flags(s.URL(), "rid", "b"), map[string]string{config.EnvRunID: "manual:uid:fix-2"}, "manual:uid:fix-2"},
+		{flags(s.URL(), "rid", "c", "--occurrence", "2026-11-30T06:20:00Z"), nil, "unset"},
+	} {
+		cfg, cmd, err := config.Parse(cmdArgs(c.args, show...), func(k string) string { return c.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		environ := append(os.Environ(), config.EnvRunID+"=from-the-parent")
+		if rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{Environ: environ}); code != 0 || rep.Outcome != report.Succeeded {
+			t.Fatalf("%v: %d %+v", c.args, code, rep)
+		}
+		if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != c.want {
+			t.Errorf("%v: the command saw LOCKEDCRON_RUN_ID %q, want %q", c.args, strings.TrimSpace(string(b)), c.want)
+		}
+	}
+}
+
 func mustTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
