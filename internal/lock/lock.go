@@ -410,9 +410,9 @@ func waitReplicas(ctx context.Context, conn *redis.Conn, req Request) error {
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// Redis answers a timed-out WAIT on its next event-loop tick (up to 1/hz, 100 ms,
-		// late); WAIT 0 blocks for ever: a millisecond at least.
+		// late), later on a loaded host; WAIT 0 blocks for ever: a millisecond at least.
 		left := time.Until(dl)
-		timeout = max(min(timeout, left-min(200*time.Millisecond, left/2)), time.Millisecond)
+		timeout = max(min(timeout, left-min(500*time.Millisecond, left/2)), time.Millisecond)
 	}
 	n, err := conn.Wait(ctx, req.MinReplicas, timeout).Result()
 	if err != nil {

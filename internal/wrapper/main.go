@@ -51,9 +51,11 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	// Catch signals from the start, so that none of those a job is stopped or poked with
 	// kills us without a report. Only these: notifying every signal also delivers the
 	// runtime's preemption SIGURGs (hundreds of wake-ups per run).
+	// They stay caught until the process exits: the report is written last, and a signal
+	// after it (a kubelet's second SIGTERM) must not end lockwrap with a signal's status
+	// instead of its exit code (signal.Stop there let it: TestPartitionAtTheEndThenSIGTERM).
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, forwardedSignals...)
-	defer signal.Stop(sigs)
 
 	cfg, cmd, err := config.Parse(args, getenv)
 	rep := report.Report{Outcome: report.Error, Key: cfg.Key, Holder: cfg.Holder}
