@@ -108,6 +108,16 @@ func TestClockBehindKeepsDecidedOccurrence(t *testing.T) {
 			if !p.status.LastScheduleTime.Time.Equal(at) {
 				t.Errorf("lastScheduleTime %s, want %s", p.status.LastScheduleTime.Time, at)
 			}
+
+			// The status write that decided it was deferred (a pod's creation is not news)
+			// and the manager that made it is gone: only the pod, created at its instant on
+			// the API server's clock, says the occurrence was decided. It is no prepared pod
+			// either (it used to be withdrawn when the job was suspended meanwhile).
+			job.Status.LastScheduleTime = &metav1.Time{Time: at.Add(-time.Minute)}
+			_, p = runPass(t, job, at.Add(-5*time.Second), pod)
+			for _, w := range p.withdrawn {
+				t.Errorf("status not written: pod %s, created at its instant, withdrawn: %q", w.pod.Name, w.why)
+			}
 		})
 	}
 }
