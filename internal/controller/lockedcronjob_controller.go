@@ -533,6 +533,9 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "occurrence %s not started: %s", occ, msg)
 		return nil
 	}
+	if !notBefore.IsZero() {
+		pod.Annotations[runpod.AnnotationPreparedAhead] = "true" // withdrawPrepared
+	}
 	if err := r.Create(ctx, pod); err != nil {
 		if !notBefore.IsZero() && apierrors.IsAlreadyExists(err) {
 			return nil // prepared by an earlier pass whose pod the cache has not shown yet

@@ -19,6 +19,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
 
@@ -148,8 +149,10 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 
 	// A pod of this id is there already: the pass that created it did not get its status
 	// write (and so its Events, which follow that write) through — a conflict, a restart
-	// in between. This pass records the request, and says it started: its Event, too, is
-	// sent only if this status write lands, so it is sent once.
+	// in between —, or the id was asked for again while its earlier pod is still kept.
+	// This pass records the request, and, while the pod has not finished (the first
+	// case), says it started: its Event, too, is sent only if this status write lands, so
+	// it is sent once. A finished one started nothing now.
 	name := runpod.ManualName(job.Name, id)
 	var existing corev1.Pod
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing); {
@@ -159,7 +162,9 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		}
 		rr.Pod = name
 		st.LastRunRequest = rr
-		manualRunStarted(p, rr, m, name, true)
+		if !runstatus.Finished(&existing) {
+			manualRunStarted(p, rr, m, name, true)
+		}
 		return nil
 	case !apierrors.IsNotFound(err):
 		p.log.Error(err, "reading a run request's pod; trying again", "pod", name)

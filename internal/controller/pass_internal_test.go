@@ -100,8 +100,11 @@ func TestClockBehindKeepsDecidedOccurrence(t *testing.T) {
 				t.Fatal(err)
 			}
 			pod.CreationTimestamp, pod.Spec.NodeName, pod.Status = metav1.NewTime(at), c.node, c.status
+			prepared := pod.DeepCopy() // created ahead, then decided at its instant
+			prepared.Annotations[runpod.AnnotationPreparedAhead] = "true"
+			prepared.CreationTimestamp = metav1.NewTime(at.Add(-time.Minute))
 
-			_, p := runPass(t, job, at.Add(-5*time.Second), pod) // 5 s before the occurrence on its clock
+			_, p := runPass(t, job, at.Add(-5*time.Second), prepared) // 5 s before the occurrence on its clock
 			for _, w := range p.withdrawn {
 				t.Errorf("pod %s of the decided occurrence %s withdrawn: %q", w.pod.Name, at.Format(time.RFC3339), w.why)
 			}
@@ -110,9 +113,9 @@ func TestClockBehindKeepsDecidedOccurrence(t *testing.T) {
 			}
 
 			// The status write that decided it was deferred (a pod's creation is not news)
-			// and the manager that made it is gone: only the pod, created at its instant on
-			// the API server's clock, says the occurrence was decided. It is no prepared pod
-			// either (it used to be withdrawn when the job was suspended meanwhile).
+			// and the manager that made it is gone: only the pod, created at its instant
+			// (not marked prepared ahead), says the occurrence was decided. It is no prepared
+			// pod either (it used to be withdrawn when the job was suspended meanwhile).
 			job.Status.LastScheduleTime = &metav1.Time{Time: at.Add(-time.Minute)}
 			_, p = runPass(t, job, at.Add(-5*time.Second), pod)
 			for _, w := range p.withdrawn {
@@ -286,5 +289,34 @@ func TestFoundManualPodSaysStarted(t *testing.T) {
 	job.Status = *p.status
 	if _, again := runPass(t, job, passAt.Add(time.Minute), pod); len(started(again)) != 0 {
 		t.Fatalf("said again once recorded: %q", started(again))
+	}
+	// The id asked for again (after another) while its earlier pod, finished, is kept:
+	// recorded, and nothing said to start (nothing did).
+	job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "other"}
+	pod.Status.Phase = corev1.PodFailed
+	if _, again := runPass(t, job, passAt.Add(2*time.Minute), pod); len(started(again)) != 0 || again.status.LastRunRequest.Pod != pod.Name {
+		t.Fatalf("a finished pod of the id: said %q, recorded %+v", started(again), again.status.LastRunRequest)
+	}
+}
+
+// TestPreparedPodWithdrawnWhateverItsCreationTime: a pod prepared ahead is withdrawn when
+// the job no longer wants it (here: suspended) before its instant, even when the API
+// server stamped it after the instant: a controller whose clock is behind the API
+// server's by more than prepareAheadSeconds prepares it so. Only the controller's mark
+// says a pod was prepared.
+func TestPreparedPodWithdrawnWhateverItsCreationTime(t *testing.T) {
+	at := passAt
+	job := passJob("* * * * *", true)
+	job.Spec.PrepareAheadSeconds = ptr.To[int32](5)
+	job.Status.LastScheduleTime = &metav1.Time{Time: at.Add(-time.Minute)}
+	pod, err := runpod.Build(job, at, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+	pod.CreationTimestamp = metav1.NewTime(at.Add(time.Second)) // the API server's clock, 6 s ahead
+	_, p := runPass(t, job, at.Add(-5*time.Second), pod)
+	if len(p.withdrawn) != 1 || p.withdrawn[0].pod.Name != pod.Name || p.withdrawn[0].why != "suspended" {
+		t.Fatalf("withdrawn %+v, want %s (suspended)", p.withdrawn, pod.Name)
 	}
 }

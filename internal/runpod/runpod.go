@@ -38,6 +38,11 @@ const (
 	// the job: the pod is counted if its job ran, and otherwise released uncounted, its
 	// occurrence decided by the schedule as if the pod had never been.
 	AnnotationWithdrawnAhead = "scheduling.lockedcron.io/withdrawn-ahead"
+	// AnnotationPreparedAhead marks a pod created ahead of its occurrence's instant
+	// (prepareAheadSeconds): until the instant the job may still withdraw it. A pod
+	// without it was created at or after its instant, by a pass that decided the
+	// occurrence, whatever a later pass's clock says.
+	AnnotationPreparedAhead = "scheduling.lockedcron.io/prepared-ahead"
 	// LabelJob holds the name of the owning LockedCronJob (used to select its pods).
 	LabelJob = "scheduling.lockedcron.io/job"
 	// LabelCounted marks a finished pod whose report is already in the owner's status.
