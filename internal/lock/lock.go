@@ -293,22 +293,18 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	value := token + " " + req.Holder
 
-	sc, conn, err := writer(ctx, l.c, req, req.MinReplicas > 0)
+	t, err := writer(ctx, l.c, req, req.MinReplicas > 0)
 	if err != nil {
 		return nil, err
 	}
-	if conn != nil {
-		defer conn.Close()
-	}
+	defer t.Close()
 
 	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key)}
-	res, err := acquireScript.Run(ctx, sc, keys,
+	res, err := acquireScript.Run(ctx, t, keys,
 		value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
 		l.now().UnixMilli(), req.HolderName).Slice()
 	if err != nil {
-		if conn != nil {
-			nodeFailed(ctx, l.c, err)
-		}
+		t.failed(ctx, err)
 		return nil, fmt.Errorf("lock: acquire %q: %w", req.Key, err)
 	}
 	if len(res) == 0 {
@@ -330,8 +326,8 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		Warnings:    durabilityWarnings("", str(res, 4), str(res, 5), str(res, 6)),
 		LastSuccess: lastSuccess(res[min(7, len(res)):]),
 	}
-	if conn != nil {
-		if err := waitReplicas(ctx, conn, req); err != nil {
+	if t.replicated() {
+		if err := waitReplicas(ctx, t.conn, req); err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = lease.Release(rctx)
@@ -387,17 +383,44 @@ func nodeFailed(ctx context.Context, c redis.UniversalClient, err error) {
 // writer returns where to run a script of req's key: the client itself, or, when its
 // writes must reach req.MinReplicas replicas (replicated), one connection to the key's
 // master, on which waitReplicas then sends WAIT: WAIT counts acknowledgements of the
-// writes made on the connection it is sent on. The caller closes the connection.
-func writer(ctx context.Context, c redis.UniversalClient, req Request, replicated bool) (redis.Scripter, *redis.Conn, error) {
+// writes made on the connection it is sent on. The caller closes it.
+func writer(ctx context.Context, c redis.UniversalClient, req Request, replicated bool) (*target, error) {
 	if !replicated {
-		return c, nil, nil
+		return &target{Scripter: c, c: c}, nil
 	}
 	node, err := masterFor(ctx, c, LockKey(req.Key))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	conn := node.Conn()
-	return conn, conn, nil
+	return &target{Scripter: conn, c: c, conn: conn}, nil
+}
+
+// target is where writer sends a key's scripts: the client, or (conn not nil) one
+// connection to the key's master.
+type target struct {
+	redis.Scripter
+	c    redis.UniversalClient
+	conn *redis.Conn
+}
+
+// replicated reports whether the scripts run on one connection to the key's master,
+// and their writes are to be waited for (waitReplicas).
+func (t *target) replicated() bool { return t.conn != nil }
+
+// failed tells a Cluster client that the node writer chose failed (nodeFailed); nothing
+// when the script went through the client, which finds its node itself.
+func (t *target) failed(ctx context.Context, err error) {
+	if t.conn != nil {
+		nodeFailed(ctx, t.c, err)
+	}
+}
+
+// Close gives back the connection to the key's master, if writer took one.
+func (t *target) Close() {
+	if t.conn != nil {
+		_ = t.conn.Close()
+	}
 }
 
 // waitReplicas sends WAIT on conn (the connection that made the writes), for at most
@@ -451,27 +474,23 @@ func masterFor(ctx context.Context, c redis.UniversalClient, key string) (*redis
 // and the lock on the promoted replica expires a ttl after the last renewal it received.
 // A caller counting its lock from this renewal would count past that expiry.
 func (l *Lease) Renew(ctx context.Context) error {
-	sc, conn, err := writer(ctx, l.c, l.req, l.req.MinReplicas > 0)
+	t, err := writer(ctx, l.c, l.req, l.req.MinReplicas > 0)
 	if err != nil {
 		return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
 	}
-	if conn != nil {
-		defer conn.Close()
-	}
+	defer t.Close()
 	keys := []string{LockKey(l.req.Key), runKey(l.req)}
-	n, err := renewScript.Run(ctx, sc, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
+	n, err := renewScript.Run(ctx, t, keys, l.value, l.req.TTL.Milliseconds(), l.Token,
 		l.req.Retention.Milliseconds(), l.req.Holder, l.Fence, l.AcquiredAt.UnixMilli()).Int64()
 	if err != nil {
-		if conn != nil {
-			nodeFailed(ctx, l.c, err)
-		}
+		t.failed(ctx, err)
 		return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
 	}
 	if n != 1 {
 		return ErrLost
 	}
-	if conn != nil {
-		if err := waitReplicas(ctx, conn, l.req); err != nil {
+	if t.replicated() {
+		if err := waitReplicas(ctx, t.conn, l.req); err != nil {
 			return fmt.Errorf("lock: renew %q: %w", l.req.Key, err)
 		}
 	}
@@ -568,25 +587,21 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (FinishResult, error) {
-	sc, conn, err := writer(ctx, l.c, l.req, state == StateSucceeded && l.req.MinReplicas > 0)
+	t, err := writer(ctx, l.c, l.req, state == StateSucceeded && l.req.MinReplicas > 0)
 	if err != nil {
 		return FinishResult{}, err
 	}
-	if conn != nil {
-		defer conn.Close()
-	}
+	defer t.Close()
 	monotonic := "0"
 	if opts.Monotonic {
 		monotonic = "1"
 	}
 	keys := []string{LockKey(l.req.Key), runKey(l.req), FenceKey(l.req.Key), LastKey(l.req.Key)}
-	res, err := finishScript.Run(ctx, sc, keys, l.value, l.Token, state,
+	res, err := finishScript.Run(ctx, t, keys, l.value, l.Token, state,
 		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence,
 		l.req.Occurrence.Unix(), opts.Watermark, monotonic).Slice()
 	if err != nil {
-		if conn != nil {
-			nodeFailed(ctx, l.c, err)
-		}
+		t.failed(ctx, err)
 		return FinishResult{}, fmt.Errorf("lock: finish %q: %w", l.req.Key, err)
 	}
 	if len(res) != 5 {
@@ -604,8 +619,8 @@ func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (F
 	if num(res, 1) != 1 && state != "" { // a release leaves another run's entry alone, silently
 		errs = append(errs, ErrNotRecorded)
 	}
-	if conn != nil && num(res, 1) == 1 {
-		if err := waitReplicas(ctx, conn, l.req); err != nil {
+	if t.replicated() && num(res, 1) == 1 {
+		if err := waitReplicas(ctx, t.conn, l.req); err != nil {
 			errs = append(errs, err)
 		}
 	}
