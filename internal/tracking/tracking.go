@@ -163,33 +163,33 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 	return Decision{Verdict: Active, Recheck: until}
 }
 
-// takenAwayAhead says why a pod prepared ahead of its occurrence was taken away before
-// its instant by someone else, its job not run, while the instant is still to come on the
-// controller's clock: deleted (a node drain's eviction, preemption, kubectl delete, or the
-// controller's own withdrawal for a blackout or deadline), or ended with lockwrap's
-// Interrupted (signalled while it waited for the instant: a kubelet's eviction). Its
-// occurrence has not come: counted now, it was counted again when the schedule ran it in a
-// second pod. "" otherwise, and so for every pod once the instant has come (the occurrence
-// may be decided then — lastScheduleTime moved to it — and a pod withdrawn after that
-// would leave it neither run nor counted): such a pod counts as its occurrence, as before.
+// takenAwayAhead says why a pod prepared ahead of its occurrence (marked so by the pass
+// that prepared it, runpod.AnnotationPreparedAhead) was taken away before its instant by
+// someone else, its job not run, while the instant is still to come on the controller's
+// clock: deleted (a node drain's eviction, preemption, kubectl delete, or the controller's
+// own withdrawal for a blackout or deadline), or ended with lockwrap's Interrupted
+// (signalled while it waited for the instant: a kubelet's eviction). Its occurrence has
+// not come: counted now, it was counted again when the schedule ran it in a second pod.
+// "" otherwise, and so for every pod once the instant has come (the occurrence may be
+// decided then — lastScheduleTime moved to it — and a pod withdrawn after that would
+// leave it neither run nor counted): such a pod counts as its occurrence, as before.
 // A pod that ended with any other word (a job that ran before the controller's instant on
 // a node whose clock is ahead; a skip; a kubelet that refused it, OutOfcpu) is its
 // occurrence's outcome: replaced, it would run again, or fail again in a loop.
+//
+// "Before the instant" is judged on the controller's clock alone: what the pass sees of a
+// pod happened before its now, so a deletion it sees while its now is before the instant
+// was asked for before it. The API server's timestamps (creation, deletion) are another
+// clock, and so is a former leader's: a pod without the mark was made by a pass that
+// decided its occurrence at its instant, whatever this pass's clock says of it now.
 func takenAwayAhead(pod *corev1.Pod, occurrence, now time.Time, ended bool) string {
-	if !now.Before(occurrence) || !pod.CreationTimestamp.Time.Before(occurrence) {
+	if _, marked := pod.Annotations[runpod.AnnotationPreparedAhead]; !marked || !now.Before(occurrence) {
 		return ""
 	}
 	if ended && !interrupted(pod) && (pod.DeletionTimestamp == nil || Started(pod)) {
 		return ""
 	}
-	if dt := pod.DeletionTimestamp; dt != nil {
-		asked := dt.Time
-		if g := pod.DeletionGracePeriodSeconds; g != nil {
-			asked = asked.Add(-time.Duration(*g) * time.Second)
-		}
-		if !asked.Before(occurrence) {
-			return ""
-		}
+	if pod.DeletionTimestamp != nil {
 		return with("deleted before its instant", pod.Annotations[runpod.AnnotationWithdrawn])
 	}
 	if ended {

@@ -85,8 +85,17 @@ func reported(code int32, msg string) func(*corev1.Pod) {
 	}
 }
 
-// prepared: created a minute before its occurrence (prepareAheadSeconds).
-func prepared(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(-time.Minute)) }
+// prepared: created a minute before its occurrence by a prepare pass, which marks it
+// (prepareAheadSeconds).
+func prepared(p *corev1.Pod) {
+	p.CreationTimestamp = metav1.NewTime(occ.Add(-time.Minute))
+	metav1.SetMetaDataAnnotation(&p.ObjectMeta, runpod.AnnotationPreparedAhead, "true")
+}
+
+// createdAt: the API server stamped its creation at `at` (its clock, not the controller's).
+func createdAt(at time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(at) }
+}
 
 // evicted asks for the pod's graceful deletion at `at`, with the grace period a kubelet
 // gives (deletionTimestamp = the ask + grace).
@@ -217,6 +226,15 @@ func TestDecide(t *testing.T) {
 			Input{Now: occ.Add(time.Minute)}, NeverStarted, []string{"deleted before its job started"}, time.Time{}},
 		{"prepared, evicted just after its instant (deletionTimestamp before it plus the grace): as any pod", pod(prepared, running(0), onNode, evicted(occ.Add(time.Second), 30)),
 			Input{Now: occ.Add(2 * time.Second)}, Active, nil, occ.Add(31*time.Second + TerminatingGrace)},
+		// "Before its instant" is judged on the controller's clock alone, and "prepared" by
+		// the prepare pass's mark: the API server's timestamps (creation, deletion) are
+		// another clock.
+		{"prepared, the API server's clock ahead (created and deleted after the instant on it), seen before the controller's instant: withdrawn ahead",
+			pod(prepared, createdAt(occ.Add(10*time.Second)), unschedulable, deleted(occ.Add(20*time.Second))),
+			Input{Now: occ.Add(-time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
+		{"made at its instant (not marked), the API server's and the controller's clocks behind, deleted: as any pod",
+			pod(createdAt(occ.Add(-5*time.Second)), unschedulable, deleted(occ.Add(-3*time.Second))),
+			Input{Now: occ.Add(-2 * time.Second)}, NeverStarted, []string{"deleted before its job started"}, time.Time{}},
 		{"prepared, failed by its kubelet, seen after its instant: its report", pod(prepared, onNode, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted"}`)),
 			Input{Now: occ.Add(10 * time.Second)}, Report, nil, time.Time{}},
 		{"prepared, its job ran before the controller's instant (a node's clock ahead): its report", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"Succeeded","startedAt":"2026-11-30T01:59:59.5Z"}`)),
