@@ -328,7 +328,11 @@ func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alph
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: runpod.Name(job.Name, occ)}, &pod)
 	switch {
 	case err == nil:
-		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job))
+		// A prepared pod (its POST was a prepare pass's) does not decide its occurrence,
+		// which is still to come: the schedule decides it at its instant, as when the
+		// POST's answer came (startOccurrence).
+		_, prepared := pod.Annotations[runpod.AnnotationPreparedAhead]
+		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job) && !prepared)
 		return nil
 	case apierrors.IsNotFound(err):
 		r.decided.resolve(job, occ, false)

@@ -43,6 +43,14 @@ func passJob(sched string, suspend bool) *v1alpha1.LockedCronJob {
 // a fake API server; it returns the reconciler (its client) and the pass.
 func runPass(t *testing.T, job *v1alpha1.LockedCronJob, now time.Time, objs ...client.Object) (*LockedCronJobReconciler, *pass) {
 	t.Helper()
+	cl := fakeAPI(t, objs...)
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	return r, passWith(t, r, job, now)
+}
+
+// fakeAPI is a fake API server holding objs.
+func fakeAPI(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -50,16 +58,25 @@ func runPass(t *testing.T, job *v1alpha1.LockedCronJob, now time.Time, objs ...c
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	cl := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
-	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+}
+
+// passWith runs a pass's planning steps for job at now with r, as Reconcile does: what r
+// decided before (r.decided) included.
+func passWith(t *testing.T, r *LockedCronJobReconciler, job *v1alpha1.LockedCronJob, now time.Time) *pass {
+	t.Helper()
 	ctx := context.Background()
 	p := &pass{job: job, status: job.Status.DeepCopy(), now: now, log: logr.Discard()}
 	var pods corev1.PodList
-	if err := cl.List(ctx, &pods, client.InNamespace(job.Namespace)); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	p.track(pods.Items)
-	p.catchUp(p.standing(pods.Items), time.Time{}, nil)
+	if err := r.resolveUnsure(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	written, created := r.decided.of(job)
+	p.catchUp(p.standing(pods.Items), written, created)
 	for i := range pods.Items {
 		p.seen = append(p.seen, pods.Items[i].Name)
 	}
@@ -67,7 +84,41 @@ func runPass(t *testing.T, job *v1alpha1.LockedCronJob, now time.Time, objs ...c
 		p.active = append(p.active, c)
 	}
 	r.manualRun(ctx, p, nil, nil)
-	return r, p
+	return p
+}
+
+// TestLostPrepareAnswerLeavesTheOccurrenceToTheSchedule: a prepare pass's POST whose
+// answer was lost (noteUnsure) is resolved by a GET that finds the pod; the pod is a
+// prepared one, its occurrence still to come, and it is not the occurrence's decision: a
+// blackout that opens before the instant withdraws it, and the schedule counts the
+// occurrence SkippedBlackout at its instant. It used to be noted as created (decided),
+// and the occurrence went by with no record at all.
+func TestLostPrepareAnswerLeavesTheOccurrenceToTheSchedule(t *testing.T) {
+	at := passAt
+	job := passJob("* * * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: at.Add(-time.Minute)}
+	pod, err := runpod.Build(job, at, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true" // as the prepare pass made it
+
+	// The prepare POST at at-30s: created, its answer lost; the next pass finds the pod.
+	cl := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r.decided.noteUnsure(job, at)
+	if err := r.resolveUnsure(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	// Then a blackout window opened at at-10s and the pod was withdrawn and is gone.
+	s, e := metav1.NewTime(at.Add(-10*time.Second)), metav1.NewTime(at.Add(time.Hour))
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &s, End: &e}}}
+	r.Client, r.APIReader = fakeAPI(t), fakeAPI(t)
+
+	p := passWith(t, r, job, at.Add(time.Second))
+	if got := p.status.Counters.SkippedBlackout; got != 1 {
+		t.Fatalf("occurrence %s: SkippedBlackout %d, want 1 (recent %+v)", at.Format(time.RFC3339), got, p.status.Recent)
+	}
 }
 
 // TestClockBehindKeepsDecidedOccurrence: a pass whose clock reads before an occurrence
