@@ -93,6 +93,9 @@ func (p *pass) track(pods []corev1.Pod) {
 		pending[n] = true
 	}
 	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job)}
+	if lst := p.status.LastScheduleTime; lst != nil {
+		in.Decided = lst.Time
+	}
 	for i := range pods {
 		pod := &pods[i]
 		counted := pod.Labels[runpod.LabelCounted] == "true"

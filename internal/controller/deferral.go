@@ -319,7 +319,7 @@ func answerLost(err error) bool {
 // resolveUnsure asks the API server whether the pod of an unsure occurrence (answerLost)
 // exists, before the pass plans: the cache may not show it yet. An error leaves the
 // doubt, and the pass, for a retry.
-func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alpha1.LockedCronJob) error {
+func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alpha1.LockedCronJob, now time.Time) error {
 	occ, ok := r.decided.unsureOf(job)
 	if !ok {
 		return nil
@@ -328,11 +328,12 @@ func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alph
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: runpod.Name(job.Name, occ)}, &pod)
 	switch {
 	case err == nil:
-		// A prepared pod (its POST was a prepare pass's) does not decide its occurrence,
-		// which is still to come: the schedule decides it at its instant, as when the
-		// POST's answer came (startOccurrence).
+		// A prepared pod whose instant is still to come does not decide its occurrence:
+		// the schedule decides it at its instant, as when a prepare POST's answer came
+		// (startOccurrence). Once the instant has come it stands for its occurrence, as
+		// any pod: the cache may not show it yet.
 		_, prepared := pod.Annotations[runpod.AnnotationPreparedAhead]
-		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job) && !prepared)
+		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job) && !(prepared && now.Before(occ)))
 		return nil
 	case apierrors.IsNotFound(err):
 		r.decided.resolve(job, occ, false)

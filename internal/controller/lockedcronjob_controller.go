@@ -216,7 +216,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never
 	// started (deleted, or past their deadline) missed; the rest are active.
 	p.track(pods.Items)
-	if err := r.resolveUnsure(ctx, &job); err != nil {
+	if err := r.resolveUnsure(ctx, &job, p.now); err != nil {
 		return ctrl.Result{}, err
 	}
 	// lastScheduleTime up to the newest occurrence decided (catchup.go).

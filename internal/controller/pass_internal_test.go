@@ -72,7 +72,7 @@ func passWith(t *testing.T, r *LockedCronJobReconciler, job *v1alpha1.LockedCron
 		t.Fatal(err)
 	}
 	p.track(pods.Items)
-	if err := r.resolveUnsure(ctx, job); err != nil {
+	if err := r.resolveUnsure(ctx, job, now); err != nil {
 		t.Fatal(err)
 	}
 	written, created := r.decided.of(job)
@@ -85,6 +85,56 @@ func passWith(t *testing.T, r *LockedCronJobReconciler, job *v1alpha1.LockedCron
 	}
 	r.manualRun(ctx, p, nil, nil)
 	return p
+}
+
+// TestLostPrepareAnswerAfterTheInstant: the same lost prepare POST, resolved by a pass
+// after the pod's instant while the pod cache does not show the pod yet (a
+// kube-apiserver restart makes both): the pod stands for its occurrence, which is not
+// counted missed while the pod runs it.
+func TestLostPrepareAnswerAfterTheInstant(t *testing.T) {
+	at := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.StartingDeadlineSeconds = ptr.To(int64(10))
+	job.Status.LastScheduleTime = &metav1.Time{Time: at.Add(-time.Minute)}
+	pod, err := runpod.Build(job, at, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+	r := &LockedCronJobReconciler{Client: fakeAPI(t), APIReader: fakeAPI(t, pod), Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r.decided.noteUnsure(job, at)
+
+	p := passWith(t, r, job, at.Add(20*time.Second))
+	if c := p.status.Counters; c.Missed != 0 {
+		t.Errorf("occurrence %s, its pod in the API server: Missed %d, want 0 (recent %+v)", at.Format(time.RFC3339), c.Missed, p.status.Recent)
+	}
+	if lst := p.status.LastScheduleTime; lst == nil || !lst.Time.Equal(at) {
+		t.Errorf("lastScheduleTime %v, want %s", lst, at.Format(time.RFC3339))
+	}
+}
+
+// TestClockBehindCountsDecidedPreparedPod: a prepared pod whose occurrence status has
+// decided (lastScheduleTime), deleted before its job started, seen by a pass whose clock
+// is behind the instant (a new leader on a slower node): it is the occurrence's pod, counted
+// missed, not a prepared pod to release uncounted while no pass comes back to its
+// occurrence.
+func TestClockBehindCountsDecidedPreparedPod(t *testing.T) {
+	at := passAt
+	job := passJob("* * * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: at}
+	pod, err := runpod.Build(job, at, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+	pod.DeletionTimestamp = &metav1.Time{Time: at.Add(10 * time.Second)}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}
+	p := &pass{job: job, status: job.Status.DeepCopy(), now: at.Add(-5 * time.Second), log: logr.Discard()}
+	p.track([]corev1.Pod{*pod})
+	if got := p.status.Counters.Missed; got != 1 {
+		t.Fatalf("occurrence %s decided, its pod deleted unstarted: Missed %d, want 1 (aside %v, recent %+v)", at.Format(time.RFC3339), got, p.aside, p.status.Recent)
+	}
 }
 
 // TestLostPrepareAnswerLeavesTheOccurrenceToTheSchedule: a prepare pass's POST whose
@@ -107,7 +157,7 @@ func TestLostPrepareAnswerLeavesTheOccurrenceToTheSchedule(t *testing.T) {
 	cl := fakeAPI(t, pod)
 	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
 	r.decided.noteUnsure(job, at)
-	if err := r.resolveUnsure(context.Background(), job); err != nil {
+	if err := r.resolveUnsure(context.Background(), job, at.Add(-25*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	// Then a blackout window opened at at-10s and the pod was withdrawn and is gone.

@@ -71,6 +71,11 @@ type Input struct {
 	// Blackout describes the blackout in effect now ("" if none). A pod whose job has not
 	// started when a blackout is in effect was created before it began: it does not start.
 	Blackout string
+	// Decided is the newest occurrence the job's status has decided (lastScheduleTime):
+	// a pod of an occurrence at or before it is that occurrence's, never a prepared pod
+	// still to be decided, whatever the pass's clock says (one behind the clock that
+	// decided it: an NTP step back, a new leader on a slower node).
+	Decided time.Time
 }
 
 // Decision is the verdict for one pod. Recheck, when set, is when the verdict of an
@@ -95,7 +100,7 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead {
 		return decideWithdrawnAhead(pod, in.Now, started, ended)
 	}
-	if why := takenAwayAhead(pod, occurrence, in.Now, ended); why != "" && !manual {
+	if why := takenAwayAhead(pod, occurrence, in, ended); why != "" && !manual {
 		return Decision{Verdict: WithdrawAhead, Reason: why}
 	}
 	if pod.DeletionTimestamp != nil && !started {
@@ -177,13 +182,15 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 // a node whose clock is ahead; a skip; a kubelet that refused it, OutOfcpu) is its
 // occurrence's outcome: replaced, it would run again, or fail again in a loop.
 //
-// "Before the instant" is judged on the controller's clock alone: what the pass sees of a
-// pod happened before its now, so a deletion it sees while its now is before the instant
-// was asked for before it. The API server's timestamps (creation, deletion) are another
-// clock, and so is a former leader's: a pod without the mark was made by a pass that
-// decided its occurrence at its instant, whatever this pass's clock says of it now.
-func takenAwayAhead(pod *corev1.Pod, occurrence, now time.Time, ended bool) string {
-	if _, marked := pod.Annotations[runpod.AnnotationPreparedAhead]; !marked || !now.Before(occurrence) {
+// "Before the instant" is judged on the controller's clock alone: a deletion the pass sees
+// while its clock (read just before it lists the pods) is before the instant was asked for
+// before it. The API server's timestamps (creation, deletion) are another clock, and so is
+// a former leader's: a pod without the mark was made by a pass that decided its occurrence
+// at its instant, and one whose occurrence status has decided (in.Decided) was the
+// occurrence's own, whatever this pass's clock says of them now.
+func takenAwayAhead(pod *corev1.Pod, occurrence time.Time, in Input, ended bool) string {
+	_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
+	if !marked || !in.Now.Before(occurrence) || !occurrence.After(in.Decided) {
 		return ""
 	}
 	if ended && !interrupted(pod) && (pod.DeletionTimestamp == nil || Started(pod)) {
