@@ -46,6 +46,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	wrapcfg "github.com/lockedcron/lockedcron/internal/wrapper/config"
 	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
 	"github.com/lockedcron/lockedcron/test/soak/checker"
 )
@@ -134,6 +135,7 @@ type soak struct {
 	hostProcs map[int]bool // process group ids of running host lockwraps
 	faults    map[FaultKind]int
 	faultLog  []string
+	kills     []checker.Kill // the runs job-kill-9 hit
 }
 
 func TestSoak(t *testing.T) {
@@ -620,6 +622,7 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 		h.Decisions = append(h.Decisions, d)
 	}
 	h.Contenders = append(h.Contenders, checker.Contender{Name: hostName, Key: mainKey, Scheduled: slices.Clone(s.hostOccs)})
+	h.Kills = slices.Clone(s.kills)
 	s.mu.Unlock()
 	for _, c := range cons {
 		var job v1alpha1.LockedCronJob
@@ -749,8 +752,45 @@ func (s *soak) killJob() string {
 		return ""
 	}
 	pid := pids[int(time.Now().UnixNano()%int64(len(pids)))]
+	// The run it hits, named as its audit records name it (lockwrap gives the job its
+	// occurrence and holder): the kill can land after the job's end record and before its
+	// exit, and the checker must know that run did not end as its record says.
+	run, ok := runOfProcess(pid)
+	if !ok {
+		return "" // exited meanwhile (a zombie, or gone): nothing to hit
+	}
 	err := syscall.Kill(pid, syscall.SIGKILL)
-	return fmt.Sprintf("SIGKILL job pid %d (err %v)", pid, err)
+	if err == nil {
+		s.mu.Lock()
+		s.kills = append(s.kills, run)
+		s.mu.Unlock()
+	}
+	return fmt.Sprintf("SIGKILL job pid %d, %s %s (err %v)", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339), err)
+}
+
+// runOfProcess names the run a live job process belongs to, from the environment lockwrap
+// gave it; false when the process has exited (gone, or a zombie its lockwrap has not reaped).
+func runOfProcess(pid int) (checker.Kill, bool) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	// The state follows the command's closing parenthesis: "pid (comm) S …".
+	if i := strings.LastIndexByte(string(stat), ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+		return checker.Kill{}, false
+	}
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return checker.Kill{}, false
+	}
+	run := checker.Kill{Key: mainKey}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case wrapcfg.EnvHolder:
+			run.Holder = v
+		case wrapcfg.EnvOccurrence:
+			run.Occurrence, _ = time.Parse(time.RFC3339, v)
+		}
+	}
+	return run, run.Holder != "" && !run.Occurrence.IsZero()
 }
 
 // stopHostLockwrap SIGSTOPs a running host lockwrap's process group (lockwrap and its job, a
@@ -828,11 +868,12 @@ func (s *soak) writeResult(res checker.Result, h checker.History, plan []Fault) 
 
 func printSummary(w io.Writer, sum summary) {
 	fmt.Fprintf(w, "\nsoak result: seed %d, duration %s, schedule %q\n\n", sum.Seed, sum.Duration, sum.Schedule)
-	fmt.Fprintln(w, "| key | scheduled | executed | runs (re-runs) | succeeded | failed | lock lost | skipped | suppressed | blackout | missed | interrupted | errors | fenced overlaps | re-runs after a lost holder's success |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| key | scheduled | executed | runs (re-runs) | succeeded | failed | lock lost | skipped | suppressed | blackout | missed | interrupted | errors | fenced overlaps | re-runs after a lost holder's success | re-runs after a kill past the end record |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range sum.Keys {
-		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", k.Key, k.Scheduled, k.Executed,
-			k.Executions, k.Reruns, k.Succeeded, k.Failed, k.LockLost, k.Skipped, k.Suppressed, k.Blackout, k.Missed, k.Interrupted, k.Errors, k.FencedOverlaps, k.LostHolderReruns)
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", k.Key, k.Scheduled, k.Executed,
+			k.Executions, k.Reruns, k.Succeeded, k.Failed, k.LockLost, k.Skipped, k.Suppressed, k.Blackout, k.Missed, k.Interrupted, k.Errors, k.FencedOverlaps, k.LostHolderReruns,
+			k.KilledReruns)
 	}
 	fmt.Fprintln(w, "\n| fault | injected |\n|---|---|")
 	for _, k := range FaultKinds {

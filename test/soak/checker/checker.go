@@ -6,7 +6,8 @@
 // The rules (each broken one is a Violation):
 //
 //   - Duplicate: an occurrence of a key runs at most once, except that a run which did not
-//     succeed (exit ≠ 0, or killed before its end record) may be followed by
+//     succeed (exit ≠ 0, killed before its end record, or SIGKILLed by the soak between its
+//     end record and its exit, which its lockwrap reported as a failure) may be followed by
 //     another run of the same occurrence — the documented re-run of a failed or crashed
 //     occurrence. No run may start after a run of the same occurrence that succeeded —
 //     unless that run's holder reported LockLost: its lockwrap was paused (SIGSTOP, a
@@ -89,6 +90,15 @@ type History struct {
 	Executions []Execution
 	Decisions  []Decision
 	Contenders []Contender
+	// Kills are the runs the soak SIGKILLed (job-kill-9).
+	Kills []Kill
+}
+
+// Kill is one run of a job the soak SIGKILLed, named as its audit records name it.
+type Kill struct {
+	Key        string
+	Holder     string
+	Occurrence time.Time
 }
 
 // Kind names the rule a Violation breaks.
@@ -130,6 +140,9 @@ type KeyStats struct {
 	// LostHolderReruns: runs of an occurrence that had succeeded in a run whose holder
 	// reported LockLost (the success could not be recorded in time).
 	LostHolderReruns int
+	// KilledReruns: runs of an occurrence after a run the soak SIGKILLed between its end
+	// record (exit 0) and its exit, which its lockwrap reported as a failure.
+	KilledReruns int
 }
 
 // Result is the verdict.
@@ -163,6 +176,7 @@ func Check(h History, timeout time.Duration) Result {
 		byKey[e.Key] = append(byKey[e.Key], i)
 	}
 	lost := lostRuns(h.Decisions)
+	killed := killedRuns(h.Kills, h.Decisions)
 	stats := map[string]*KeyStats{}
 	stat := func(key string) *KeyStats {
 		if s, ok := stats[key]; ok {
@@ -174,7 +188,7 @@ func Check(h History, timeout time.Duration) Result {
 	}
 	for key, idx := range byKey {
 		s := stat(key)
-		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, lost, s)...)
+		res.Violations = append(res.Violations, checkDuplicates(key, execs, idx, lost, killed, s)...)
 		res.Violations = append(res.Violations, checkTokens(key, execs, idx)...)
 		res.Violations = append(res.Violations, checkEarly(key, execs, idx)...)
 		s.FencedOverlaps = fencedOverlaps(execs, idx, lost)
@@ -217,6 +231,27 @@ func lostRuns(ds []Decision) map[runID]bool {
 	return m
 }
 
+// killedRuns are the runs the soak SIGKILLed that their holders did not report as a
+// success. A kill can land after the job's end record (exit 0) and before its exit: its
+// lockwrap then saw a killed job and recorded a failure, and the occurrence may run again,
+// although the audit list says it exited 0. A kill its holder reported as a success landed
+// on a job that had exited already: its end record stands.
+func killedRuns(kills []Kill, ds []Decision) map[runID]bool {
+	succeeded := map[runID]bool{}
+	for _, d := range ds {
+		if d.Outcome == report.Succeeded {
+			succeeded[runIDOf(d.Key, d.Holder, d.Occurrence)] = true
+		}
+	}
+	m := map[runID]bool{}
+	for _, k := range kills {
+		if id := runIDOf(k.Key, k.Holder, k.Occurrence); !succeeded[id] {
+			m[id] = true
+		}
+	}
+	return m
+}
+
 func (e Execution) id() runID { return runIDOf(e.Key, e.Holder, e.Occurrence) }
 
 // failed: the job did not exit 0 (killed before its end record, or failed), so its
@@ -236,7 +271,7 @@ func (e Execution) String() string {
 		e.Occurrence.UTC().Format(time.RFC3339), e.Holder, e.Token, e.Start.UTC().Format("15:04:05.000"), end, e.Exit)
 }
 
-func checkDuplicates(key string, execs []Execution, idx []int, lost map[runID]bool, s *KeyStats) []Violation {
+func checkDuplicates(key string, execs []Execution, idx []int, lost, killed map[runID]bool, s *KeyStats) []Violation {
 	var out []Violation
 	byOcc := map[int64][]int{}
 	var order []int64
@@ -254,16 +289,20 @@ func checkDuplicates(key string, execs []Execution, idx []int, lost map[runID]bo
 		s.Reruns += len(runs) - 1
 		for j := 1; j < len(runs); j++ {
 			for _, prev := range runs[:j] {
-				if !execs[prev].failed() && lost[execs[prev].id()] {
+				e := execs[prev]
+				switch {
+				case e.failed():
+					continue // not a success by its own records
+				case killed[e.id()]:
+					s.KilledReruns++
+				case lost[e.id()]:
 					s.LostHolderReruns++
-					break
-				}
-				if !execs[prev].failed() {
+				default:
 					out = append(out, Violation{Kind: KindDuplicate, Key: key, Message: fmt.Sprintf(
 						"occurrence %s ran again after it succeeded: %v then %v",
 						execs[prev].Occurrence.UTC().Format(time.RFC3339), execs[prev], execs[runs[j]])})
-					break
 				}
+				break // the first earlier success judges this run
 			}
 		}
 	}

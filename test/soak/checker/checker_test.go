@@ -303,3 +303,60 @@ func TestRerunAfterALostHoldersSuccessIsCountedNotAViolation(t *testing.T) {
 		t.Fatalf("LostHolderReruns = %d, want 1 (%v)", reruns, r.Violations)
 	}
 }
+
+// killedAfterItsEndRecord is clean() plus occurrence 30, whose ns-a job wrote its end record
+// (exit 0) and was then SIGKILLed by the soak before it exited (seed 801356052, CI of
+// 2026-12-03): lockwrap saw a killed job and recorded a failure, reported as Failed with
+// exit code 137, and ns-b ran the occurrence again. kill says whether the soak logged the
+// kill; outcome is what ns-a's lockwrap reported.
+func killedAfterItsEndRecord(kill bool, outcome report.Outcome, exit int) History {
+	w := clean()
+	at := w.occ(30, "ns-a", 9000, time.Second, 0)
+	d := &w.h.Decisions[len(w.h.Decisions)-3]
+	d.Outcome, d.ExitCode = outcome, exit
+	c := w.counter["ns-a"]
+	if outcome != report.Succeeded {
+		c.Succeeded--
+		c.Failed++
+	}
+	// ns-b's skip of 30 becomes a run of it after ns-a's.
+	w.h.Decisions = slices.DeleteFunc(w.h.Decisions, func(d Decision) bool { return d.Contender == "ns-b" && d.Occurrence.Equal(at) })
+	w.counter["ns-b"].SkippedContention--
+	s := at.Add(1500 * time.Millisecond)
+	w.h.Executions = append(w.h.Executions, Execution{Key: "k", Occurrence: at, Holder: holder("ns-b", at), Token: 9010,
+		Start: s, End: s.Add(time.Second)})
+	w.decide("ns-b", at, Decision{Outcome: report.Succeeded, Token: 9010})
+	if kill {
+		w.h.Kills = append(w.h.Kills, Kill{Key: "k", Holder: holder("ns-a", at), Occurrence: at})
+	}
+	return w.h
+}
+
+// A job the soak SIGKILLed between its end record (exit 0) and its exit did not succeed:
+// its lockwrap saw it killed and recorded a failure, and the occurrence may run again. The
+// same re-run stays a Duplicate when the soak did not kill the job (its exit status was
+// what lockwrap reported wrongly) or when its lockwrap reported a success (the kill landed
+// on a job that had exited already).
+func TestRunKilledAfterItsEndRecordMayRunAgain(t *testing.T) {
+	r := Check(killedAfterItsEndRecord(true, report.Failed, 137), 10*time.Second)
+	if !r.OK() {
+		t.Fatalf("a re-run after a job killed past its end record is a violation: %v", r.Violations)
+	}
+	if r.Keys[0].KilledReruns != 1 {
+		t.Errorf("KilledReruns = %d, want 1 (counted, not excused silently)", r.Keys[0].KilledReruns)
+	}
+	for _, c := range []struct {
+		name    string
+		kill    bool
+		outcome report.Outcome
+		exit    int
+	}{
+		{"no kill logged", false, report.Failed, 137},
+		{"killed but reported a success", true, report.Succeeded, 0},
+	} {
+		r := Check(killedAfterItsEndRecord(c.kill, c.outcome, c.exit), 10*time.Second)
+		if got := kinds(r); !slices.Equal(got, []Kind{KindDuplicate}) {
+			t.Errorf("%s: kinds = %v, want [Duplicate]: %v", c.name, got, r.Violations)
+		}
+	}
+}
