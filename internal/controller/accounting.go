@@ -83,6 +83,14 @@ func (p *pass) recordN(outcome, cause string, occ time.Time, n int64, reason str
 	p.log.Info("occurrence decided", "outcome", outcome, "occurrence", at, "count", n, "reason", reason)
 }
 
+// decidedUpTo is the newest occurrence st has decided: lastScheduleTime (zero when none).
+func decidedUpTo(st *v1alpha1.LockedCronJobStatus) time.Time {
+	if st.LastScheduleTime == nil {
+		return time.Time{}
+	}
+	return st.LastScheduleTime.Time
+}
+
 // track decides what becomes of each of the job's pods (package tracking): active pods
 // go to p.active; finished pods, and pods that never started or were lost, are counted
 // (p.count); pods counted in an earlier pass are settled (marked, released, deleted).
@@ -92,10 +100,7 @@ func (p *pass) track(pods []corev1.Pod) {
 	for _, n := range p.status.CountedPods {
 		pending[n] = true
 	}
-	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job)}
-	if lst := p.status.LastScheduleTime; lst != nil {
-		in.Decided = lst.Time
-	}
+	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job), Decided: decidedUpTo(p.status)}
 	for i := range pods {
 		pod := &pods[i]
 		counted := pod.Labels[runpod.LabelCounted] == "true"

@@ -328,12 +328,12 @@ func (r *LockedCronJobReconciler) resolveUnsure(ctx context.Context, job *v1alph
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: runpod.Name(job.Name, occ)}, &pod)
 	switch {
 	case err == nil:
-		// A prepared pod whose instant is still to come does not decide its occurrence:
+		// A pod still prepared (tracking.StillPrepared) does not decide its occurrence:
 		// the schedule decides it at its instant, as when a prepare POST's answer came
 		// (startOccurrence). Once the instant has come it stands for its occurrence, as
 		// any pod: the cache may not show it yet.
-		_, prepared := pod.Annotations[runpod.AnnotationPreparedAhead]
-		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job) && !(prepared && now.Before(occ)))
+		prepared := tracking.StillPrepared(&pod, occ, now, decidedUpTo(&job.Status))
+		r.decided.resolve(job, occ, metav1.IsControlledBy(&pod, job) && !prepared)
 		return nil
 	case apierrors.IsNotFound(err):
 		r.decided.resolve(job, occ, false)

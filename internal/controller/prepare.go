@@ -82,26 +82,15 @@ func (p *pass) hasPod(name string) bool {
 	return false
 }
 
-// withdrawPrepared takes back the prepared pods (occurrence still to come) that the
-// job no longer wants: all of them when suspended, otherwise those that are not for
-// next or whose instant a blackout now covers. why says which. A pod whose occurrence
-// status has already decided (at or before lastScheduleTime), or that was not created
-// ahead (no runpod.AnnotationPreparedAhead: a pass decided it at its instant, and its
-// status write was deferred), is not prepared, whatever this pass's clock says: a clock
-// behind the one that decided it (an NTP step back, a new leader on a slower node) would
-// otherwise stop a running job, or withdraw an unstarted pod uncounted while no later pass
-// comes back to its occurrence. (The mark, not the pod's creation time: that is the API
-// server's clock, and a pod prepared a few seconds ahead by a controller whose clock is
-// behind it carries a creation time after its instant.)
+// withdrawPrepared takes back the prepared pods (tracking.StillPrepared: marked, occurrence
+// still to come and not decided) that the job no longer wants: all of them when
+// suspended, otherwise those that are not for next or whose instant a blackout now
+// covers. why says which.
 func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
-	var decided time.Time
-	if lst := p.status.LastScheduleTime; lst != nil {
-		decided = lst.Time
-	}
+	decided := decidedUpTo(p.status)
 	for _, pod := range p.active {
 		occ, err := runstatus.Occurrence(pod)
-		_, ahead := pod.Annotations[runpod.AnnotationPreparedAhead]
-		if err == nil && ahead && occ.After(p.now) && occ.After(decided) &&
+		if err == nil && tracking.StillPrepared(pod, occ, p.now, decided) &&
 			pod.Name == runpod.Name(p.job.Name, occ) && !p.aside[pod.Name] && !keep(occ) {
 			p.withdrawAhead(pod, why)
 		}

@@ -168,6 +168,21 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 	return Decision{Verdict: Active, Recheck: until}
 }
 
+// StillPrepared reports whether pod, of occurrence, is still a prepared pod at now: marked
+// by the pass that created it ahead of its instant (runpod.AnnotationPreparedAhead), its
+// instant still to come on the controller's clock (now), and its occurrence not decided by
+// the job's status (after decided, lastScheduleTime). Such a pod decides nothing yet: the
+// controller may withdraw it, and one taken away is released uncounted. Any other pod is
+// its occurrence's, whatever a clock behind the one that decided it says (an NTP step
+// back, a new leader on a slower node): withdrawn, it would stop a running job, or leave
+// its occurrence neither run nor counted. The mark, not the pod's creation time, says it
+// was prepared: that is the API server's clock, and a pod prepared a few seconds ahead by
+// a controller whose clock is behind it carries a creation time after its instant.
+func StillPrepared(pod *corev1.Pod, occurrence, now, decided time.Time) bool {
+	_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
+	return marked && now.Before(occurrence) && occurrence.After(decided)
+}
+
 // takenAwayAhead says why a pod prepared ahead of its occurrence (marked so by the pass
 // that prepared it, runpod.AnnotationPreparedAhead) was taken away before its instant by
 // someone else, its job not run, while the instant is still to come on the controller's
@@ -182,15 +197,12 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 // a node whose clock is ahead; a skip; a kubelet that refused it, OutOfcpu) is its
 // occurrence's outcome: replaced, it would run again, or fail again in a loop.
 //
-// "Before the instant" is judged on the controller's clock alone: a deletion the pass sees
-// while its clock (read just before it lists the pods) is before the instant was asked for
-// before it. The API server's timestamps (creation, deletion) are another clock, and so is
-// a former leader's: a pod without the mark was made by a pass that decided its occurrence
-// at its instant, and one whose occurrence status has decided (in.Decided) was the
-// occurrence's own, whatever this pass's clock says of them now.
+// "Before the instant" is judged on the controller's clock alone (StillPrepared): a
+// deletion the pass sees while its clock (read just before it lists the pods) is before the
+// instant was asked for before it. The API server's timestamps (creation, deletion) are
+// another clock.
 func takenAwayAhead(pod *corev1.Pod, occurrence time.Time, in Input, ended bool) string {
-	_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
-	if !marked || !in.Now.Before(occurrence) || !occurrence.After(in.Decided) {
+	if !StillPrepared(pod, occurrence, in.Now, in.Decided) {
 		return ""
 	}
 	if ended && !interrupted(pod) && (pod.DeletionTimestamp == nil || Started(pod)) {
