@@ -9,6 +9,7 @@
 package soak
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -755,11 +756,14 @@ func (s *soak) killJob() string {
 	// The run it hits, named as its audit records name it (lockwrap gives the job its
 	// occurrence and holder): the kill can land after the job's end record and before its
 	// exit, and the checker must know that run did not end as its record says.
-	run, ok := runOfProcess(pid)
-	if !ok {
-		return "" // exited meanwhile (a zombie, or gone): nothing to hit
+	run, err := runOfProcess(pid)
+	if err != nil {
+		// Not killed: a kill the checker could not tie to its run might land after the
+		// job's end record and show as a duplicate that is not one.
+		s.t.Logf("soak: job-kill-9 skipped pid %d: %v", pid, err)
+		return ""
 	}
-	err := syscall.Kill(pid, syscall.SIGKILL)
+	err = syscall.Kill(pid, syscall.SIGKILL)
 	if err == nil {
 		s.mu.Lock()
 		s.kills = append(s.kills, run)
@@ -769,16 +773,21 @@ func (s *soak) killJob() string {
 }
 
 // runOfProcess names the run a live job process belongs to, from the environment lockwrap
-// gave it; false when the process has exited (gone, or a zombie its lockwrap has not reaped).
-func runOfProcess(pid int) (checker.Kill, bool) {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	// The state follows the command's closing parenthesis: "pid (comm) S …".
-	if i := strings.LastIndexByte(string(stat), ')'); err != nil || i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-		return checker.Kill{}, false
-	}
-	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+// gave it; an error when the process has exited (gone, or a zombie its lockwrap has not
+// reaped) or its environment does not name its run.
+func runOfProcess(pid int) (checker.Kill, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
 	if err != nil {
-		return checker.Kill{}, false
+		return checker.Kill{}, err
+	}
+	// The state follows the command's closing parenthesis: "pid (comm) S …".
+	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
+		return checker.Kill{}, fmt.Errorf("exited (stat %q)", stat)
+	}
+	env, err := os.ReadFile(filepath.Join(dir, "environ"))
+	if err != nil {
+		return checker.Kill{}, err
 	}
 	run := checker.Kill{Key: mainKey}
 	for _, kv := range strings.Split(string(env), "\x00") {
@@ -790,7 +799,10 @@ func runOfProcess(pid int) (checker.Kill, bool) {
 			run.Occurrence, _ = time.Parse(time.RFC3339, v)
 		}
 	}
-	return run, run.Holder != "" && !run.Occurrence.IsZero()
+	if run.Holder == "" || run.Occurrence.IsZero() {
+		return checker.Kill{}, fmt.Errorf("its environment has no %s or %s", wrapcfg.EnvHolder, wrapcfg.EnvOccurrence)
+	}
+	return run, nil
 }
 
 // stopHostLockwrap SIGSTOPs a running host lockwrap's process group (lockwrap and its job, a

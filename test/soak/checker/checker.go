@@ -7,7 +7,8 @@
 //
 //   - Duplicate: an occurrence of a key runs at most once, except that a run which did not
 //     succeed (exit ≠ 0, killed before its end record, or SIGKILLed by the soak between its
-//     end record and its exit, which its lockwrap reported as a failure) may be followed by
+//     end record and its exit, which its lockwrap reported as a failure with exit code 137:
+//     counted as KilledReruns) may be followed by
 //     another run of the same occurrence — the documented re-run of a failed or crashed
 //     occurrence. No run may start after a run of the same occurrence that succeeded —
 //     unless that run's holder reported LockLost: its lockwrap was paused (SIGSTOP, a
@@ -231,21 +232,22 @@ func lostRuns(ds []Decision) map[runID]bool {
 	return m
 }
 
-// killedRuns are the runs the soak SIGKILLed that their holders did not report as a
-// success. A kill can land after the job's end record (exit 0) and before its exit: its
-// lockwrap then saw a killed job and recorded a failure, and the occurrence may run again,
-// although the audit list says it exited 0. A kill its holder reported as a success landed
-// on a job that had exited already: its end record stands.
+// killedRuns are the runs the soak SIGKILLed that their holders reported as killed by it: a
+// failure with exit code 137 (128 + SIGKILL). A kill can land after the job's end record
+// (exit 0) and before its exit: its lockwrap then saw a killed job and recorded a failure,
+// and the occurrence may run again, although the audit list says it exited 0. A kill its
+// holder reported otherwise (a success: it landed on a job that had exited; no report) is
+// not one: the run's end record stands.
 func killedRuns(kills []Kill, ds []Decision) map[runID]bool {
-	succeeded := map[runID]bool{}
+	byKill := map[runID]bool{}
 	for _, d := range ds {
-		if d.Outcome == report.Succeeded {
-			succeeded[runIDOf(d.Key, d.Holder, d.Occurrence)] = true
+		if d.Outcome == report.Failed && d.ExitCode == 128+9 {
+			byKill[runIDOf(d.Key, d.Holder, d.Occurrence)] = true
 		}
 	}
 	m := map[runID]bool{}
 	for _, k := range kills {
-		if id := runIDOf(k.Key, k.Holder, k.Occurrence); !succeeded[id] {
+		if id := runIDOf(k.Key, k.Holder, k.Occurrence); byKill[id] {
 			m[id] = true
 		}
 	}
@@ -288,21 +290,33 @@ func checkDuplicates(key string, execs []Execution, idx []int, lost, killed map[
 		runs := byOcc[o] // in start order
 		s.Reruns += len(runs) - 1
 		for j := 1; j < len(runs); j++ {
+			// Every earlier run judges this one: a success of its own records is a
+			// Duplicate unless it is excused (killed past its end record, or its holder
+			// lost the lock), and the re-run is counted as excused only when every earlier
+			// success is.
+			var dup *Execution
+			killedOne, lostOne := false, false
 			for _, prev := range runs[:j] {
-				e := execs[prev]
+				e := &execs[prev]
 				switch {
-				case e.failed():
-					continue // not a success by its own records
+				case e.failed(): // not a success by its own records
 				case killed[e.id()]:
-					s.KilledReruns++
+					killedOne = true
 				case lost[e.id()]:
-					s.LostHolderReruns++
-				default:
-					out = append(out, Violation{Kind: KindDuplicate, Key: key, Message: fmt.Sprintf(
-						"occurrence %s ran again after it succeeded: %v then %v",
-						execs[prev].Occurrence.UTC().Format(time.RFC3339), execs[prev], execs[runs[j]])})
+					lostOne = true
+				case dup == nil:
+					dup = e
 				}
-				break // the first earlier success judges this run
+			}
+			switch {
+			case dup != nil:
+				out = append(out, Violation{Kind: KindDuplicate, Key: key, Message: fmt.Sprintf(
+					"occurrence %s ran again after it succeeded: %v then %v",
+					dup.Occurrence.UTC().Format(time.RFC3339), *dup, execs[runs[j]])})
+			case killedOne:
+				s.KilledReruns++
+			case lostOne:
+				s.LostHolderReruns++
 			}
 		}
 	}

@@ -307,9 +307,10 @@ func TestRerunAfterALostHoldersSuccessIsCountedNotAViolation(t *testing.T) {
 // killedAfterItsEndRecord is clean() plus occurrence 30, whose ns-a job wrote its end record
 // (exit 0) and was then SIGKILLed by the soak before it exited (seed 801356052, CI of
 // 2026-12-03): lockwrap saw a killed job and recorded a failure, reported as Failed with
-// exit code 137, and ns-b ran the occurrence again. kill says whether the soak logged the
-// kill; outcome is what ns-a's lockwrap reported.
-func killedAfterItsEndRecord(kill bool, outcome report.Outcome, exit int) History {
+// exit code 137, and ns-b ran the occurrence again, with success. kill says whether the soak
+// logged the kill; outcome and exit are what ns-a's lockwrap reported; third adds a run of
+// vm after ns-b's success.
+func killedAfterItsEndRecord(kill bool, outcome report.Outcome, exit int, third bool) History {
 	w := clean()
 	at := w.occ(30, "ns-a", 9000, time.Second, 0)
 	d := &w.h.Decisions[len(w.h.Decisions)-3]
@@ -319,13 +320,22 @@ func killedAfterItsEndRecord(kill bool, outcome report.Outcome, exit int) Histor
 		c.Succeeded--
 		c.Failed++
 	}
-	// ns-b's skip of 30 becomes a run of it after ns-a's.
-	w.h.Decisions = slices.DeleteFunc(w.h.Decisions, func(d Decision) bool { return d.Contender == "ns-b" && d.Occurrence.Equal(at) })
+	// ns-b's skip of 30 (and vm's, with third) becomes a run of it after ns-a's.
+	again := []string{"ns-b"}
+	if third {
+		again = append(again, "vm")
+	}
+	w.h.Decisions = slices.DeleteFunc(w.h.Decisions, func(d Decision) bool {
+		return slices.Contains(again, d.Contender) && d.Occurrence.Equal(at)
+	})
 	w.counter["ns-b"].SkippedContention--
-	s := at.Add(1500 * time.Millisecond)
-	w.h.Executions = append(w.h.Executions, Execution{Key: "k", Occurrence: at, Holder: holder("ns-b", at), Token: 9010,
-		Start: s, End: s.Add(time.Second)})
-	w.decide("ns-b", at, Decision{Outcome: report.Succeeded, Token: 9010})
+	for i, con := range again {
+		s := at.Add(time.Duration(1500+1500*i) * time.Millisecond)
+		tok := int64(9010 + 10*i)
+		w.h.Executions = append(w.h.Executions, Execution{Key: "k", Occurrence: at, Holder: holder(con, at), Token: tok,
+			Start: s, End: s.Add(time.Second)})
+		w.decide(con, at, Decision{Outcome: report.Succeeded, Token: tok})
+	}
 	if kill {
 		w.h.Kills = append(w.h.Kills, Kill{Key: "k", Holder: holder("ns-a", at), Occurrence: at})
 	}
@@ -333,12 +343,13 @@ func killedAfterItsEndRecord(kill bool, outcome report.Outcome, exit int) Histor
 }
 
 // A job the soak SIGKILLed between its end record (exit 0) and its exit did not succeed:
-// its lockwrap saw it killed and recorded a failure, and the occurrence may run again. The
-// same re-run stays a Duplicate when the soak did not kill the job (its exit status was
-// what lockwrap reported wrongly) or when its lockwrap reported a success (the kill landed
-// on a job that had exited already).
+// its lockwrap saw it killed and recorded a failure, and the occurrence may run again,
+// counted. The same re-run stays a Duplicate when the soak did not kill the job (its exit
+// status was what lockwrap reported wrongly), when its lockwrap reported a success (the kill
+// landed on a job that had exited already) or another failure than the kill's, and a run
+// after the re-run's success is a Duplicate whatever came before it.
 func TestRunKilledAfterItsEndRecordMayRunAgain(t *testing.T) {
-	r := Check(killedAfterItsEndRecord(true, report.Failed, 137), 10*time.Second)
+	r := Check(killedAfterItsEndRecord(true, report.Failed, 137, false), 10*time.Second)
 	if !r.OK() {
 		t.Fatalf("a re-run after a job killed past its end record is a violation: %v", r.Violations)
 	}
@@ -350,11 +361,14 @@ func TestRunKilledAfterItsEndRecordMayRunAgain(t *testing.T) {
 		kill    bool
 		outcome report.Outcome
 		exit    int
+		third   bool
 	}{
-		{"no kill logged", false, report.Failed, 137},
-		{"killed but reported a success", true, report.Succeeded, 0},
+		{"no kill logged", false, report.Failed, 137, false},
+		{"killed but reported a success", true, report.Succeeded, 0, false},
+		{"killed but reported another failure", true, report.Failed, 70, false},
+		{"a run after the re-run's success", true, report.Failed, 137, true},
 	} {
-		r := Check(killedAfterItsEndRecord(c.kill, c.outcome, c.exit), 10*time.Second)
+		r := Check(killedAfterItsEndRecord(c.kill, c.outcome, c.exit, c.third), 10*time.Second)
 		if got := kinds(r); !slices.Equal(got, []Kind{KindDuplicate}) {
 			t.Errorf("%s: kinds = %v, want [Duplicate]: %v", c.name, got, r.Violations)
 		}
