@@ -9,7 +9,6 @@
 package soak
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -47,7 +46,6 @@ import (
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
-	wrapcfg "github.com/lockedcron/lockedcron/internal/wrapper/config"
 	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
 	"github.com/lockedcron/lockedcron/test/soak/checker"
 )
@@ -756,7 +754,7 @@ func (s *soak) killJob() string {
 	// The run it hits, named as its audit records name it (lockwrap gives the job its
 	// occurrence and holder): the kill can land after the job's end record and before its
 	// exit, and the checker must know that run did not end as its record says.
-	run, err := runOfProcess(pid)
+	run, err := runOfProcess(pid, mainKey)
 	if err != nil {
 		// Not killed: a kill the checker could not tie to its run might land after the
 		// job's end record and show as a duplicate that is not one.
@@ -770,39 +768,6 @@ func (s *soak) killJob() string {
 		s.mu.Unlock()
 	}
 	return fmt.Sprintf("SIGKILL job pid %d, %s %s (err %v)", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339), err)
-}
-
-// runOfProcess names the run a live job process belongs to, from the environment lockwrap
-// gave it; an error when the process has exited (gone, or a zombie its lockwrap has not
-// reaped) or its environment does not name its run.
-func runOfProcess(pid int) (checker.Kill, error) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid))
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
-	if err != nil {
-		return checker.Kill{}, err
-	}
-	// The state follows the command's closing parenthesis: "pid (comm) S …".
-	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' {
-		return checker.Kill{}, fmt.Errorf("exited (stat %q)", stat)
-	}
-	env, err := os.ReadFile(filepath.Join(dir, "environ"))
-	if err != nil {
-		return checker.Kill{}, err
-	}
-	run := checker.Kill{Key: mainKey}
-	for _, kv := range strings.Split(string(env), "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case wrapcfg.EnvHolder:
-			run.Holder = v
-		case wrapcfg.EnvOccurrence:
-			run.Occurrence, _ = time.Parse(time.RFC3339, v)
-		}
-	}
-	if run.Holder == "" || run.Occurrence.IsZero() {
-		return checker.Kill{}, fmt.Errorf("its environment has no %s or %s", wrapcfg.EnvHolder, wrapcfg.EnvOccurrence)
-	}
-	return run, nil
 }
 
 // stopHostLockwrap SIGSTOPs a running host lockwrap's process group (lockwrap and its job, a
