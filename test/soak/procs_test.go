@@ -28,7 +28,7 @@ func sleeper(t *testing.T, env ...string) *exec.Cmd {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(cmd.Env, append(env, "SOAK_TEST_EXECED=1")...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,15 @@ func sleeper(t *testing.T, env ...string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	// Start can return before /proc/<pid>/environ shows the new environment: under load it
+	// showed this process's (the one forked) in about 30 of 500 runs. Wait for the marker.
+	execed := func(context.Context) (bool, error) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ"))
+		return err == nil && strings.Contains(string(b), "\x00SOAK_TEST_EXECED=1\x00"), nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, execed); err != nil {
+		t.Fatalf("pid %d never showed its environment: %v", cmd.Process.Pid, err)
+	}
 	return cmd
 }
 
