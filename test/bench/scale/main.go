@@ -726,6 +726,9 @@ func run(c config, n int) (res []result, err error) {
 			logf("warning: heap profile: %v", err)
 		}
 	}
+	if err := eventSummary(ctx, cs); err != nil {
+		logf("warning: listing Events: %v", err)
+	}
 	simErrs.each(func(msg string, n int) {
 		logf("warning: marking a pod running failed %d times: %s", n, msg)
 	})
@@ -1252,4 +1255,40 @@ func nativeControllers(c config) string {
 		return "cronjob-controller,job-controller"
 	}
 	return "cronjob-controller"
+}
+
+// eventSummary logs the manager's Events at the window's end by type, reason and action:
+// how many exist and how many are series (the events/v1 recorder caches each it wrote
+// until its series ends, 6 min after its last repeat, or for 6 min a single one: that
+// cache is part of the manager's heap).
+func eventSummary(ctx context.Context, cs kubernetes.Interface) error {
+	type key struct{ typ, reason, action string }
+	count, series := map[key]int{}, map[key]int{}
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		l, err := cs.EventsV1().Events("").List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for _, e := range l.Items {
+			if e.ReportingController != "lockedcron-controller" {
+				continue
+			}
+			k := key{e.Type, e.Reason, e.Action}
+			count[k]++
+			if e.Series != nil {
+				series[k]++
+			}
+		}
+		if opts.Continue = l.Continue; opts.Continue == "" {
+			break
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(count), func(a, b key) int {
+		return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(a.reason, b.reason), cmp.Compare(a.action, b.action))
+	})
+	for _, k := range keys {
+		logf("manager Events: %d %s %s action %s (%d series)", count[k], k.typ, k.reason, k.action, series[k])
+	}
+	return nil
 }
