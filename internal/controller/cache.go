@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,7 +40,8 @@ func CacheOptions() cache.Options {
 // pass reads them; the controller writes pods only by patches computed between two copies
 // of the cached object (markCounted, withdrawPod, releasePods), which carry none of it.
 // Of a finished pod already counted, history, the status keeps only the phase
-// (isHistory). Anything else (a tombstone) passes unchanged.
+// (isHistory). It returns a cachedPod, which reads as that pod. Anything else (a
+// tombstone) passes unchanged.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -47,14 +49,66 @@ func slimPod(obj any) (any, error) {
 	}
 	pod.ManagedFields = nil
 	pod.Labels, pod.Annotations = ownKeys(pod.Labels), ownKeys(pod.Annotations)
-	pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
-	if isHistory(pod) {
-		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
-	} else {
-		pod.Status = slimPodStatus(pod.Status)
-	}
 	sharePodStrings(pod)
-	return pod, nil
+	c := &cachedPod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, nodeName: pod.Spec.NodeName, phase: pod.Status.Phase}
+	if !isHistory(pod) {
+		st := slimPodStatus(pod.Status)
+		c.status = &st
+	}
+	return c, nil
+}
+
+// cachedPod is what the manager's cache holds of one of the controller's pods (slimPod
+// makes it). A corev1.Pod holds its PodSpec (592 B) and PodStatus (384 B) inline however
+// little of them is set, and most cached pods are history, whose status is the phase
+// alone: a cachedPod holds the metadata, the node name, the phase, and the status slimPod
+// keeps only when it is more than the phase.
+//
+// It reads as the pod it stands for. The cache's readers (Get, List) hand out a
+// DeepCopyObject of the object held, and a cachedPod's is that *corev1.Pod, so every
+// pass reads pods as the API serves them, less what slimPod drops. What is handed the
+// held object itself (the pod informer's event handlers and predicates, the field
+// indexer) reads it as a client.Object (its metadata) or through podOf. The informer's
+// mutation detector (KUBE_CACHE_MUTATION_DETECTOR=true, a client-go debugging aid) would
+// take the pod for a changed copy and must stay off, as it is by default.
+type cachedPod struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	nodeName string
+	phase    corev1.PodPhase
+	status   *corev1.PodStatus // nil for history: the phase alone
+}
+
+// DeepCopyObject returns a copy of the pod it stands for (see cachedPod).
+func (c *cachedPod) DeepCopyObject() runtime.Object {
+	p := c.view()
+	p.ObjectMeta = *c.ObjectMeta.DeepCopy()
+	p.Status = *p.Status.DeepCopy()
+	return p
+}
+
+// view returns the pod it stands for, sharing the cached memory: to be read, never changed.
+func (c *cachedPod) view() *corev1.Pod {
+	p := &corev1.Pod{TypeMeta: c.TypeMeta, ObjectMeta: c.ObjectMeta}
+	p.Spec.NodeName = c.nodeName
+	if c.status != nil {
+		p.Status = *c.status
+	} else {
+		p.Status.Phase = c.phase
+	}
+	return p
+}
+
+// podOf reads an object the pod informer hands its handlers: the cache's cachedPod, or a
+// *corev1.Pod (a cache without slimPod, a test's). The pod is to be read, never changed.
+func podOf(obj any) (*corev1.Pod, bool) {
+	switch p := obj.(type) {
+	case *corev1.Pod:
+		return p, true
+	case *cachedPod:
+		return p.view(), true
+	}
+	return nil, false
 }
 
 // isHistory reports whether a pod is history: finished, labelled counted (its report was

@@ -12,8 +12,10 @@ import (
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -45,11 +47,7 @@ func TestSlimPod(t *testing.T) {
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
 	}
-	obj, err := slimPod(full.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	slim := obj.(*corev1.Pod)
+	slim := cached(t, full.DeepCopy())
 	if slim.Spec.NodeName != "node-1" || len(slim.Spec.Containers) != 0 || len(slim.Spec.InitContainers) != 0 || slim.ManagedFields != nil {
 		t.Errorf("slim pod keeps spec %+v, managed fields %v; want only spec.nodeName", slim.Spec, slim.ManagedFields)
 	}
@@ -224,11 +222,7 @@ func TestSlimPodStatus(t *testing.T) {
 			if ahead {
 				whole.Annotations[runpod.AnnotationWithdrawnAhead] = "suspended"
 			}
-			obj, err := slimPod(whole.DeepCopy())
-			if err != nil {
-				t.Fatal(err)
-			}
-			slim := obj.(*corev1.Pod)
+			slim := cached(t, whole.DeepCopy())
 			if len(slim.Status.Conditions) > 1 || slim.Status.PodIP != "" || slim.Status.QOSClass != "" ||
 				slim.Status.ContainerStatuses != nil && (slim.Status.ContainerStatuses[0].ImageID != "" || slim.Status.ContainerStatuses[0].VolumeMounts != nil) {
 				t.Errorf("%s: the slim status keeps what no pass reads: %+v", name, slim.Status)
@@ -280,11 +274,7 @@ func TestSlimMetadata(t *testing.T) {
 		Annotations: map[string]string{"vault.hashicorp.com/agent-inject-template-config": big, "prometheus.io/scrape": "true"}}}
 	maps.Copy(pod.Labels, ownLabels)
 	maps.Copy(pod.Annotations, own)
-	obj, err := slimPod(pod.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	slim := obj.(*corev1.Pod)
+	slim := cached(t, pod.DeepCopy())
 	if !maps.Equal(slim.Labels, ownLabels) || !maps.Equal(slim.Annotations, own) {
 		t.Errorf("slim pod keeps labels %v and annotations %v; want only the controller's", slim.Labels, slices.Collect(maps.Keys(slim.Annotations)))
 	}
@@ -295,7 +285,7 @@ func TestSlimMetadata(t *testing.T) {
 	job.Labels = map[string]string{"team": "a"}
 	job.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big, "team.example.com/owner": "billing"}
 	maps.Copy(job.Annotations, request)
-	obj, err = slimJob(job.DeepCopy())
+	obj, err := slimJob(job.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,8 +325,7 @@ func TestSlimMetadata(t *testing.T) {
 
 	// Nothing to drop: the maps are kept as they are.
 	bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{runpod.LabelJob: "j"}}}
-	obj, _ = slimPod(bare)
-	if got := obj.(*corev1.Pod); got.Annotations != nil || !maps.Equal(got.Labels, map[string]string{runpod.LabelJob: "j"}) {
+	if got := cached(t, bare); got.Annotations != nil || !maps.Equal(got.Labels, map[string]string{runpod.LabelJob: "j"}) {
 		t.Errorf("slim bare pod: labels %v, annotations %v", got.Labels, got.Annotations)
 	}
 }
@@ -417,11 +406,7 @@ func TestSlimHistoryPod(t *testing.T) {
 		if c.deleted {
 			whole.DeletionTimestamp = &deleted
 		}
-		obj, err := slimPod(whole.DeepCopy())
-		if err != nil {
-			t.Fatal(err)
-		}
-		slim := obj.(*corev1.Pod)
+		slim := cached(t, whole.DeepCopy())
 		if kept := !reflect.DeepEqual(slim.Status, corev1.PodStatus{Phase: whole.Status.Phase}); kept == c.history {
 			t.Errorf("%s: history %v, but the cache keeps of its status %d conditions, %d init and %d container statuses",
 				c.name, c.history, len(slim.Status.Conditions), len(slim.Status.InitContainerStatuses), len(slim.Status.ContainerStatuses))
@@ -463,8 +448,81 @@ func TestSlimHistoryPod(t *testing.T) {
 	after.Labels[runpod.LabelCounted], after.Finalizers = "true", nil
 	o, _ := slimPod(before)
 	n, _ := slimPod(after)
-	if !podEvents.Update(crevent.UpdateEvent{ObjectOld: o.(*corev1.Pod), ObjectNew: n.(*corev1.Pod)}) {
+	if !podEvents.Update(crevent.UpdateEvent{ObjectOld: o.(client.Object), ObjectNew: n.(client.Object)}) {
 		t.Error("the update that makes a pod history does not wake its job's pass")
+	}
+}
+
+// TestCachedPodReadsAsAPod: what the cache holds of a pod (cachedPod) is handed out as a
+// *corev1.Pod by the cache's readers, which copy it with DeepCopyObject and, for a list,
+// set it into a PodList; it is an object the informer's handlers, the owner index and label
+// selectors read; and podEvents still lets through only the updates that change what a pass
+// reads.
+func TestCachedPodReadsAsAPod(t *testing.T) {
+	for _, history := range []bool{false, true} {
+		pod := finishedPod(t)
+		if !history {
+			delete(pod.Labels, runpod.LabelCounted)
+		}
+		want := pod.DeepCopy()
+		held, err := slimPod(pod.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, ok := held.(client.Object)
+		if !ok {
+			t.Fatalf("the cache holds %T, not a client.Object", held)
+		}
+
+		// Get copies the held object into the caller's pod; List sets the copies into the list.
+		got, ok := obj.DeepCopyObject().(*corev1.Pod)
+		if !ok {
+			t.Fatalf("a reader is handed %T", obj.DeepCopyObject())
+		}
+		var list corev1.PodList
+		if err := apimeta.SetList(&list, []kruntime.Object{obj.DeepCopyObject()}); err != nil {
+			t.Fatalf("a list of cached pods: %v", err)
+		}
+		if len(list.Items) != 1 || !reflect.DeepEqual(&list.Items[0], got) {
+			t.Errorf("the listed pod differs from the pod a Get hands out:\n%+v\n%+v", list.Items, got)
+		}
+		if got.Name != want.Name || got.UID != want.UID || got.Spec.NodeName != want.Spec.NodeName || got.Status.Phase != want.Status.Phase ||
+			!maps.Equal(got.Labels, want.Labels) || !reflect.DeepEqual(got.OwnerReferences, want.OwnerReferences) {
+			t.Errorf("history %v: a reader is handed %+v; want the metadata, node and phase of %+v", history, got, want)
+		}
+		if r := runstatus.ResultOf(got); !history && (r.Invalid != nil || r.Report.Outcome != report.Succeeded) {
+			t.Errorf("a pod not yet counted is handed out without its report: %+v", r)
+		}
+
+		// A reader's copy is its own: changing it leaves the cache as it was.
+		got.Labels[runpod.LabelCounted] = "changed"
+		got.Status.Phase = corev1.PodFailed
+		if again := obj.DeepCopyObject().(*corev1.Pod); again.Labels[runpod.LabelCounted] == "changed" || again.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("changing a reader's copy changed the cached pod: %+v", again)
+		}
+
+		// The owner index and the owner watch read its controller; label selectors its labels.
+		if owner := metav1.GetControllerOf(obj); owner == nil || owner.Name != "nightly-report" {
+			t.Errorf("controller of the cached pod: %+v", owner)
+		}
+		if m, err := apimeta.Accessor(obj); err != nil || m.GetLabels()[runpod.LabelJob] != "nightly-report" {
+			t.Errorf("labels of the cached pod: %v, %v", m, err)
+		}
+
+		// podEvents: an update that changes nothing a pass reads (a kubelet's status write of
+		// a field slimPod drops) is filtered; a deletion is let through.
+		bumped := pod.DeepCopy()
+		bumped.ResourceVersion = "123457"
+		bumped.Status.PodIP = "10.244.0.32"
+		newer, _ := slimPod(bumped.DeepCopy())
+		if podEvents.Update(crevent.UpdateEvent{ObjectOld: obj, ObjectNew: newer.(client.Object)}) {
+			t.Errorf("history %v: an update that changes nothing a pass reads wakes the pass", history)
+		}
+		bumped.DeletionTimestamp = &metav1.Time{Time: t0}
+		deleted, _ := slimPod(bumped.DeepCopy())
+		if !podEvents.Update(crevent.UpdateEvent{ObjectOld: obj, ObjectNew: deleted.(client.Object)}) {
+			t.Errorf("history %v: the pod's deletion does not wake the pass", history)
+		}
 	}
 }
 
@@ -485,19 +543,19 @@ func BenchmarkPodHeld(b *testing.B) {
 		b.Fatal(err)
 	}
 	const n = 2000
-	slim := func(p *corev1.Pod) *corev1.Pod { o, _ := slimPod(p); return o.(*corev1.Pod) }
+	slim := func(p *corev1.Pod) any { o, _ := slimPod(p); return o }
 	for _, tc := range []struct {
 		name      string
 		raw       []byte
-		transform func(*corev1.Pod) *corev1.Pod
+		transform func(*corev1.Pod) any
 	}{
-		{"decoded", raw, func(p *corev1.Pod) *corev1.Pod { return p }},
+		{"decoded", raw, func(p *corev1.Pod) any { return p }},
 		{"slimPod/finished", rawUncounted, slim},
 		{"slimPod/history", raw, slim},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				held := make([]*corev1.Pod, n)
+				held := make([]any, n)
 				before := heapInUse()
 				for i := range held {
 					var p corev1.Pod
@@ -539,6 +597,21 @@ func finishedPod(tb testing.TB) *corev1.Pod {
 		}, occ),
 	}
 	return pod
+}
+
+// cached returns what the cache's readers (Get, List) hand out for pod: slimPod's
+// object, copied as they copy it (cachedPod).
+func cached(tb testing.TB, pod *corev1.Pod) *corev1.Pod {
+	tb.Helper()
+	obj, err := slimPod(pod)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, ok := obj.(client.Object).DeepCopyObject().(*corev1.Pod)
+	if !ok {
+		tb.Fatalf("the cache hands out %T for a pod", obj.(client.Object).DeepCopyObject())
+	}
+	return p
 }
 
 func heapInUse() int64 {
@@ -661,7 +734,12 @@ func TestSlimSharesRepeatedStrings(t *testing.T) {
 	pod := finishedPod(t)
 	delete(pod.Labels, runpod.LabelCounted) // not history: slimPod keeps its container statuses
 	pod.Finalizers = []string{runpod.FinalizerTracking}
-	pods := cachedTwice(t, pod, sharePodStrings, slimPod)
+	heldPod := func(obj any) (any, error) { // the cachedPod's own memory (view), not a reader's copy
+		o, err := slimPod(obj)
+		p, _ := podOf(o)
+		return p, err
+	}
+	pods := cachedTwice(t, pod, sharePodStrings, heldPod)
 	a, b := pods[0], pods[1]
 	same("namespace", a.Namespace, b.Namespace)
 	same("node", a.Spec.NodeName, b.Spec.NodeName)

@@ -26,8 +26,8 @@ import (
 var podEvents = predicate.Funcs{
 	CreateFunc: func(crevent.CreateEvent) bool { return false },
 	UpdateFunc: func(e crevent.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Pod)
-		n, ok2 := e.ObjectNew.(*corev1.Pod)
+		o, ok1 := podOf(e.ObjectOld)
+		n, ok2 := podOf(e.ObjectNew)
 		return !ok1 || !ok2 || stateOf(o) != stateOf(n)
 	},
 }
