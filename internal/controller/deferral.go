@@ -106,10 +106,23 @@ func deferrable(old, next *v1alpha1.LockedCronJobStatus, news func(name string) 
 const startNewsDelay = 10 * time.Second
 
 // podNews is the news predicate of deferrable for the pass's active pods at now (newsAt).
+// A pod prepared ahead whose instant has come is news too, whenever its job started: the
+// write that moves lastScheduleTime onto it (deferrable) must not wait for its start's
+// news. Until that write lands the pod is still a prepared one for a pass whose clock is
+// behind the instant (a new leader on a slower node: tracking.StillPrepared), which a
+// suspend, schedule edit or blackout would withdraw, stopping a job lockwrap started on
+// the instant. It costs a write only where the pod's start was not yet news at the
+// instant (its container started less than startNewsDelay before it) and its job then
+// ends within startNewsDelay (else that write is the one its start or end makes).
 func podNews(active []*corev1.Pod, now time.Time) func(string) bool {
 	return func(name string) bool {
 		for _, p := range active {
 			if p.Name == name {
+				if _, prepared := p.Annotations[runpod.AnnotationPreparedAhead]; prepared {
+					if occ, err := runstatus.Occurrence(p); err == nil && !now.Before(occ) {
+						return true
+					}
+				}
 				at, ok := newsAt(p)
 				return ok && !now.Before(at)
 			}

@@ -188,3 +188,56 @@ func TestRecordsUnwritten(t *testing.T) {
 		}
 	}
 }
+
+// TestDecidingAPreparedPodIsNews: the write that moves lastScheduleTime onto a pod prepared
+// ahead (its instant come) is never deferred, whenever its job started. Until that write
+// lands, the pod is still a prepared one for a pass whose clock is behind the instant (a
+// new leader on a slower node; tracking.StillPrepared), and a suspend, schedule edit or
+// blackout then would withdraw it: a job that lockwrap had started on the instant was
+// stopped. It was deferred while the job had run less than startNewsDelay (a container that
+// started less than that before the instant: a slow pull, a short prepareAheadSeconds).
+// A pod that was not prepared ahead is its occurrence's from its creation on, and its
+// start is still written with its news.
+func TestDecidingAPreparedPodIsNews(t *testing.T) {
+	at := t0.Add(time.Minute)
+	job := passJob("* * * * *", false)
+	pod := func(prepared bool, started time.Time) *corev1.Pod {
+		p, err := runpod.Build(job, at, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prepared {
+			p.Annotations[runpod.AnnotationPreparedAhead] = "true"
+		}
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "job",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}}}
+		return p
+	}
+	name := runpod.Name(job.Name, at)
+	none := func(string) bool { return false }
+	for _, listed := range []bool{false, true} {
+		var old *v1alpha1.LockedCronJobStatus
+		if listed { // the pod's start was written before its instant
+			old = scheduledStatus(t0, at, name)
+		} else {
+			old = scheduledStatus(t0, at)
+		}
+		next := scheduledStatus(at, at.Add(time.Minute), name) // the pass just after the instant decides it
+		now := at.Add(time.Second)
+		for _, c := range []struct {
+			prepared   bool
+			started    time.Time
+			deferrable bool
+		}{
+			{prepared: true, started: at.Add(-2 * time.Second)},
+			{prepared: true, started: at.Add(-time.Minute)},
+			{prepared: false, started: at.Add(500 * time.Millisecond), deferrable: true}, // created at its instant: its start is news later
+		} {
+			active := []*corev1.Pod{pod(c.prepared, c.started)}
+			if got := deferrable(old, next, podNews(active, now), name, none); got != c.deferrable {
+				t.Errorf("pod prepared %v, its job started %v from the instant, listed before %v: deferrable %v, want %v",
+					c.prepared, c.started.Sub(at), listed, got, c.deferrable)
+			}
+		}
+	}
+}
