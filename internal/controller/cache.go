@@ -49,9 +49,12 @@ func slimPod(obj any) (any, error) {
 	}
 	pod.ManagedFields = nil
 	pod.Labels, pod.Annotations = ownKeys(pod.Labels), ownKeys(pod.Annotations)
+	history := isHistory(pod)
+	c := &cachedPod{labels: pairsOf(pod.Labels), annotations: pairsOf(pod.Annotations)}
+	pod.Labels, pod.Annotations = nil, nil
 	sharePodStrings(pod)
-	c := &cachedPod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, nodeName: pod.Spec.NodeName, phase: pod.Status.Phase}
-	if !isHistory(pod) {
+	c.TypeMeta, c.ObjectMeta, c.nodeName, c.phase = pod.TypeMeta, pod.ObjectMeta, pod.Spec.NodeName, pod.Status.Phase
+	if !history {
 		st := slimPodStatus(pod.Status)
 		c.status = &st
 	}
@@ -61,35 +64,47 @@ func slimPod(obj any) (any, error) {
 // cachedPod is what the manager's cache holds of one of the controller's pods (slimPod
 // makes it). A corev1.Pod holds its PodSpec (592 B) and PodStatus (384 B) inline however
 // little of them is set, and most cached pods are history, whose status is the phase
-// alone: a cachedPod holds the metadata, the node name, the phase, and the status slimPod
-// keeps only when it is more than the phase.
+// alone; and a Go map takes about 300 B however few entries it has, where a pod keeps two
+// to four labels and annotations (ownKeys). A cachedPod holds the metadata with its labels
+// and annotations as pairs, the node name, the phase, and the status slimPod keeps only
+// when it is more than the phase.
 //
 // It reads as the pod it stands for. The cache's readers (Get, List) hand out a
 // DeepCopyObject of the object held, and a cachedPod's is that *corev1.Pod, so every
 // pass reads pods as the API serves them, less what slimPod drops. What is handed the
 // held object itself (the pod informer's event handlers and predicates, the field
-// indexer) reads it as a client.Object (its metadata) or through podOf. The informer's
-// mutation detector (KUBE_CACHE_MUTATION_DETECTOR=true, a client-go debugging aid) would
-// take the pod for a changed copy and must stay off, as it is by default.
+// indexer, a List's label selector) reads it as a client.Object, whose GetLabels and
+// GetAnnotations build the maps, or through podOf. The informer's mutation detector
+// (KUBE_CACHE_MUTATION_DETECTOR=true, a client-go debugging aid) would take the pod for
+// a changed copy and must stay off, as it is by default.
 type cachedPod struct {
 	metav1.TypeMeta
-	metav1.ObjectMeta
-	nodeName string
-	phase    corev1.PodPhase
-	status   *corev1.PodStatus // nil for history: the phase alone
+	metav1.ObjectMeta   // its Labels and Annotations are nil: labels and annotations hold them
+	labels, annotations pairs
+	nodeName            string
+	phase               corev1.PodPhase
+	status              *corev1.PodStatus // nil for history: the phase alone
 }
 
 // DeepCopyObject returns a copy of the pod it stands for (see cachedPod).
 func (c *cachedPod) DeepCopyObject() runtime.Object {
-	p := c.view()
-	p.ObjectMeta = *c.ObjectMeta.DeepCopy()
-	p.Status = *p.Status.DeepCopy()
+	p := &corev1.Pod{TypeMeta: c.TypeMeta}
+	c.ObjectMeta.DeepCopyInto(&p.ObjectMeta)
+	p.Labels, p.Annotations = c.labels.toMap(), c.annotations.toMap()
+	p.Spec.NodeName = c.nodeName
+	if c.status != nil {
+		c.status.DeepCopyInto(&p.Status)
+	} else {
+		p.Status.Phase = c.phase
+	}
 	return p
 }
 
-// view returns the pod it stands for, sharing the cached memory: to be read, never changed.
+// view returns the pod it stands for, sharing the cached memory but for the label and
+// annotation maps: to be read, never changed.
 func (c *cachedPod) view() *corev1.Pod {
 	p := &corev1.Pod{TypeMeta: c.TypeMeta, ObjectMeta: c.ObjectMeta}
+	p.Labels, p.Annotations = c.labels.toMap(), c.annotations.toMap()
 	p.Spec.NodeName = c.nodeName
 	if c.status != nil {
 		p.Status = *c.status
@@ -97,6 +112,39 @@ func (c *cachedPod) view() *corev1.Pod {
 		p.Status.Phase = c.phase
 	}
 	return p
+}
+
+// GetLabels, SetLabels, GetAnnotations and SetAnnotations read and write the pairs, for
+// what reads the held object as a metav1.Object.
+func (c *cachedPod) GetLabels() map[string]string       { return c.labels.toMap() }
+func (c *cachedPod) SetLabels(m map[string]string)      { c.labels = pairsOf(m) }
+func (c *cachedPod) GetAnnotations() map[string]string  { return c.annotations.toMap() }
+func (c *cachedPod) SetAnnotations(m map[string]string) { c.annotations = pairsOf(m) }
+
+// pairs is a small string map held as its keys and values in turn, each string shared
+// where the vocabulary has it (word); nil for a nil map, empty for an empty one.
+type pairs []string
+
+func pairsOf(m map[string]string) pairs {
+	if m == nil {
+		return nil
+	}
+	out := make(pairs, 0, 2*len(m))
+	for k, v := range m {
+		out = append(out, word(k), word(v))
+	}
+	return out
+}
+
+func (p pairs) toMap() map[string]string {
+	if p == nil {
+		return nil
+	}
+	m := make(map[string]string, len(p)/2)
+	for i := 0; i+1 < len(p); i += 2 {
+		m[p[i]] = p[i+1]
+	}
+	return m
 }
 
 // podOf reads an object the pod informer hands its handlers: the cache's cachedPod, or a

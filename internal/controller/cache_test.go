@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -505,8 +506,15 @@ func TestCachedPodReadsAsAPod(t *testing.T) {
 		if owner := metav1.GetControllerOf(obj); owner == nil || owner.Name != "nightly-report" {
 			t.Errorf("controller of the cached pod: %+v", owner)
 		}
-		if m, err := apimeta.Accessor(obj); err != nil || m.GetLabels()[runpod.LabelJob] != "nightly-report" {
-			t.Errorf("labels of the cached pod: %v, %v", m, err)
+		m, err := apimeta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sel := labels.SelectorFromSet(labels.Set{runpod.LabelJob: "nightly-report"}); !sel.Matches(labels.Set(m.GetLabels())) {
+			t.Errorf("a List's selector %s does not match the cached pod's labels %v", sel, m.GetLabels())
+		}
+		if !maps.Equal(m.GetLabels(), want.Labels) || !maps.Equal(m.GetAnnotations(), want.Annotations) {
+			t.Errorf("the cached pod's labels %v and annotations %v; want %v and %v", m.GetLabels(), m.GetAnnotations(), want.Labels, want.Annotations)
 		}
 
 		// podEvents: an update that changes nothing a pass reads (a kubelet's status write of
