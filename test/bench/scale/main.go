@@ -728,6 +728,11 @@ func run(c config, n int) (res []result, err error) {
 			logf("warning: heap profile: %v", err)
 		}
 	}
+	if line, err := memorySummary(mgrMetrics); err != nil {
+		logf("warning: the manager's memory figures: %v", err)
+	} else {
+		logf("N=%d: manager memory at the window's end (Go runtime, MiB): %s", n, line)
+	}
 	if err := eventSummary(ctx, cs); err != nil {
 		logf("warning: listing Events: %v", err)
 	}
@@ -1293,4 +1298,32 @@ func eventSummary(ctx context.Context, cs kubernetes.Interface) error {
 		logf("manager Events: %d %s %s action %s (%d series)", count[k], k.typ, k.reason, k.action, series[k])
 	}
 	return nil
+}
+
+// memorySummary reads where the manager's memory is from its Go runtime metrics: the
+// heap's live objects and the size it may grow to before the next collection, heap spans
+// idle and not yet returned to the OS (part of RSS), returned ones (not), stacks, and all
+// the runtime holds.
+func memorySummary(url string) (string, error) {
+	text, err := get(url)
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, m := range []struct{ name, what string }{
+		{"go_memstats_heap_alloc_bytes", "heap objects"},
+		{"go_memstats_heap_inuse_bytes", "heap spans in use"},
+		{"go_memstats_next_gc_bytes", "next GC at"},
+		{"go_memstats_heap_idle_bytes", "heap idle"},
+		{"go_memstats_heap_released_bytes", "of it returned"},
+		{"go_memstats_stack_inuse_bytes", "stacks"},
+		{"go_memstats_sys_bytes", "runtime total"},
+	} {
+		v, err := sumBy(text, m.name)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f", m.what, total(v)/(1<<20)))
+	}
+	return strings.Join(parts, ", "), nil
 }
