@@ -722,8 +722,11 @@ func run(c config, n int) (res []result, err error) {
 		}
 	}
 	if c.profiles != "" {
-		// The heap at the end of the window (what the RSS column holds).
-		if err := profileCPU(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", pprofPort),
+		// The heap at the end of the window (what the RSS column holds), after a collection
+		// (gc=1): without it the profile is the heap as of the last collection, which may
+		// have run during one of the harness's metrics scrapes (a scrape of 5,000 jobs'
+		// series builds ≈ 30 MB that a collection then takes for live).
+		if err := profileCPU(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", pprofPort),
 			filepath.Join(c.profiles, fmt.Sprintf("manager-N%d.heap.pprof", n))); err != nil {
 			logf("warning: heap profile: %v", err)
 		}
