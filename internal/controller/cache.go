@@ -2,6 +2,8 @@ package controller
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +78,9 @@ func slimPod(obj any) (any, error) {
 // indexer, a List's label selector) reads it as a client.Object, whose GetLabels and
 // GetAnnotations build the maps, or through podOf. The informer's mutation detector
 // (KUBE_CACHE_MUTATION_DETECTOR=true, a client-go debugging aid) would take the pod for
-// a changed copy and must stay off, as it is by default.
+// a changed copy and must stay off, as it is by default. (Its watch-list consistency
+// detector, KUBE_WATCHLIST_INCONSISTENCY_DETECTOR, compares two transforms of a pod,
+// which are equal: pairsOf sorts.)
 type cachedPod struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta   // its Labels and Annotations are nil: labels and annotations hold them
@@ -130,8 +134,8 @@ func pairsOf(m map[string]string) pairs {
 		return nil
 	}
 	out := make(pairs, 0, 2*len(m))
-	for k, v := range m {
-		out = append(out, word(k), word(v))
+	for _, k := range slices.Sorted(maps.Keys(m)) { // sorted: one pod, one cachedPod
+		out = append(out, word(k), word(m[k]))
 	}
 	return out
 }

@@ -111,9 +111,11 @@ const startNewsDelay = 10 * time.Second
 // news. Until that write lands the pod is still a prepared one for a pass whose clock is
 // behind the instant (a new leader on a slower node: tracking.StillPrepared), which a
 // suspend, schedule edit or blackout would withdraw, stopping a job lockwrap started on
-// the instant. It costs a write only where the pod's start was not yet news at the
-// instant (its container started less than startNewsDelay before it) and its job then
-// ends within startNewsDelay (else that write is the one its start or end makes).
+// the instant. Where the pod's start was not yet news at the instant (its container
+// started less than startNewsDelay before it, or not yet), the write comes at the instant
+// instead of with that news; it is one more only when the job also ends before its start
+// is news. With a short prepareAheadSeconds (10) and jobs that end within 10 s, that is
+// every run: two status writes a run instead of one, the price of not stopping a job.
 func podNews(active []*corev1.Pod, now time.Time) func(string) bool {
 	return func(name string) bool {
 		for _, p := range active {
