@@ -76,11 +76,11 @@ func slimPod(obj any) (any, error) {
 // pass reads pods as the API serves them, less what slimPod drops. What is handed the
 // held object itself (the pod informer's event handlers and predicates, the field
 // indexer, a List's label selector) reads it as a client.Object, whose GetLabels and
-// GetAnnotations build the maps, or through podOf. The informer's mutation detector
-// (KUBE_CACHE_MUTATION_DETECTOR=true, a client-go debugging aid) would take the pod for
-// a changed copy and must stay off, as it is by default. (Its watch-list consistency
-// detector, KUBE_WATCHLIST_INCONSISTENCY_DETECTOR, compares two transforms of a pod,
-// which are equal: pairsOf sorts.)
+// GetAnnotations build the maps, or through podOf. No cache option may skip the readers'
+// copy (UnsafeDisableDeepCopy): the copy is what hands out the pod. client-go's cache
+// mutation detector (KUBE_CACHE_MUTATION_DETECTOR=true, a debugging aid) would take the
+// pod for a changed copy and must stay off, as it is by default; its watch-list
+// consistency detector compares two transforms of one pod, which are equal (pairsOf sorts).
 type cachedPod struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta   // its Labels and Annotations are nil: labels and annotations hold them
