@@ -91,9 +91,7 @@ func stripWorkload(obj any) (any, error) {
 // setupBlackout indexes LockedCronJobs by the workloads they reference and makes the
 // workload cache; watchBlackout adds its watches to the controller.
 func (r *LockedCronJobReconciler) setupBlackout(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LockedCronJob{}, rolloutRefIndex, func(o client.Object) []string {
-		return blackout.IndexKeys(o.(*v1alpha1.LockedCronJob).Spec.Blackout)
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LockedCronJob{}, rolloutRefIndex, rolloutRefKeys); err != nil {
 		return err
 	}
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
@@ -107,6 +105,15 @@ func (r *LockedCronJobReconciler) setupBlackout(mgr ctrl.Manager) error {
 	}
 	r.workloads = c
 	return mgr.Add(c)
+}
+
+// rolloutRefKeys indexes a cached job by the workloads it references (rolloutRefIndex).
+func rolloutRefKeys(o client.Object) []string {
+	job, ok := jobOf(o)
+	if !ok {
+		return nil
+	}
+	return blackout.IndexKeys(job.Spec.Blackout)
 }
 
 func (r *LockedCronJobReconciler) workloadSources() []source.Source {

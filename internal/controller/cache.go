@@ -215,7 +215,9 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 // the others keep their manager, operation and time, and of their field set only those
 // fields. The controller writes a LockedCronJob only through its status subresource,
 // whose updates take the metadata (managed fields, annotations) from the stored object,
-// never from the request, so the stored ones stay whole. Anything else passes unchanged.
+// never from the request, so the stored ones stay whole. It returns a cachedJob, which
+// holds the spec and status compressed and reads as the job. Anything else passes
+// unchanged.
 func slimJob(obj any) (any, error) {
 	job, ok := obj.(*v1alpha1.LockedCronJob)
 	if !ok {
@@ -223,8 +225,12 @@ func slimJob(obj any) (any, error) {
 	}
 	job.ManagedFields = slimManagedFields(job.ManagedFields)
 	job.Annotations = ownKeys(job.Annotations)
-	shareJobStrings(job)
-	return job, nil
+	shareMeta(&job.ObjectMeta)
+	body, err := packJob(job)
+	if err != nil {
+		return job, nil // held as decoded: every reader reads a *v1alpha1.LockedCronJob too
+	}
+	return &cachedJob{TypeMeta: job.TypeMeta, ObjectMeta: job.ObjectMeta, body: body}, nil
 }
 
 // ownKeys returns of a label or annotation map only the controller's own keys

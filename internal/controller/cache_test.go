@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/blackout"
@@ -110,7 +112,7 @@ func TestSlimJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slim := obj.(*v1alpha1.LockedCronJob)
+	slim := heldJob(t, obj)
 
 	if got, want := specChangedAt(slim, now), specChangedAt(full, now); !got.Equal(want) || !want.Equal(t0) {
 		t.Errorf("specChangedAt: slim %s, whole %s; want %s (suspend patched)", got, want, t0)
@@ -140,7 +142,7 @@ func TestSlimJob(t *testing.T) {
 	// The spec edited after the trigger: the slim job says so too.
 	full.ManagedFields = append(full.ManagedFields, entry("kubectl-edit", at(time.Hour), "", `{"f:spec":{"f:schedule":{}}}`))
 	obj, _ = slimJob(full.DeepCopy())
-	if got := specChangedAt(obj.(*v1alpha1.LockedCronJob), now); !got.Equal(t0.Add(time.Hour)) {
+	if got := specChangedAt(heldJob(t, obj), now); !got.Equal(t0.Add(time.Hour)) {
 		t.Errorf("specChangedAt after the edit: %s, want %s", got, t0.Add(time.Hour))
 	}
 
@@ -290,7 +292,7 @@ func TestSlimMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slimJ := obj.(*v1alpha1.LockedCronJob)
+	slimJ := heldJob(t, obj)
 	if !maps.Equal(slimJ.Annotations, request) || !maps.Equal(slimJ.Labels, job.Labels) {
 		t.Errorf("slim job keeps annotations %v, labels %v; want only the run request's annotations, every label", slices.Collect(maps.Keys(slimJ.Annotations)), slimJ.Labels)
 	}
@@ -313,7 +315,7 @@ func TestSlimMetadata(t *testing.T) {
 		o1, _ := slimJob(job.DeepCopy())
 		n1, _ := slimJob(n.DeepCopy())
 		return runRequestChanged.Update(crevent.UpdateEvent{ObjectOld: job, ObjectNew: n}),
-			runRequestChanged.Update(crevent.UpdateEvent{ObjectOld: o1.(*v1alpha1.LockedCronJob), ObjectNew: n1.(*v1alpha1.LockedCronJob)})
+			runRequestChanged.Update(crevent.UpdateEvent{ObjectOld: o1.(client.Object), ObjectNew: n1.(client.Object)})
 	}
 	if w, s := changed(func(j *v1alpha1.LockedCronJob) { j.Annotations[v1alpha1.AnnotationRunRequest] = "r2" }); !w || !s {
 		t.Errorf("a new run request wakes the pass: whole %v, slim %v; want both", w, s)
@@ -587,6 +589,83 @@ func BenchmarkPodHeld(b *testing.B) {
 	}
 }
 
+// TestCachedJobReadsAsAJob: the cache holds a job's spec and status packed (cachedJob);
+// what its readers are handed is the job as the API served it (less what slimJob drops),
+// a copy of their own; and what is handed the held object itself (the job watch's
+// predicates, the rollout index) reads it as the job too.
+func TestCachedJobReadsAsAJob(t *testing.T) {
+	job := plainJob("0 2 * * *")
+	job.Generation, job.ResourceVersion, job.UID = 3, "4711", "5d0f2c3e-1111-4c43-9a43-7c1f2d9e5a11"
+	job.Labels = map[string]string{"team": "billing"}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "r1", "team.example.com/owner": "billing"}
+	job.Spec.Lock.Key = "ledger"
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "api"},
+		{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}}
+	job.Spec.Template.Spec.Containers = []corev1.Container{{Name: "job", Image: "registry.example.com/ledger:1.4", Command: []string{"/bin/reconcile"},
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}}}
+	job.Status = steadyStatus(job, t0)
+	// As the API serves it: decoded from JSON (whole seconds, local times).
+	raw, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := &v1alpha1.LockedCronJob{}
+	if err := json.Unmarshal(raw, served); err != nil {
+		t.Fatal(err)
+	}
+	want := served.DeepCopy()
+	want.Annotations = ownKeys(want.Annotations)
+
+	held, err := slimJob(served.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, ok := held.(*cachedJob)
+	if !ok {
+		t.Fatalf("the cache holds %T, not a cachedJob", held)
+	}
+	if again, _ := slimJob(served.DeepCopy()); !reflect.DeepEqual(again, held) {
+		t.Errorf("two transforms of one job differ") // the watch-list consistency detector compares them
+	}
+
+	// Get copies the held object into the caller's job; List sets the copies into the list.
+	got := heldJob(t, obj)
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("a reader is handed\n%+v\nwant\n%+v", got, want)
+	}
+	var list v1alpha1.LockedCronJobList
+	if err := apimeta.SetList(&list, []kruntime.Object{obj.DeepCopyObject()}); err != nil {
+		t.Fatalf("a list of cached jobs: %v", err)
+	}
+	if len(list.Items) != 1 || !equality.Semantic.DeepEqual(&list.Items[0], want) {
+		t.Errorf("the listed job differs from the job:\n%+v", list.Items)
+	}
+
+	// A reader's copy is its own.
+	got.Status.Recent[0].Outcome = "changed"
+	got.Spec.Template.Spec.Containers[0].Image = "changed"
+	got.Annotations[v1alpha1.AnnotationRunRequest] = "changed"
+	if again := heldJob(t, obj); !equality.Semantic.DeepEqual(again, want) {
+		t.Errorf("changing a reader's copy changed the cached job: %+v", again)
+	}
+
+	// The rollout index and the job watch's predicates, handed the held object.
+	if keys, wantKeys := rolloutRefKeys(obj), rolloutRefKeys(want); !slices.Equal(keys, wantKeys) || len(keys) != 2 {
+		t.Errorf("rollout index of the cached job: %q, of the job %q", keys, wantKeys)
+	}
+	edited := served.DeepCopy()
+	edited.Generation++
+	edited.Annotations[v1alpha1.AnnotationRunRequest] = "r2"
+	newer, _ := slimJob(edited)
+	update := crevent.UpdateEvent{ObjectOld: obj, ObjectNew: newer.(client.Object)}
+	if !(predicate.GenerationChangedPredicate{}).Update(update) || !runRequestChanged.Update(update) {
+		t.Errorf("a spec edit and a run request on the cached job do not wake the pass")
+	}
+	if !reflect.DeepEqual(obj.GetAnnotations(), want.Annotations) || obj.GetNamespace() != "ns" || obj.GetName() != "j" {
+		t.Errorf("the cached job's metadata: %+v", obj.ObjectMeta)
+	}
+}
+
 // finishedPod is a finished pod of the controller's, its job's report in its status as a
 // kubelet writes it, labelled counted.
 func finishedPod(tb testing.TB) *corev1.Pod {
@@ -630,6 +709,16 @@ func cached(tb testing.TB, pod *corev1.Pod) *corev1.Pod {
 	return p
 }
 
+// heldJob returns what the cache's readers hand out for a job slimJob holds as obj.
+func heldJob(tb testing.TB, obj any) *v1alpha1.LockedCronJob {
+	tb.Helper()
+	j, ok := obj.(client.Object).DeepCopyObject().(*v1alpha1.LockedCronJob)
+	if !ok {
+		tb.Fatalf("the cache hands out %T for a job", obj.(client.Object).DeepCopyObject())
+	}
+	return j
+}
+
 func heapInUse() int64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -670,17 +759,17 @@ func BenchmarkJobHeld(b *testing.B) {
 	const n = 2000
 	for _, tc := range []struct {
 		name      string
-		transform func(*v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob
+		transform func(*v1alpha1.LockedCronJob) any
 	}{
-		{"decoded", func(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob { return j }},
-		{"slimJob", func(j *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
+		{"decoded", func(j *v1alpha1.LockedCronJob) any { return j }},
+		{"slimJob", func(j *v1alpha1.LockedCronJob) any {
 			o, _ := slimJob(j)
-			return o.(*v1alpha1.LockedCronJob)
+			return o
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				held := make([]*v1alpha1.LockedCronJob, n)
+				held := make([]any, n)
 				before := heapInUse()
 				for i := range held {
 					var j v1alpha1.LockedCronJob
@@ -694,6 +783,38 @@ func BenchmarkJobHeld(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkJobRead: what a pass pays to read a cached job (a Get's copy) and the cache to
+// take in a new version of it (the transform), the README's job with steadyStatus, held
+// whole against held packed (cachedJob)
+// (go test ./internal/controller/ -run '^$' -bench JobRead).
+func BenchmarkJobRead(b *testing.B) {
+	job := plainJob("0 2 * * *")
+	job.Spec.Template.Spec.Containers = []corev1.Container{{Name: "job", Image: "registry.example.com/ledger:1.4", Command: []string{"/bin/reconcile", "--all"}}}
+	job.Status = steadyStatus(job, t0)
+	held, err := slimJob(job.DeepCopy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("get/whole", func(b *testing.B) {
+		for b.Loop() {
+			_ = job.DeepCopyObject()
+		}
+	})
+	b.Run("get/cachedJob", func(b *testing.B) {
+		obj := held.(client.Object)
+		for b.Loop() {
+			_ = obj.DeepCopyObject()
+		}
+	})
+	b.Run("transform/cachedJob", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := slimJob(job.DeepCopy()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // steadyStatus is the status of a daily job that has run a while, as the controller
@@ -771,13 +892,12 @@ func TestSlimSharesRepeatedStrings(t *testing.T) {
 	job := plainJob("@daily")
 	job.Namespace, job.Name = "billing", "ledger"
 	job.Status = steadyStatus(job, t0)
-	jobs := cachedTwice(t, job, shareJobStrings, slimJob)
-	x, y := jobs[0].Status, jobs[1].Status
-	same("condition type", x.Conditions[0].Type, y.Conditions[0].Type)
-	same("condition reason", x.Conditions[1].Reason, y.Conditions[1].Reason)
-	same("outcome", x.Recent[3].Outcome, y.Recent[3].Outcome)
-	same("trigger", x.Recent[3].Trigger, y.Recent[3].Trigger)
-	same("active pod's namespace", x.Active[0].Namespace, y.Active[0].Namespace)
+	heldMeta := func(obj any) (any, error) { // the cachedJob's metadata (its status is packed)
+		o, err := slimJob(obj)
+		return &v1alpha1.LockedCronJob{ObjectMeta: o.(*cachedJob).ObjectMeta}, err
+	}
+	jobs := cachedTwice(t, job, func(j *v1alpha1.LockedCronJob) { shareMeta(&j.ObjectMeta) }, heldMeta)
+	same("job's namespace", jobs[0].Namespace, jobs[1].Namespace)
 }
 
 // cachedTwice decodes obj twice, apart, as the cache does each object it is sent, and

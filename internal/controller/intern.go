@@ -133,25 +133,3 @@ func shareState(s *corev1.ContainerState) {
 		s.Terminated.Reason = word(s.Terminated.Reason)
 	}
 }
-
-// shareJobStrings shares the repeated strings of a job's metadata and status: condition
-// types, statuses and reasons, outcomes and triggers, the active pods' references.
-func shareJobStrings(job *v1alpha1.LockedCronJob) {
-	shareMeta(&job.ObjectMeta)
-	st := &job.Status
-	for i := range st.Conditions {
-		c := &st.Conditions[i]
-		c.Type, c.Status, c.Reason = word(c.Type), metav1.ConditionStatus(word(string(c.Status))), word(c.Reason)
-	}
-	for i := range st.Recent {
-		r := &st.Recent[i]
-		r.Outcome, r.Trigger = word(r.Outcome), word(r.Trigger)
-	}
-	for i := range st.Active {
-		a := &st.Active[i]
-		a.Kind, a.APIVersion, a.Namespace = word(a.Kind), word(a.APIVersion), place(a.Namespace)
-	}
-	for i := range st.Rollouts {
-		st.Rollouts[i].Kind = v1alpha1.WorkloadKind(word(string(st.Rollouts[i].Kind)))
-	}
-}
