@@ -50,9 +50,8 @@ func slimPod(obj any) (any, error) {
 		return obj, nil
 	}
 	pod.ManagedFields = nil
-	pod.Labels, pod.Annotations = ownKeys(pod.Labels), ownKeys(pod.Annotations)
 	history := isHistory(pod)
-	c := &cachedPod{labels: pairsOf(pod.Labels), annotations: pairsOf(pod.Annotations)}
+	c := &cachedPod{labels: ownPairs(pod.Labels), annotations: ownPairs(pod.Annotations)}
 	pod.Labels, pod.Annotations = nil, nil
 	sharePodStrings(pod)
 	c.TypeMeta, c.ObjectMeta, c.nodeName, c.phase = pod.TypeMeta, pod.ObjectMeta, pod.Spec.NodeName, pod.Status.Phase
@@ -133,8 +132,28 @@ func pairsOf(m map[string]string) pairs {
 	if m == nil {
 		return nil
 	}
-	out := make(pairs, 0, 2*len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) { // sorted: one pod, one cachedPod
+	return sortedPairs(m, slices.Collect(maps.Keys(m)))
+}
+
+// ownPairs is pairsOf of ownKeys(m), without the map between.
+func ownPairs(m map[string]string) pairs {
+	if m == nil {
+		return nil
+	}
+	var keys []string
+	for k := range m {
+		if strings.HasPrefix(k, runpod.ReservedPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	return sortedPairs(m, keys)
+}
+
+// sortedPairs holds the keys of m and their values, sorted by key: one pod, one cachedPod.
+func sortedPairs(m map[string]string, keys []string) pairs {
+	slices.Sort(keys)
+	out := make(pairs, 0, 2*len(keys))
+	for _, k := range keys {
 		out = append(out, word(k), word(m[k]))
 	}
 	return out
