@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	lcmetrics "github.com/lockedcron/lockedcron/internal/metrics"
 )
 
 // The manager's metrics endpoint as main configures it, against a real API server
@@ -145,8 +147,12 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// And the per-job series, which a scrape builds beside the registry (internal/metrics).
+	lcmetrics.SetJob("team-a", "served", lcmetrics.JobState{BackendUp: true, LockKey: "team-a/served"})
+	defer lcmetrics.Forget("team-a", "served")
 	_, body := get(fmt.Sprintf("http://%s/metrics", plain), "")
-	for _, series := range []string{`rest_client_request_duration_seconds_count{host=`, `rest_client_rate_limiter_duration_seconds_count{host=`} {
+	for _, series := range []string{`rest_client_request_duration_seconds_count{host=`, `rest_client_rate_limiter_duration_seconds_count{host=`,
+		`lockedcron_info{lock_key="team-a/served",name="served",namespace="team-a"} 1`, `lockedcron_backend_up{name="served",namespace="team-a"} 1`} {
 		if !strings.Contains(body, series) {
 			t.Errorf("the metrics endpoint does not serve %s…", series)
 		}

@@ -1,6 +1,11 @@
 package metrics
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,19 +19,30 @@ import (
 // counter, six gauges): 42 MiB at 5,000 jobs, a third of the manager's live heap. Here a
 // job is one record of plain numbers, and the series are built when the endpoint is
 // scraped, as kube-state-metrics does. The families, their types, help texts, labels and
-// values are what the vectors served. A record keeps its series' label pairs, made once
-// (prometheus.MustNewConstMetric would make them anew for each series at every scrape:
-// 80,000 series, half of a scrape's 58 MB at 5,000 jobs).
+// values are what the vectors served. A record keeps its series' label pairs, made once.
+//
+// A scrape builds them as the exposition's own structures, each family's in a few arrays
+// (families), and the registry the endpoint serves (withJobs) adds them to what
+// controller-runtime's registry gathers. Served through the registry as a Collector, every
+// series went through its checks one by one (a metric object, a Write, a hash, a
+// consistency check): 29 MB a scrape of 5,000 jobs' 80,000 series; built in arrays, 17 MB
+// (BenchmarkJobSeries). TestJobSeries checks the families as the registry would.
+
+// jobFamily is one per-job family: what its series are and how to read a record's value.
+type jobFamily struct {
+	name, help string
+	typ        dto.MetricType
+}
 
 var (
-	descRuns         = prometheus.NewDesc(NameRuns, "Finished occurrences by outcome (Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error, SkippedBlackout, Missed, Interrupted).", []string{"namespace", "name", "outcome"}, nil)
-	descLockLost     = prometheus.NewDesc(NameLockLost, "Runs whose lock was lost while the job ran.", jobLabels, nil)
-	descNextRun      = prometheus.NewDesc(NameNextRun, "Unix time of the job's next scheduled occurrence (status.nextScheduleTime); absent while suspended or when the schedule never fires.", jobLabels, nil)
-	descLastSchedule = prometheus.NewDesc(NameLastSchedule, "Unix time of the latest occurrence the job decided (started, skipped or missed; status.lastScheduleTime).", jobLabels, nil)
-	descLastSuccess  = prometheus.NewDesc(NameLastSuccess, "Unix time (scheduled time) of the latest occurrence that succeeded (status.lastSuccessfulTime); absent until one has.", jobLabels, nil)
-	descActiveRuns   = prometheus.NewDesc(NameActiveRuns, "Pods of the job's occurrences still running (status.activeCount).", jobLabels, nil)
-	descBackendUp    = prometheus.NewDesc(NameBackendUp, "1 when the job's lock backend is usable (Secret read, Redis answered: condition LockBackendReady True), else 0.", jobLabels, nil)
-	descInfo         = prometheus.NewDesc(NameInfo, "Always 1; lock_key is the job's lock key in effect (status.lockKey), to group jobs that share one.", []string{"namespace", "name", "lock_key"}, nil)
+	famRuns         = jobFamily{NameRuns, "Finished occurrences by outcome (Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error, SkippedBlackout, Missed, Interrupted).", dto.MetricType_COUNTER}
+	famLockLost     = jobFamily{NameLockLost, "Runs whose lock was lost while the job ran.", dto.MetricType_COUNTER}
+	famNextRun      = jobFamily{NameNextRun, "Unix time of the job's next scheduled occurrence (status.nextScheduleTime); absent while suspended or when the schedule never fires.", dto.MetricType_GAUGE}
+	famLastSchedule = jobFamily{NameLastSchedule, "Unix time of the latest occurrence the job decided (started, skipped or missed; status.lastScheduleTime).", dto.MetricType_GAUGE}
+	famLastSuccess  = jobFamily{NameLastSuccess, "Unix time (scheduled time) of the latest occurrence that succeeded (status.lastSuccessfulTime); absent until one has.", dto.MetricType_GAUGE}
+	famActiveRuns   = jobFamily{NameActiveRuns, "Pods of the job's occurrences still running (status.activeCount).", dto.MetricType_GAUGE}
+	famBackendUp    = jobFamily{NameBackendUp, "1 when the job's lock backend is usable (Secret read, Redis answered: condition LockBackendReady True), else 0.", dto.MetricType_GAUGE}
+	famInfo         = jobFamily{NameInfo, "Always 1; lock_key is the job's lock key in effect (status.lockKey), to group jobs that share one.", dto.MetricType_GAUGE}
 )
 
 // JobState is what the job's gauges show, from the status a pass wrote. A zero time has
@@ -61,7 +77,7 @@ func labelPair(name, value string) *dto.LabelPair {
 	return &dto.LabelPair{Name: &name, Value: &value}
 }
 
-// jobSeries holds every job's record and serves them (a prometheus.Collector).
+// jobSeries holds every job's record; families builds their series for a scrape.
 type jobSeries struct {
 	mu   sync.RWMutex
 	jobs map[jobKey]*jobRecord
@@ -141,73 +157,141 @@ func Forget(namespace, name string) {
 	delete(s.jobs, jobKey{namespace, name})
 }
 
-func (s *jobSeries) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuns, descLockLost, descNextRun, descLastSchedule, descLastSuccess, descActiveRuns, descBackendUp, descInfo} {
-		ch <- d
-	}
-}
-
-// series is one series of a job, on label pairs its record keeps.
-type series struct {
-	desc  *prometheus.Desc
-	typ   prometheus.ValueType
-	value float64
-	pairs []*dto.LabelPair
-}
-
-func (m *series) Desc() *prometheus.Desc { return m.desc }
-
-func (m *series) Write(out *dto.Metric) error {
-	out.Label = m.pairs
-	if m.typ == prometheus.CounterValue {
-		out.Counter = &dto.Counter{Value: &m.value}
-	} else {
-		out.Gauge = &dto.Gauge{Value: &m.value}
-	}
-	return nil
-}
-
-// Collect copies the records under the lock, then builds the series from the copy: a
+// families builds the per-job families from a copy of the records taken under the lock: a
 // pass that counts an outcome waits for the copy (≈ 1 ms at 5,000 jobs), not for the
-// scrape.
-func (s *jobSeries) Collect(ch chan<- prometheus.Metric) {
+// scrape. Jobs come in the order of their namespace and name; a family without series is
+// left out, as the registry leaves it out.
+func (s *jobSeries) families() []*dto.MetricFamily {
+	type snapped struct {
+		key jobKey
+		jobRecord
+	}
 	s.mu.RLock()
 	outcomes := s.outcomePairs[:len(s.outcomePairs):len(s.outcomePairs)]
-	snap := make([]jobRecord, 0, len(s.jobs))
-	for _, r := range s.jobs {
-		c := *r
+	snap := make([]snapped, 0, len(s.jobs))
+	for k, r := range s.jobs {
+		c := snapped{k, *r}
 		c.runs = append([]float64(nil), r.runs...)
 		snap = append(snap, c)
 	}
 	s.mu.RUnlock()
-	for i := range snap {
-		r := &snap[i]
-		for i, v := range r.runs {
-			if r.born&(1<<i) != 0 {
-				ch <- &series{descRuns, prometheus.CounterValue, v, append(r.pairs[:len(r.pairs):len(r.pairs)], outcomes[i])}
+	slices.SortFunc(snap, func(a, b snapped) int {
+		return cmp.Or(strings.Compare(a.key.namespace, b.key.namespace), strings.Compare(a.key.name, b.key.name))
+	})
+	each := func(emit func(f *jobFamily, pairs []*dto.LabelPair, outcome int, v float64)) {
+		for i := range snap {
+			r := &snap[i].jobRecord
+			for o, v := range r.runs {
+				if r.born&(1<<o) != 0 {
+					emit(&famRuns, r.pairs, o, v)
+				}
 			}
+			if r.lockLostBorn {
+				emit(&famLockLost, r.pairs, -1, r.lockLost)
+			}
+			st := r.state
+			if st == nil {
+				continue
+			}
+			for _, t := range []struct {
+				f  *jobFamily
+				at time.Time
+			}{{&famNextRun, st.NextRun}, {&famLastSchedule, st.LastSchedule}, {&famLastSuccess, st.LastSuccess}} {
+				if !t.at.IsZero() {
+					emit(t.f, r.pairs, -1, float64(t.at.UnixNano())/1e9)
+				}
+			}
+			emit(&famActiveRuns, r.pairs, -1, float64(st.Active))
+			up := 0.0
+			if st.BackendUp {
+				up = 1
+			}
+			emit(&famBackendUp, r.pairs, -1, up)
+			emit(&famInfo, r.infoPairs, -1, 1)
 		}
-		if r.lockLostBorn {
-			ch <- &series{descLockLost, prometheus.CounterValue, r.lockLost, r.pairs}
+	}
+
+	// Count each family's series, make its arrays, then fill them.
+	all := []*jobFamily{&famRuns, &famLockLost, &famNextRun, &famLastSchedule, &famLastSuccess, &famActiveRuns, &famBackendUp, &famInfo}
+	count := map[*jobFamily]int{}
+	each(func(f *jobFamily, _ []*dto.LabelPair, _ int, _ float64) { count[f]++ })
+	built := map[*jobFamily]*familyArrays{}
+	for _, f := range all {
+		built[f] = newFamilyArrays(f, count[f])
+	}
+	runPairs := make([]*dto.LabelPair, 0, 3*count[&famRuns]) // name, namespace, outcome
+	each(func(f *jobFamily, pairs []*dto.LabelPair, outcome int, v float64) {
+		if outcome >= 0 {
+			start := len(runPairs)
+			runPairs = append(append(runPairs, pairs...), outcomes[outcome])
+			pairs = runPairs[start:len(runPairs):len(runPairs)]
 		}
-		st := r.state
-		if st == nil {
+		built[f].add(pairs, v)
+	})
+	var out []*dto.MetricFamily
+	for _, f := range all {
+		if count[f] > 0 {
+			out = append(out, built[f].family)
+		}
+	}
+	return out
+}
+
+// familyArrays is a family being built: its metrics, their values and counters or gauges,
+// each in one array.
+type familyArrays struct {
+	family   *dto.MetricFamily
+	metrics  []dto.Metric
+	values   []float64
+	counters []dto.Counter
+	gauges   []dto.Gauge
+	n        int
+}
+
+func newFamilyArrays(f *jobFamily, n int) *familyArrays {
+	a := &familyArrays{family: &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ.Enum(), Metric: make([]*dto.Metric, n)},
+		metrics: make([]dto.Metric, n), values: make([]float64, n)}
+	if f.typ == dto.MetricType_COUNTER {
+		a.counters = make([]dto.Counter, n)
+	} else {
+		a.gauges = make([]dto.Gauge, n)
+	}
+	return a
+}
+
+func (a *familyArrays) add(pairs []*dto.LabelPair, v float64) {
+	i := a.n
+	a.n++
+	a.values[i] = v
+	m := &a.metrics[i]
+	m.Label = pairs
+	if a.counters != nil {
+		a.counters[i].Value = &a.values[i]
+		m.Counter = &a.counters[i]
+	} else {
+		a.gauges[i].Value = &a.values[i]
+		m.Gauge = &a.gauges[i]
+	}
+	a.family.Metric[i] = m
+}
+
+// withJobs is the registry the metrics endpoint serves: controller-runtime's, which the
+// manager's other metrics are registered with, and the per-job families, added when it is
+// gathered. Gathering it names every family once, sorted by name, as a registry does.
+type withJobs struct {
+	prometheus.Registerer
+	registry prometheus.Gatherer
+}
+
+func (w withJobs) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := w.registry.Gather()
+	for _, f := range jobs.families() {
+		if slices.ContainsFunc(mfs, func(m *dto.MetricFamily) bool { return m.GetName() == f.GetName() }) {
+			err = errors.Join(err, fmt.Errorf("metric family %s is registered, and built per job too", f.GetName()))
 			continue
 		}
-		for _, t := range []struct {
-			d  *prometheus.Desc
-			at time.Time
-		}{{descNextRun, st.NextRun}, {descLastSchedule, st.LastSchedule}, {descLastSuccess, st.LastSuccess}} {
-			if !t.at.IsZero() {
-				ch <- &series{t.d, prometheus.GaugeValue, float64(t.at.UnixNano()) / 1e9, r.pairs}
-			}
-		}
-		ch <- &series{descActiveRuns, prometheus.GaugeValue, float64(st.Active), r.pairs}
-		up := 0.0
-		if st.BackendUp {
-			up = 1
-		}
-		ch <- &series{descBackendUp, prometheus.GaugeValue, up, r.pairs}
-		ch <- &series{descInfo, prometheus.GaugeValue, 1, r.infoPairs}
+		mfs = append(mfs, f)
 	}
+	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return mfs, err
 }

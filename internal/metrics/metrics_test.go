@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,12 +176,25 @@ func TestJobSeries(t *testing.T) {
 	if got := series(); !equal(got, want) {
 		t.Errorf("series after a second status:\n got %v\nwant %v", got, want)
 	}
-	// The series are what a pedantic registry accepts: labels as their descriptions
-	// name them, sorted, no two alike (the label pairs are the record's, made once).
-	pedantic := prometheus.NewPedanticRegistry()
-	pedantic.MustRegister(jobs)
-	if _, err := pedantic.Gather(); err != nil {
-		t.Errorf("pedantic gather: %v", err)
+	// The series are what a registry accepts when it merges them: valid names, labels
+	// sorted, no two series alike, each of its family's type (the label pairs are the
+	// record's, made once; a scrape builds the rest).
+	built := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return jobs.families(), nil })
+	if _, err := (prometheus.Gatherers{built}).Gather(); err != nil {
+		t.Errorf("the built families, merged as a registry merges them: %v", err)
+	}
+	for _, f := range jobs.families() {
+		for _, m := range f.GetMetric() {
+			if !slices.IsSortedFunc(m.GetLabel(), func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) }) {
+				t.Errorf("%s: labels not sorted by name: %v", f.GetName(), m.GetLabel())
+			}
+		}
+	}
+	// A family registered under a per-job family's name is refused, not served twice.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: NameInfo, Help: "another"}))
+	if _, err := (withJobs{Registerer: reg, registry: reg}).Gather(); err == nil || !strings.Contains(err.Error(), NameInfo) {
+		t.Errorf("a registered %s and the per-job one: %v, want an error naming it", NameInfo, err)
 	}
 	Forget("ns", "series")
 	if got := series(); len(got) != 0 {
