@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -18,11 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/blackout"
@@ -663,6 +666,34 @@ func TestCachedJobReadsAsAJob(t *testing.T) {
 	}
 	if !reflect.DeepEqual(obj.GetAnnotations(), want.Annotations) || obj.GetNamespace() != "ns" || obj.GetName() != "j" {
 		t.Errorf("the cached job's metadata: %+v", obj.ObjectMeta)
+	}
+}
+
+// TestOwnerRequest: a pod's event wakes the pass of the LockedCronJob that controls it, in
+// the pod's namespace, read from the held object; a pod another kind or group controls, or
+// that a job owns without controlling, wakes none.
+func TestOwnerRequest(t *testing.T) {
+	held := func(mutate func(*metav1.OwnerReference)) client.Object {
+		pod := finishedPod(t)
+		mutate(&pod.OwnerReferences[0])
+		obj, err := slimPod(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(client.Object)
+	}
+	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "nightly-report"}}}
+	if got := ownerRequest(context.Background(), held(func(*metav1.OwnerReference) {})); !reflect.DeepEqual(got, want) {
+		t.Errorf("a pod the job controls wakes %v, want %v", got, want)
+	}
+	for what, mutate := range map[string]func(*metav1.OwnerReference){
+		"a Job":                         func(o *metav1.OwnerReference) { o.APIVersion, o.Kind = "batch/v1", "Job" },
+		"another group's LockedCronJob": func(o *metav1.OwnerReference) { o.APIVersion = "example.com/v1" },
+		"an owner, not the controller":  func(o *metav1.OwnerReference) { o.Controller = nil },
+	} {
+		if got := ownerRequest(context.Background(), held(mutate)); got != nil {
+			t.Errorf("a pod controlled by %s wakes %v, want none", what, got)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -684,11 +686,10 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 5
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, ownerIndex, func(o client.Object) []string {
-		owner := metav1.GetControllerOf(o)
-		if owner == nil || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Kind != "LockedCronJob" {
-			return nil
+		if name, ok := ownerJob(o); ok {
+			return []string{name}
 		}
-		return []string{owner.Name}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -697,10 +698,32 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.LockedCronJob{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, runRequestChanged))).
-		Owns(&corev1.Pod{}, builder.WithPredicates(podEvents))
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(ownerRequest), builder.WithPredicates(podEvents))
 	for _, src := range r.workloadSources() {
 		b = b.WatchesRawSource(src)
 	}
 	b = b.WatchesRawSource(source.Channel(r.health.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.LockedCronJob]{}))
 	return b.Named("lockedcronjob").WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).Complete(r)
+}
+
+// ownerJob names the LockedCronJob that controls a pod (its controller owner reference),
+// false for a pod no LockedCronJob controls.
+func ownerJob(o client.Object) (string, bool) {
+	owner := metav1.GetControllerOfNoCopy(o)
+	if owner == nil || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Kind != "LockedCronJob" {
+		return "", false
+	}
+	return owner.Name, true
+}
+
+// ownerRequest wakes the pass of the job that controls a pod, in the pod's namespace
+// (LockedCronJobs are namespaced). It does what the builder's Owns does, less the
+// RESTMapper look-up Owns makes on every pod event to learn whether the owner is
+// namespaced (issue 13: at 5,000 jobs that look-up made 8% of the manager's allocations).
+func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := ownerJob(o)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
