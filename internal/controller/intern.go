@@ -7,17 +7,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
-	"github.com/lockedcron/lockedcron/internal/blackout"
-	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
-	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
 
 // The decoder gives every cached object its own copy of every string, and most of a
 // cached pod's strings are the same in every pod: the controller's label, annotation and
 // finalizer names, its owner's API version and kind, the phase, the reasons a kubelet
-// writes, the namespace, the node. sharePodStrings and shareJobStrings make the cached
-// copies of those point at one string each (issue 13: memory at thousands of jobs), what
+// writes, the namespace, the node. sharePodStrings and shareMeta (a job's metadata; the
+// cache holds its spec and status packed, cachedJob) make the cached copies of those point
+// at one string each (issue 13: memory at thousands of jobs), what
 // the field does not change. Only strings from a fixed vocabulary, and namespaces and
 // node names (a bounded set, shared), are shared: a unique string (a name, a UID, a
 // message) would only grow the table.
@@ -34,13 +32,6 @@ var vocabulary = func() map[string]string {
 		string(corev1.PodScheduled), string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown),
 		"Completed", "Error", "OOMKilled", "ContainerCreating", "PodInitializing", "ErrImagePull", "ImagePullBackOff",
 		"CrashLoopBackOff", "CreateContainerConfigError", "Unschedulable", "Evicted", "ContainerStatusUnknown",
-		string(report.Succeeded), string(report.Failed), string(report.SkippedContention), string(report.SuppressedDuplicate),
-		string(report.LockLost), string(report.Missed), string(report.Interrupted), string(report.Error),
-		runstatus.OutcomeSkippedBlackout, v1alpha1.TriggerScheduled, v1alpha1.TriggerManual,
-		ConditionReady, ConditionLockBackendReady, ConditionBlackout, ReasonScheduled, ReasonSuspended,
-		ReasonRedisReachable, ReasonRedisUnreachable, ReasonLockBackend, ReasonNotDurable,
-		blackout.ReasonNoBlackout, blackout.ReasonWindowOpen, blackout.ReasonRolloutInProgress, blackout.ReasonRolloutSettling,
-		string(v1alpha1.KindDeployment), string(v1alpha1.KindStatefulSet), string(v1alpha1.KindDaemonSet),
 	} {
 		m[s] = s
 	}
