@@ -112,7 +112,7 @@ func main() {
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
 	flag.BoolVar(&c.kubeletStatus, "kubelet-status", false, "Write pod statuses as a v1.37 kubelet does: besides the containers' states, the five conditions, host and pod IPs, and per container image and container IDs, resources, volume mounts and user (the manager's cache holds finished pods: their size is what memory at thousands of jobs depends on). Off: only what the controllers read.")
-	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running, it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
+	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running (after its instant, for a pod prepared ahead: lockwrap waits for it), it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -846,20 +846,29 @@ func markRunning(ctx context.Context, cs kubernetes.Interface, pods <-chan *core
 			errs.add(last)
 		}
 		if finishAfter > 0 && last == nil {
-			time.AfterFunc(finishAfter, func() { markSucceeded(ctx, cs, pod, wrapped, image, now, kubelet, errs) })
+			// A pod prepared ahead of its instant: lockwrap waits for the instant, so the
+			// job runs from then, and ends finishAfter later.
+			ran := time.Now()
+			if at, err := time.Parse(time.RFC3339, pod.Annotations[runpod.AnnotationScheduledTime]); err == nil && at.After(ran) {
+				ran = at
+			}
+			time.AfterFunc(time.Until(ran)+finishAfter, func() {
+				markSucceeded(ctx, cs, pod, wrapped, image, now, ran.UTC().Format(time.RFC3339Nano), kubelet, errs)
+			})
 		}
 	}
 }
 
 // markSucceeded ends a running pod as its kubelet would after the job ran: phase
-// Succeeded, the (wrapped) container terminated; a lockedcron pod's with lockwrap's
-// Succeeded report as its termination message, a Job's pod's without one.
-func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, wrapped, image, started string, kubelet bool, errs *errCounts) {
+// Succeeded, the (wrapped) container terminated (it started at started); a lockedcron
+// pod's with lockwrap's Succeeded report as its termination message (the job ran from
+// ran), a Job's pod's without one.
+func markSucceeded(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, wrapped, image, started, ran string, kubelet bool, errs *errCounts) {
 	end := metav1.Now().UTC().Format(time.RFC3339Nano)
 	terminated := map[string]any{"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": end[:19] + "Z"}
 	if occ, ok := pod.Annotations[runpod.AnnotationScheduledTime]; ok {
 		msg, err := report.Encode(report.Report{Outcome: report.Succeeded, Occurrence: occ,
-			Key: pod.Name, Holder: "bench/" + pod.Name, FencingToken: 1, AcquiredAt: started, StartedAt: started, ReleasedAt: end})
+			Key: pod.Name, Holder: "bench/" + pod.Name, FencingToken: 1, AcquiredAt: ran, StartedAt: ran, ReleasedAt: end})
 		if err != nil {
 			errs.add(err)
 			return
