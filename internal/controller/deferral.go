@@ -114,8 +114,9 @@ const startNewsDelay = 10 * time.Second
 // the instant. Where the pod's start was not yet news at the instant (its container
 // started less than startNewsDelay before it, or not yet), the write comes at the instant
 // instead of with that news; it is one more only when the job also ends before its start
-// is news. With a short prepareAheadSeconds (10) and jobs that end within 10 s, that is
-// every run: two status writes a run instead of one, the price of not stopping a job.
+// is news. With a short prepareAheadSeconds (10) and jobs that end within 10 s, that could
+// be every run; measured at 1,000 such jobs it was 1.66 status writes per occurrence
+// against 1.63 without this (docs/reliability.md), the price of not stopping a job.
 func podNews(active []*corev1.Pod, now time.Time) func(string) bool {
 	return func(name string) bool {
 		for _, p := range active {
