@@ -107,13 +107,17 @@ func (r *LockedCronJobReconciler) setupBlackout(mgr ctrl.Manager) error {
 	return mgr.Add(c)
 }
 
-// rolloutRefKeys indexes a cached job by the workloads it references (rolloutRefIndex).
+// rolloutRefKeys indexes a cached job by the workloads it references (rolloutRefIndex):
+// a cachedJob by the keys slimJob kept (without decoding the job, for the old and the new
+// job of every update), a *v1alpha1.LockedCronJob (a cache without slimJob) by its spec.
 func rolloutRefKeys(o client.Object) []string {
-	job, ok := jobOf(o)
-	if !ok {
-		return nil
+	switch j := o.(type) {
+	case *cachedJob:
+		return j.rolloutKeys
+	case *v1alpha1.LockedCronJob:
+		return blackout.IndexKeys(j.Spec.Blackout)
 	}
-	return blackout.IndexKeys(job.Spec.Blackout)
+	return nil
 }
 
 func (r *LockedCronJobReconciler) workloadSources() []source.Source {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/blackout"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
@@ -246,10 +247,21 @@ func slimJob(obj any) (any, error) {
 	job.Annotations = ownKeys(job.Annotations)
 	shareMeta(&job.ObjectMeta)
 	body, err := packJob(job)
+	if err == nil {
+		// What the API server accepts does not always read back from JSON as Go writes it
+		// (metav1.Time writes a time past the year 9999 in UTC, which it cannot parse):
+		// a body that does not decode is not held, or every reader would fail on it.
+		err = unpackJob(body, &v1alpha1.LockedCronJob{})
+	}
 	if err != nil {
 		return job, nil // held as decoded: every reader reads a *v1alpha1.LockedCronJob too
 	}
-	return &cachedJob{TypeMeta: job.TypeMeta, ObjectMeta: job.ObjectMeta, body: body}, nil
+	return &cachedJob{
+		TypeMeta:    job.TypeMeta,
+		ObjectMeta:  job.ObjectMeta,
+		body:        body,
+		rolloutKeys: blackout.IndexKeys(job.Spec.Blackout),
+	}, nil
 }
 
 // ownKeys returns of a label or annotation map only the controller's own keys

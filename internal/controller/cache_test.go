@@ -669,6 +669,39 @@ func TestCachedJobReadsAsAJob(t *testing.T) {
 	}
 }
 
+// TestSlimJobKeepsWhatDoesNotReadBack: a job whose JSON, as Go writes it again, does not
+// decode (a time the API accepts in a zone west of UTC, past the year 9999 in UTC, which
+// anyone who may write the status subresource can store) is held as decoded: its readers
+// and the rollout index read it, where a packed copy would panic on every read.
+func TestSlimJobKeepsWhatDoesNotReadBack(t *testing.T) {
+	raw := `{"apiVersion":"scheduling.lockedcron.io/v1alpha1","kind":"LockedCronJob","metadata":{"namespace":"ns","name":"far"},` +
+		`"spec":{"schedule":"@daily","blackout":{"rollouts":[{"kind":"Deployment","name":"api"}]}},` +
+		`"status":{"lastScheduleTime":"9999-12-31T23:00:00-05:00"}}`
+	var job v1alpha1.LockedCronJob
+	if err := json.Unmarshal([]byte(raw), &job); err != nil {
+		t.Fatal(err)
+	}
+	held, err := slimJob(job.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *v1alpha1.LockedCronJob
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("reading the cached job panics: %v", r)
+			}
+		}()
+		got = heldJob(t, held)
+	}()
+	if got.Status.LastScheduleTime == nil || !got.Status.LastScheduleTime.Equal(job.Status.LastScheduleTime) {
+		t.Errorf("lastScheduleTime read back as %v, want %v", got.Status.LastScheduleTime, job.Status.LastScheduleTime)
+	}
+	if keys := rolloutRefKeys(held.(client.Object)); !slices.Equal(keys, []string{"Deployment/api"}) {
+		t.Errorf("rollout index of the held job: %q", keys)
+	}
+}
+
 // TestOwnerRequest: a pod's event wakes the pass of the LockedCronJob that controls it, in
 // the pod's namespace, read from the held object; a pod another kind or group controls, or
 // that a job owns without controlling, wakes none.

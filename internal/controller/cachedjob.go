@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 )
@@ -26,14 +25,16 @@ import (
 // (Get, List) hand out DeepCopyObject of the object held, which decodes the body into a
 // *v1alpha1.LockedCronJob of the reader's own. What is handed the held object itself (the
 // job watch's predicates and handler, the rollout index) reads its metadata as a
-// client.Object, or the job through jobOf. The same limits as cachedPod's hold: no cache
-// option may skip the readers' copy, and client-go's cache mutation detector must stay off.
+// client.Object, or the rollout index's keys slimJob kept (rolloutRefKeys). The same limits
+// as cachedPod's hold: no cache option may skip the readers' copy, and client-go's cache
+// mutation detector must stay off.
 // Decoding costs a pass about as much as the watch's own decoding of the job (CPU figures in
 // docs/performance.md).
 type cachedJob struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	body []byte // {"spec":…,"status":…}, flate-compressed (packJob)
+	body        []byte   // {"spec":…,"status":…}, flate-compressed (packJob)
+	rolloutKeys []string // the rollout index's keys (rolloutRefKeys), read on every update
 }
 
 // DeepCopyObject returns a copy of the job it stands for (see cachedJob).
@@ -41,24 +42,12 @@ func (c *cachedJob) DeepCopyObject() runtime.Object {
 	job := &v1alpha1.LockedCronJob{TypeMeta: c.TypeMeta}
 	c.ObjectMeta.DeepCopyInto(&job.ObjectMeta)
 	if err := unpackJob(c.body, job); err != nil {
-		// The body is packJob's own encoding of a decoded job: this is memory corrupted,
-		// not input. Handing out a job without its
-		// status would let a pass write an empty one over the stored status.
+		// slimJob holds only a body that decodes: this is memory corrupted, not input.
+		// Handing out a job without its status would let a pass write an empty one over
+		// the stored status.
 		panic(fmt.Sprintf("lockedcron: the cached job %s/%s does not decode: %v", c.Namespace, c.Name, err))
 	}
 	return job
-}
-
-// jobOf reads a job the job informer hands its handlers or indexers: the cache's
-// cachedJob, or a *v1alpha1.LockedCronJob (a cache without slimJob, a test's).
-func jobOf(obj client.Object) (*v1alpha1.LockedCronJob, bool) {
-	switch j := obj.(type) {
-	case *v1alpha1.LockedCronJob:
-		return j, true
-	case *cachedJob:
-		return j.DeepCopyObject().(*v1alpha1.LockedCronJob), true
-	}
-	return nil, false
 }
 
 // jobBody is what a cachedJob's body holds.

@@ -277,7 +277,8 @@ func (a *familyArrays) add(pairs []*dto.LabelPair, v float64) {
 
 // withJobs is the registry the metrics endpoint serves: controller-runtime's, which the
 // manager's other metrics are registered with, and the per-job families, added when it is
-// gathered. Gathering it names every family once, sorted by name, as a registry does.
+// gathered: every family once, the families sorted by name (a family's series come by
+// namespace and name, not sorted by label values as the registry sorts its own).
 type withJobs struct {
 	prometheus.Registerer
 	registry prometheus.Gatherer
