@@ -736,6 +736,9 @@ func run(c config, n int) (res []result, err error) {
 	} else {
 		logf("N=%d: manager memory at the window's end (Go runtime, MiB): %s", n, line)
 	}
+	if ps, err := sampleProc(mgr.cmd.Process.Pid); err == nil {
+		logf("N=%d: manager RSS at the window's end (MiB): %d, of it anonymous %d, file-backed %d", n, ps.RSS>>20, ps.Anon>>20, ps.File>>20)
+	}
 	if err := eventSummary(ctx, cs); err != nil {
 		logf("warning: listing Events: %v", err)
 	}

@@ -106,6 +106,9 @@ func total(m map[string]float64) float64 {
 type procSample struct {
 	CPU      time.Duration
 	RSS, HWM int64 // bytes
+	// RSS's parts: anonymous memory (the Go heap, stacks, the runtime's own) and
+	// file-backed pages (the binary's text and data as mapped), bytes.
+	Anon, File int64
 }
 
 // clockTick is USER_HZ, 100 on every Linux this runs on.
@@ -140,6 +143,10 @@ func sampleProc(pid int) (procSample, error) {
 			ps.RSS = kb << 10
 		case "VmHWM:":
 			ps.HWM = kb << 10
+		case "RssAnon:":
+			ps.Anon = kb << 10
+		case "RssFile:":
+			ps.File = kb << 10
 		}
 	}
 	return ps, nil
