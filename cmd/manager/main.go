@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/controller"
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/metricsauth"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -190,7 +190,7 @@ func metricsOptions(addr string, secure bool) metricsserver.Options {
 	if secure {
 		// No CertDir: controller-runtime serves a self-signed certificate from memory
 		// (the root filesystem is read-only); mount a real one to verify the server.
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = metricsauth.Filter
 	}
 	return o
 }

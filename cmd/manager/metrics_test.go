@@ -27,9 +27,10 @@ import (
 
 // The manager's metrics endpoint as main configures it, against a real API server
 // (envtest: KUBEBUILDER_ASSETS, as `make test` sets it): refused without a token (401),
-// refused for a ServiceAccount without metrics-reader (403), served to one bound to the
-// shipped metrics-reader ClusterRole (200); plain HTTP only with --metrics-secure=false;
-// client-go's call and rate-limiter latencies served.
+// refused for a ServiceAccount without metrics-reader (403) or a token the API server does
+// not accept (401), served to one bound to the shipped metrics-reader ClusterRole (200);
+// plain HTTP only with --metrics-secure=false; client-go's call and rate-limiter latencies
+// served.
 // KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh)" go test ./cmd/manager/ -run TestMetrics
 func TestMetricsEndpointAuth(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
@@ -131,6 +132,12 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	}
 	if code, body := get(url, scraper); code != http.StatusOK || !strings.Contains(body, "# HELP") {
 		t.Errorf("metrics-reader token: %d %.200q, want 200 with metrics", code, body)
+	}
+	if code, _ := get(url, other); code != http.StatusForbidden {
+		t.Errorf("token without metrics-reader, after an allowed scrape: %d, want 403", code)
+	}
+	if code, _ := get(url, "not-a-token"); code != http.StatusUnauthorized {
+		t.Errorf("a token the API server does not accept: %d, want 401", code)
 	}
 	if code, _ := get(fmt.Sprintf("http://%s/metrics", addr), scraper); code == http.StatusOK {
 		t.Errorf("plain HTTP to the secure endpoint: 200")

@@ -4,7 +4,7 @@ package main
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockedcron-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=lockedcron-system,resources=events,verbs=create;patch
 
-// Metrics over HTTPS (filters.WithAuthenticationAndAuthorization): the manager asks the
+// Metrics over HTTPS (internal/metricsauth): the manager asks the
 // API server who a scraper is and whether it may get /metrics.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
