@@ -2,11 +2,13 @@ package controller
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -238,6 +240,9 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 // never from the request, so the stored ones stay whole. It returns a cachedJob, which
 // holds the spec and status compressed and reads as the job. Anything else passes
 // unchanged.
+// errNotReadBack: a job's packed body decodes to another job.
+var errNotReadBack = errors.New("the packed job does not read back as the job")
+
 func slimJob(obj any) (any, error) {
 	job, ok := obj.(*v1alpha1.LockedCronJob)
 	if !ok {
@@ -248,10 +253,17 @@ func slimJob(obj any) (any, error) {
 	shareMeta(&job.ObjectMeta)
 	body, err := packJob(job)
 	if err == nil {
-		// What the API server accepts does not always read back from JSON as Go writes it
-		// (metav1.Time writes a time past the year 9999 in UTC, which it cannot parse):
-		// a body that does not decode is not held, or every reader would fail on it.
-		err = unpackJob(body, &v1alpha1.LockedCronJob{})
+		// What the API server accepts does not always read back from JSON as Go writes it:
+		// metav1.Time writes whole seconds in UTC, so a blackout window's end at
+		// 10:00:00.5 would read back as 10:00:00 and let the occurrence at 10:00:00 run
+		// inside the window, and a time past the year 9999 in UTC does not parse at all
+		// (every reader would fail on it). A body that does not read back as the job is
+		// not held.
+		back := &v1alpha1.LockedCronJob{}
+		if err = unpackJob(body, back); err == nil && !(equality.Semantic.DeepEqual(&back.Spec, &job.Spec) &&
+			equality.Semantic.DeepEqual(&back.Status, &job.Status)) {
+			err = errNotReadBack
+		}
 	}
 	if err != nil {
 		return job, nil // held as decoded: every reader reads a *v1alpha1.LockedCronJob too

@@ -702,6 +702,37 @@ func TestSlimJobKeepsWhatDoesNotReadBack(t *testing.T) {
 	}
 }
 
+// TestSlimJobKeepsSubSecondTimes: a job whose times have fractions of a second (the API
+// server stores a blackout window's end at 10:00:00.5 as written) is read from the cache
+// with them. A packed copy, written again as metav1.Time writes (whole seconds), read the
+// end back as 10:00:00, and the occurrence at 10:00:00, inside the window the user wrote,
+// ran.
+func TestSlimJobKeepsSubSecondTimes(t *testing.T) {
+	raw := `{"apiVersion":"scheduling.lockedcron.io/v1alpha1","kind":"LockedCronJob","metadata":{"namespace":"ns","name":"freeze"},` +
+		`"spec":{"schedule":"0 0 10 * * *","timeZone":"UTC","blackout":{"windows":[` +
+		`{"name":"freeze","start":"2026-12-04T09:00:00Z","end":"2026-12-04T10:00:00.5Z"}]}}}`
+	var job v1alpha1.LockedCronJob
+	if err := json.Unmarshal([]byte(raw), &job); err != nil {
+		t.Fatal(err)
+	}
+	held, err := slimJob(job.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := heldJob(t, held)
+	end := time.Date(2026, 12, 4, 10, 0, 0, 5e8, time.UTC)
+	if w := got.Spec.Blackout.Windows[0]; w.End == nil || !w.End.Time.Equal(end) {
+		t.Fatalf("the window's end read back as %v, want %s", w.End, end.Format(time.RFC3339Nano))
+	}
+	rules, err := blackout.Compile(got.Spec.Blackout, got.Spec.TimeZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if occ := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC); !rules.At(occ, nil).Blocked() {
+		t.Errorf("the occurrence %s, inside the window that ends %s, is not blocked", occ.Format(time.RFC3339), end.Format(time.RFC3339Nano))
+	}
+}
+
 // TestOwnerRequest: a pod's event wakes the pass of the LockedCronJob that controls it, in
 // the pod's namespace, read from the held object; a pod another kind or group controls, or
 // that a job owns without controlling, wakes none.

@@ -182,7 +182,9 @@ func TestGuardReviewFailures(t *testing.T) {
 	}
 
 	g = a.guard(&clock{now: time.Unix(0, 0)})
-	a.set(func() { a.tokenCalls, a.fail = 0, []error{apierrors.NewForbidden(gr, "", errors.New("RBAC: no create on tokenreviews"))} })
+	a.set(func() {
+		a.tokenCalls, a.fail = 0, []error{apierrors.NewForbidden(gr, "", errors.New("RBAC: no create on tokenreviews"))}
+	})
 	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusInternalServerError {
 		t.Errorf("the manager may not review tokens: %d, want 500", code)
 	}
