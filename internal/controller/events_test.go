@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
@@ -71,6 +73,27 @@ var _ = Describe("Events", func() {
 		), "one Missed Event per cause, each with its own note")
 		Eventually(func() []*eventsv1.EventSeries { return eventSeries(job, ReasonMissed) }, 10*time.Second).Should(
 			ContainElement(HaveField("Count", BeNumerically(">=", 2))), "the backlog's Missed Events form a series")
+	})
+
+	// A status the API server stored but the controller cannot write back: a time past the
+	// year 9999 in UTC, written in a zone west of UTC through the status subresource, which
+	// metav1.Time writes in UTC as the year 10000. Every status write of the job is
+	// refused, and with it the pass's accounting (its pods are not counted nor released).
+	// Only the manager's log said so; the job's Events now name the field and the fix.
+	It("names, on the job, the status field the API server refuses when the controller writes it back", func() {
+		startManager(clock.RealClock{})
+		job := newJob(newNamespace(), "forged", "* * * * * *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">=", 1))
+		Expect(k8sClient.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType,
+			[]byte(`{"status":{"lastSuccessfulTime":"9999-12-31T23:00:00-05:00"}}`)))).To(Succeed())
+		Eventually(func() []string { return eventNotes(job, ReasonStatusRejected) }, 15*time.Second).Should(ContainElement(And(
+			ContainSubstring("status.lastSuccessfulTime"), ContainSubstring("--subresource=status"))))
+		// The user removes the field: the job's status is written again.
+		missed := getJob(job).Status.Counters.Missed
+		Expect(k8sClient.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType,
+			[]byte(`{"status":{"lastSuccessfulTime":null}}`)))).To(Succeed())
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">", missed))
 	})
 
 	It("keeps one Event per warning: each failed run is told", func() {

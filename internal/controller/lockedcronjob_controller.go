@@ -65,6 +65,11 @@ const (
 	// the job's creation and before the controller first saw it (it was down); what fell
 	// due before the change is neither started nor counted.
 	ReasonChangedBeforeSeen = "ChangedBeforeFirstSeen"
+	// ReasonStatusRejected: the API server refused the job's status as the controller
+	// writes it back (a value it stored but cannot take again: a time past the year 9999
+	// in UTC); the job's runs are not recorded nor its pods counted until the field is
+	// corrected.
+	ReasonStatusRejected = "StatusRejected"
 )
 
 // ownerIndex indexes pods by the name of their controlling LockedCronJob.
@@ -281,6 +286,13 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 				log.V(1).Info("status conflict, retrying with the newer version")
 				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
+			if apierrors.IsInvalid(err) {
+				// Retrying cannot help: the status holds a value the API server stored and
+				// refuses back (its message names the field). Say so where users look.
+				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, "Reconcile", "%s",
+					report.Shorten(fmt.Sprintf("status not written, and the job's runs not recorded nor its pods counted until it is: %v; correct or remove that field (kubectl edit lockedcronjob %s -n %s --subresource=status)",
+						err, job.Name, job.Namespace), maxEventNote-len("…")))
+			}
 			return ctrl.Result{}, err
 		}
 		if lst := job.Status.LastScheduleTime; lst != nil {
@@ -325,6 +337,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 var seriesReasons = map[string]bool{
 	string(report.Succeeded): true, string(report.SkippedContention): true,
 	ReasonMissed: true, ReasonSkippedBlackout: true, ReasonLockBackend: true,
+	ReasonStatusRejected: true, // at each retry of the pass while the field stays
 }
 
 // seriesRef is the job as an Event's regarding object for a series: without its
