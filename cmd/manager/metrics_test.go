@@ -28,7 +28,8 @@ import (
 // The manager's metrics endpoint as main configures it, against a real API server
 // (envtest: KUBEBUILDER_ASSETS, as `make test` sets it): refused without a token (401),
 // refused for a ServiceAccount without metrics-reader (403) or a token the API server does
-// not accept (401), served to one bound to the shipped metrics-reader ClusterRole (200);
+// not accept (401), served to one bound to the shipped metrics-reader ClusterRole, itself
+// or through its group (200);
 // plain HTTP only with --metrics-secure=false; client-go's call and rate-limiter latencies
 // served.
 // KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh)" go test ./cmd/manager/ -run TestMetrics
@@ -53,18 +54,31 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &reader, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	token := func(sa string) string {
+	tokenIn := func(ns, sa string) string {
 		t.Helper()
-		if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tr.Status.Token
 	}
+	token := func(sa string) string { t.Helper(); return tokenIn("default", sa) }
 	scraper, other := token("scraper"), token("other")
+	// A scraper allowed through a group: every ServiceAccount of the namespace monitoring.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	viaGroup := tokenIn("monitoring", "prometheus")
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "monitoring-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:monitoring"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "scraper-metrics"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
@@ -135,6 +149,9 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	}
 	if code, _ := get(url, other); code != http.StatusForbidden {
 		t.Errorf("token without metrics-reader, after an allowed scrape: %d, want 403", code)
+	}
+	if code, _ := get(url, viaGroup); code != http.StatusOK {
+		t.Errorf("token of a ServiceAccount whose group is bound to metrics-reader: %d, want 200", code)
 	}
 	if code, _ := get(url, "not-a-token"); code != http.StatusUnauthorized {
 		t.Errorf("a token the API server does not accept: %d, want 401", code)

@@ -229,6 +229,9 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 	return out
 }
 
+// errNotReadBack: a job's packed body decodes to another job.
+var errNotReadBack = errors.New("the packed job does not read back as the job")
+
 // slimJob keeps of a LockedCronJob's annotations only the controller's own (ownKeys), and
 // of its managed fields what the controller reads (issue 13: memory at thousands of jobs;
 // they were a quarter of a cached job): which manager last set spec.schedule,
@@ -240,9 +243,6 @@ func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 // never from the request, so the stored ones stay whole. It returns a cachedJob, which
 // holds the spec and status compressed and reads as the job. Anything else passes
 // unchanged.
-// errNotReadBack: a job's packed body decodes to another job.
-var errNotReadBack = errors.New("the packed job does not read back as the job")
-
 func slimJob(obj any) (any, error) {
 	job, ok := obj.(*v1alpha1.LockedCronJob)
 	if !ok {

@@ -4,6 +4,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -289,9 +290,8 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			if apierrors.IsInvalid(err) {
 				// Retrying cannot help: the status holds a value the API server stored and
 				// refuses back (its message names the field). Say so where users look.
-				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, "Reconcile", "%s",
-					report.Shorten(fmt.Sprintf("status not written, and the job's runs not recorded nor its pods counted until it is: %v; correct or remove that field (kubectl edit lockedcronjob %s -n %s --subresource=status)",
-						err, job.Name, job.Namespace), maxEventNote-len("…")))
+				action, note := statusRejected(&job, err)
+				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, action, "%s", note)
 			}
 			return ctrl.Result{}, err
 		}
@@ -313,6 +313,26 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 8: come back at the next occurrence.
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
+}
+
+// statusRejected is the StatusRejected Event's action and note for err, a status write
+// the API server refused as invalid. The action is the first field it names, so that each
+// field has a series of its own whose note names it (a series keeps its first note).
+func statusRejected(job *v1alpha1.LockedCronJob, err error) (action, note string) {
+	action = "Reconcile"
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Details != nil {
+		for _, c := range st.Status().Details.Causes {
+			if c.Field != "" {
+				action = report.TruncateRunes(c.Field, maxEventAction)
+				break
+			}
+		}
+	}
+	note = fmt.Sprintf("status not written, and the job's runs not recorded nor its pods counted until it is: %v. "+
+		"A value stored in status that the controller cannot write back (a time past the year 9999 in UTC) is corrected or removed with "+
+		"kubectl edit lockedcronjob %s -n %s --subresource=status", err, job.Name, job.Namespace)
+	return action, report.Shorten(note, maxEventNote-len("…"))
 }
 
 // seriesReasons are the Events that repeat while nothing new happens. Each forms one series

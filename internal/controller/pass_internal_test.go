@@ -11,9 +11,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -419,5 +421,29 @@ func TestPreparedPodWithdrawnWhateverItsCreationTime(t *testing.T) {
 	_, p := runPass(t, job, at.Add(-5*time.Second), pod)
 	if len(p.withdrawn) != 1 || p.withdrawn[0].pod.Name != pod.Name || p.withdrawn[0].why != "suspended" {
 		t.Fatalf("withdrawn %+v, want %s (suspended)", p.withdrawn, pod.Name)
+	}
+}
+
+// TestStatusRejected: the StatusRejected Event of a refused status write names the field
+// the API server names, in its note and as its series' action (one series per field: a
+// series keeps its first note, and a second field refused later must be told too), and
+// says how to fix it; a long message is cut to what the API server takes.
+func TestStatusRejected(t *testing.T) {
+	job := passJob("* * * * *", false)
+	gk := v1alpha1.GroupVersion.WithKind("LockedCronJob").GroupKind()
+	refused := func(path *field.Path, msg string) error {
+		return apierrors.NewInvalid(gk, job.Name, field.ErrorList{field.Invalid(path, "10000-01-01T04:00:00Z", msg)})
+	}
+	a1, n1 := statusRejected(job, refused(field.NewPath("status", "lastSuccessfulTime"), "must be of type date-time"))
+	a2, _ := statusRejected(job, refused(field.NewPath("status", "recent").Index(0).Child("occurrence"), "must be of type date-time"))
+	if a1 != "status.lastSuccessfulTime" || a2 != "status.recent[0].occurrence" || a1 == a2 {
+		t.Errorf("actions %q and %q, want one per field refused", a1, a2)
+	}
+	if !containsAll(n1, "status.lastSuccessfulTime", "kubectl edit lockedcronjob j -n ns --subresource=status") {
+		t.Errorf("note %q does not name the field and the fix", n1)
+	}
+	long, note := statusRejected(job, refused(field.NewPath("status", strings.Repeat("x", 300)), strings.Repeat("y", 2000)))
+	if len(long) > maxEventAction || len(note) > maxEventNote || !utf8.ValidString(note) {
+		t.Errorf("action of %d bytes (max %d), note of %d bytes (max %d)", len(long), maxEventAction, len(note), maxEventNote)
 	}
 }

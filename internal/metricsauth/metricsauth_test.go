@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -41,8 +42,17 @@ type apiServer struct {
 	mu                   sync.Mutex
 	tokens               map[string]string
 	allowed              map[string]bool
-	fail                 []error // returned one per review while any is left
+	fail                 []error // returned one per TokenReview while any is left
+	sarFail              []error // the same for SubjectAccessReviews
+	tokenError           string  // while set, every TokenReview answers unauthenticated with it
 	tokenCalls, sarCalls int
+}
+
+// The user the API server says a token belongs to: its UID, groups and extra must reach
+// the SubjectAccessReview (a binding to a group or a UID-bound rule relies on them).
+func userOf(name string) authnv1.UserInfo {
+	return authnv1.UserInfo{Username: name, UID: "uid-" + name, Groups: []string{"scrapers"},
+		Extra: map[string]authnv1.ExtraValue{"authentication.kubernetes.io/node-name": {"node-1"}}}
 }
 
 func (a *apiServer) guard(c *clock) *guard {
@@ -57,8 +67,10 @@ func (a *apiServer) guard(c *clock) *guard {
 			return true, nil, err
 		}
 		tr := act.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview).DeepCopy()
-		if u, ok := a.tokens[tr.Spec.Token]; ok {
-			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: u, Groups: []string{"system:authenticated"}}}
+		if a.tokenError != "" {
+			tr.Status = authnv1.TokenReviewStatus{Error: a.tokenError}
+		} else if u, ok := a.tokens[tr.Spec.Token]; ok {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: userOf(u)}
 		}
 		return true, tr, nil
 	})
@@ -66,9 +78,16 @@ func (a *apiServer) guard(c *clock) *guard {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.sarCalls++
+		if len(a.sarFail) > 0 {
+			err := a.sarFail[0]
+			a.sarFail = a.sarFail[1:]
+			return true, nil, err
+		}
 		sar := act.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview).DeepCopy()
-		na := sar.Spec.NonResourceAttributes
-		sar.Status.Allowed = na != nil && na.Path == "/metrics" && na.Verb == "get" && a.allowed[sar.Spec.User]
+		na, u := sar.Spec.NonResourceAttributes, userOf(sar.Spec.User)
+		sameUser := sar.Spec.UID == u.UID && slices.Equal(sar.Spec.Groups, append(u.Groups, "system:authenticated")) &&
+			len(sar.Spec.Extra) == 1 && slices.Equal(sar.Spec.Extra["authentication.kubernetes.io/node-name"], []string{"node-1"})
+		sar.Status.Allowed = sameUser && na != nil && na.Path == "/metrics" && na.Verb == "get" && a.allowed[sar.Spec.User]
 		return true, sar, nil
 	})
 	return newGuard(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), c)
@@ -193,5 +212,30 @@ func TestGuardReviewFailures(t *testing.T) {
 	}
 	if tc, _ := a.calls(); tc != 2 {
 		t.Errorf("%d TokenReviews, want 2 (a refusal is not retried)", tc)
+	}
+
+	// A SubjectAccessReview that cannot be made: 500, not kept.
+	g = a.guard(&clock{now: time.Unix(0, 0)})
+	sar := schema.GroupResource{Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}
+	a.set(func() {
+		a.sarFail = []error{apierrors.NewForbidden(sar, "", errors.New("RBAC: no create on subjectaccessreviews"))}
+	})
+	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusInternalServerError {
+		t.Errorf("the manager may not review access: %d, want 500", code)
+	}
+	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusOK {
+		t.Errorf("the next scrape, the access review possible again: %d, want 200 (a failed review is not kept)", code)
+	}
+
+	// The API server cannot tell who the token is (an authenticator failed): 401, and the
+	// answer is not kept, so the token works as soon as the API server can tell again.
+	g = a.guard(&clock{now: time.Unix(0, 0)})
+	a.set(func() { a.tokenError = "webhook authenticator: connection refused" })
+	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusUnauthorized {
+		t.Errorf("a review answered with an error: %d, want 401", code)
+	}
+	a.set(func() { a.tokenError = "" })
+	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusOK {
+		t.Errorf("the next scrape, the API server able to tell: %d, want 200 (an answer with an error is not kept)", code)
 	}
 }
