@@ -29,9 +29,8 @@ import (
 // (envtest: KUBEBUILDER_ASSETS, as `make test` sets it): refused without a token (401),
 // refused for a ServiceAccount without metrics-reader (403) or a token the API server does
 // not accept (401), served to one bound to the shipped metrics-reader ClusterRole, itself
-// or through its group (200);
-// plain HTTP only with --metrics-secure=false; client-go's call and rate-limiter latencies
-// served.
+// or through its group (200); plain HTTP only with --metrics-secure=false; client-go's
+// call and rate-limiter latencies served.
 // KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh)" go test ./cmd/manager/ -run TestMetrics
 func TestMetricsEndpointAuth(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {

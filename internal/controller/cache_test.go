@@ -669,14 +669,9 @@ func TestCachedJobReadsAsAJob(t *testing.T) {
 	}
 }
 
-// TestSlimJobKeepsWhatDoesNotReadBack: a job whose JSON, as Go writes it again, does not
-// decode (a time the API accepts in a zone west of UTC, past the year 9999 in UTC, which
-// anyone who may write the status subresource can store) is held as decoded: its readers
-// and the rollout index read it, where a packed copy would panic on every read.
-func TestSlimJobKeepsWhatDoesNotReadBack(t *testing.T) {
-	raw := `{"apiVersion":"scheduling.lockedcron.io/v1alpha1","kind":"LockedCronJob","metadata":{"namespace":"ns","name":"far"},` +
-		`"spec":{"schedule":"@daily","blackout":{"rollouts":[{"kind":"Deployment","name":"api"}]}},` +
-		`"status":{"lastScheduleTime":"9999-12-31T23:00:00-05:00"}}`
+// slimServed is the job the API server serves as raw, and what the cache holds of it.
+func slimServed(t *testing.T, raw string) (*v1alpha1.LockedCronJob, any) {
+	t.Helper()
 	var job v1alpha1.LockedCronJob
 	if err := json.Unmarshal([]byte(raw), &job); err != nil {
 		t.Fatal(err)
@@ -685,6 +680,18 @@ func TestSlimJobKeepsWhatDoesNotReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &job, held
+}
+
+// TestSlimJobKeepsWhatDoesNotReadBack: a job whose JSON, as Go writes it again, does not
+// decode (a time the API accepts in a zone west of UTC, past the year 9999 in UTC, which
+// anyone who may write the status subresource can store) is held as decoded: its readers
+// and the rollout index read it, where a packed copy would panic on every read.
+func TestSlimJobKeepsWhatDoesNotReadBack(t *testing.T) {
+	raw := `{"apiVersion":"scheduling.lockedcron.io/v1alpha1","kind":"LockedCronJob","metadata":{"namespace":"ns","name":"far"},` +
+		`"spec":{"schedule":"@daily","blackout":{"rollouts":[{"kind":"Deployment","name":"api"}]}},` +
+		`"status":{"lastScheduleTime":"9999-12-31T23:00:00-05:00"}}`
+	job, held := slimServed(t, raw)
 	var got *v1alpha1.LockedCronJob
 	func() {
 		defer func() {
@@ -711,14 +718,7 @@ func TestSlimJobKeepsSubSecondTimes(t *testing.T) {
 	raw := `{"apiVersion":"scheduling.lockedcron.io/v1alpha1","kind":"LockedCronJob","metadata":{"namespace":"ns","name":"freeze"},` +
 		`"spec":{"schedule":"0 0 10 * * *","timeZone":"UTC","blackout":{"windows":[` +
 		`{"name":"freeze","start":"2026-12-04T09:00:00Z","end":"2026-12-04T10:00:00.5Z"}]}}}`
-	var job v1alpha1.LockedCronJob
-	if err := json.Unmarshal([]byte(raw), &job); err != nil {
-		t.Fatal(err)
-	}
-	held, err := slimJob(job.DeepCopy())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, held := slimServed(t, raw)
 	got := heldJob(t, held)
 	end := time.Date(2026, 12, 4, 10, 0, 0, 5e8, time.UTC)
 	if w := got.Spec.Blackout.Windows[0]; w.End == nil || !w.End.Time.Equal(end) {

@@ -42,6 +42,7 @@ import (
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	utilclock "k8s.io/utils/clock"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -70,7 +71,7 @@ func Filter(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGuard(authn.TokenReviews(), authz.SubjectAccessReviews(), nil).filter, nil
+	return newGuard(authn.TokenReviews(), authz.SubjectAccessReviews(), utilclock.RealClock{}).filter, nil
 }
 
 // guard holds the two review clients and what they answered.
@@ -78,7 +79,7 @@ type guard struct {
 	tokens authnclient.TokenReviewInterface
 	access authzclient.SubjectAccessReviewInterface
 	// users: sha256 of a token → *authnv1.UserInfo, nil when the API server refused it.
-	// decisions: accessKey → decision.
+	// decisions: the SubjectAccessReview spec as JSON → decision.
 	users, decisions *cache.LRUExpireCache
 }
 
@@ -87,15 +88,10 @@ type decision struct {
 	reason  string
 }
 
-// newGuard makes a guard; clock is nil but in tests.
-func newGuard(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, clock cache.Clock) *guard {
-	g := &guard{tokens: tokens, access: access}
-	if clock == nil {
-		g.users, g.decisions = cache.NewLRUExpireCache(cacheEntries), cache.NewLRUExpireCache(cacheEntries)
-	} else {
-		g.users, g.decisions = cache.NewLRUExpireCacheWithClock(cacheEntries, clock), cache.NewLRUExpireCacheWithClock(cacheEntries, clock)
-	}
-	return g
+// newGuard makes a guard whose answers expire by clk.
+func newGuard(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, clk cache.Clock) *guard {
+	return &guard{tokens: tokens, access: access,
+		users: cache.NewLRUExpireCacheWithClock(cacheEntries, clk), decisions: cache.NewLRUExpireCacheWithClock(cacheEntries, clk)}
 }
 
 func (g *guard) filter(log logr.Logger, next http.Handler) (http.Handler, error) {

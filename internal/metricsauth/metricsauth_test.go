@@ -61,9 +61,7 @@ func (a *apiServer) guard(c *clock) *guard {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.tokenCalls++
-		if len(a.fail) > 0 {
-			err := a.fail[0]
-			a.fail = a.fail[1:]
+		if err := pop(&a.fail); err != nil {
 			return true, nil, err
 		}
 		tr := act.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview).DeepCopy()
@@ -78,9 +76,7 @@ func (a *apiServer) guard(c *clock) *guard {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.sarCalls++
-		if len(a.sarFail) > 0 {
-			err := a.sarFail[0]
-			a.sarFail = a.sarFail[1:]
+		if err := pop(&a.sarFail); err != nil {
 			return true, nil, err
 		}
 		sar := act.(k8stesting.CreateAction).GetObject().(*authzv1.SubjectAccessReview).DeepCopy()
@@ -91,6 +87,16 @@ func (a *apiServer) guard(c *clock) *guard {
 		return true, sar, nil
 	})
 	return newGuard(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), c)
+}
+
+// pop takes the first of errs, nil when there is none.
+func pop(errs *[]error) error {
+	if len(*errs) == 0 {
+		return nil
+	}
+	err := (*errs)[0]
+	*errs = (*errs)[1:]
+	return err
 }
 
 func (a *apiServer) set(f func()) { a.mu.Lock(); defer a.mu.Unlock(); f() }
