@@ -362,10 +362,15 @@ var seriesReasons = map[string]bool{
 
 // seriesRef is the job as an Event's regarding object for a series: without its
 // resourceVersion, which every status write moves and which is part of the recorder's
-// key for "the same Event again".
-func seriesRef(job *v1alpha1.LockedCronJob) *v1alpha1.LockedCronJob {
-	return &v1alpha1.LockedCronJob{TypeMeta: job.TypeMeta, ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name, UID: job.UID}}
+// key for "the same Event again". It is a reference already, which the recorder takes as
+// it is: the recorder keeps each series' Event, and a reference it builds from the job
+// holds an API version string of its own in each (issue 13: memory at thousands of jobs).
+func seriesRef(job *v1alpha1.LockedCronJob) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: jobAPIVersion, Kind: jobKind, Namespace: job.Namespace, Name: job.Name, UID: job.UID}
 }
+
+// jobAPIVersion and jobKind name a LockedCronJob in references (seriesRef, ownerJob).
+var jobAPIVersion, jobKind = v1alpha1.GroupVersion.String(), "LockedCronJob"
 
 func eventType(o report.Outcome) string {
 	switch o {
@@ -743,7 +748,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // false for a pod no LockedCronJob controls.
 func ownerJob(o client.Object) (string, bool) {
 	owner := metav1.GetControllerOfNoCopy(o)
-	if owner == nil || owner.APIVersion != v1alpha1.GroupVersion.String() || owner.Kind != "LockedCronJob" {
+	if owner == nil || owner.APIVersion != jobAPIVersion || owner.Kind != jobKind {
 		return "", false
 	}
 	return owner.Name, true
