@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -304,6 +305,56 @@ var _ = Describe("Prepare-ahead", func() {
 		Entry("created at the controller's instant", int32(0)),
 		Entry("prepared ahead", int32(300)),
 	)
+
+	// A leader change between two clocks. The leader on time decides, at the instant, the
+	// occurrence of a pod prepared ahead whose container started just before it (a slow
+	// pull); then it stops, and the new leader's clock is behind the instant. For the new
+	// leader the pod is still a prepared one, which a suspend would withdraw; but its
+	// occurrence is decided (lastScheduleTime), and lockwrap started the job on the instant
+	// on its node: the pod is kept, and its run counted once. The first leader's clock is
+	// set by the spec: at its instant nothing else moves it, so its decision must be written
+	// by the pass at the instant, not with the pod's start news 10 s later (deferral.go,
+	// podNews), or the handover would find the occurrence undecided.
+	It("keeps, across a leader change to a clock behind the instant, the prepared pod whose occurrence the old leader decided", func() {
+		at := time.Now().Add(60 * time.Second).Truncate(time.Second)
+		onTime := clocktesting.NewFakePassiveClock(time.Now())
+		stopFirst := startManager(onTime)
+		ns := newNamespace()
+		job := newJob(ns, "handover", dailyAt(at))
+		job.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+		createBefore(job, at)
+		Eventually(func() []corev1.Pod { return podsOf(job) }, 15*time.Second).Should(HaveLen(1))
+		pod := podsOf(job)[0]
+		Expect(pod.Annotations).To(HaveKey(runpod.AnnotationPreparedAhead))
+
+		// The first leader's instant comes; the pod's container started 2 s before it.
+		onTime.SetTime(at.Add(time.Second))
+		bind(&pod)
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := getPod(ns, pod.Name)
+			if err != nil {
+				return err
+			}
+			setRunning(p)
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(at.Add(-2 * time.Second))
+			return k8sClient.Status().Update(ctx, p)
+		})).To(Succeed())
+		Eventually(func() *v1alpha1.LockedCronJobStatus { return &getJob(job).Status }, 15*time.Second).Should(
+			HaveField("LastScheduleTime", HaveField("Time", BeTemporally("==", at))), "the first leader decides the occurrence at its instant")
+		stopFirst()
+
+		// The new leader, its clock 30 s behind the instant; the job is suspended.
+		startManager(clocktesting.NewFakePassiveClock(at.Add(-30 * time.Second)))
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) })
+		Consistently(func(g Gomega) {
+			p, err := getPod(ns, pod.Name)
+			g.Expect(err).NotTo(HaveOccurred(), "the decided pod is kept")
+			g.Expect(p.UID).To(Equal(pod.UID))
+			g.Expect(p.DeletionTimestamp).To(BeNil(), "not withdrawn")
+			g.Expect(p.Annotations).NotTo(HaveKey(runpod.AnnotationWithdrawnAhead))
+		}, 3*time.Second, 100*time.Millisecond).Should(Succeed())
+		succeedsOnce(job, pod, at)
+	})
 })
 
 // bind binds pod to node-1, as the scheduler does.
