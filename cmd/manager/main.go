@@ -148,7 +148,7 @@ func run() error {
 	}
 	log.Info("starting", "watchNamespaces", watchNamespaces, "clusterName", clusterName, "wrapperImage", wrapperImage, "leaderElect", leaderElect, "redisAllowedHosts", allowed.String())
 
-	if err := (&controller.LockedCronJobReconciler{
+	r := &controller.LockedCronJobReconciler{
 		MaxConcurrentReconciles: workers,
 		Client:                  mgr.GetClient(),
 		Pod: runpod.Options{
@@ -157,9 +157,11 @@ func run() error {
 			WrapperImagePullPolicy: corev1.PullPolicy(pullPolicy),
 			RedisAllowedHosts:      allowed,
 		},
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
+	defer r.Close() // after the manager: the last passes' Events are sent
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

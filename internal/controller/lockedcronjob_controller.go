@@ -95,9 +95,10 @@ type LockedCronJobReconciler struct {
 	// Pod holds the controller-wide pod settings (cluster name, wrapper image).
 	Pod runpod.Options
 
-	backends *backends
-	health   *health
-	decided  decided
+	backends      *backends
+	health        *health
+	decided       decided
+	stopRecording func() // the recorder SetupWithManager made (newRecorder); nil if given one
 	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
 	// kube-controller-manager's --concurrent-cron-job-syncs).
 	MaxConcurrentReconciles int
@@ -706,7 +707,11 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder("lockedcron-controller")
+		rec, stop, err := newRecorder(mgr, "lockedcron-controller")
+		if err != nil {
+			return err
+		}
+		r.Recorder, r.stopRecording = rec, stop
 	}
 	r.backends = newBackends(r.APIReader)
 	r.backends.allowed = r.Pod.RedisAllowedHosts // the same endpoints as lockwrap
@@ -764,4 +769,16 @@ func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// Close stops what SetupWithManager started beside the manager's runnables: the Redis
+// clients and the Event recorder, whose last Events are sent first. Call it once the
+// manager has stopped.
+func (r *LockedCronJobReconciler) Close() {
+	if r.stopRecording != nil {
+		r.stopRecording()
+	}
+	if r.backends != nil {
+		r.backends.close()
+	}
 }

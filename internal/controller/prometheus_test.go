@@ -104,7 +104,7 @@ var _ = Describe("alerts in a real Prometheus", func() {
 			defer close(done)
 			Expect(mgr.Start(mctx)).To(Succeed())
 		}()
-		DeferCleanup(func() { mcancel(); Eventually(done, 30*time.Second).Should(BeClosed()); r.backends.close() })
+		DeferCleanup(func() { mcancel(); Eventually(done, 30*time.Second).Should(BeClosed()); r.Close() })
 
 		prom := startPrometheus(metricsAddr)
 		ns := newNamespace()

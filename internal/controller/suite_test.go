@@ -158,7 +158,7 @@ func startManagerWrapped(clk clock.PassiveClock, cacheOpts cache.Options, wrap f
 		stopped = true
 		mcancel()
 		Eventually(done, 30*time.Second).Should(BeClosed())
-		r.backends.close()
+		r.Close()
 	}
 	DeferCleanup(stop)
 	return stop

@@ -1,0 +1,177 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// sinkCall is one call a fakeSink served.
+type sinkCall struct {
+	verb, name, data string
+	rv               string
+}
+
+// fakeSink is the API server behind a seriesSink: it logs each call, answers with the
+// queued errors first, and blocks while gate is held.
+type fakeSink struct {
+	mu    sync.Mutex
+	calls []sinkCall
+	errs  map[string][]error // by verb
+	gate  sync.Mutex
+}
+
+func (f *fakeSink) serve(verb string, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	f.gate.Lock()
+	defer f.gate.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, sinkCall{verb: verb, name: e.Name, data: string(data), rv: e.ResourceVersion})
+	if q := f.errs[verb]; len(q) > 0 {
+		f.errs[verb] = q[1:]
+		return nil, q[0]
+	}
+	out := e.DeepCopy()
+	out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "server"}}
+	return out, nil
+}
+
+func (f *fakeSink) Create(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return f.serve("create", e, nil)
+}
+func (f *fakeSink) Update(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return f.serve("update", e, nil)
+}
+func (f *fakeSink) Patch(_ context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	return f.serve("patch", e, data)
+}
+
+func (f *fakeSink) log() []sinkCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// await waits until the sink has served n calls.
+func (f *fakeSink) await(t *testing.T, n int) []sinkCall {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(f.log()) >= n, nil
+	}); err != nil {
+		t.Fatalf("the sink served %d calls, want %d: %v", len(f.log()), n, f.log())
+	}
+	return f.log()
+}
+
+func seriesEvent(name string) *eventsv1.Event {
+	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: "7"},
+		Reason: "Succeeded", Series: &eventsv1.EventSeries{Count: 2}}
+}
+
+// TestSeriesSinkAnswersAtOnce: client-go's broadcaster PATCHes every series it keeps while
+// holding the lock every new Event takes; the sink answers a series PATCH without waiting
+// for the API server, and without an Event (the broadcaster then keeps its own copy, not
+// the answer with its managed fields). The API server gets the latest PATCH of each
+// Event: a later one replaces an earlier one still queued.
+func TestSeriesSinkAnswersAtOnce(t *testing.T) {
+	api := &fakeSink{}
+	s := newSeriesSink(api)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.run(ctx)
+
+	api.gate.Lock() // the API server is slow: the first PATCH is under way and waits
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			api.gate.Unlock()
+		}
+	}
+	defer release()
+	answered := make(chan error, 1)
+	go func() {
+		for i, data := range []string{`{"series":{"count":2}}`, `{"series":{"count":3}}`, `{"series":{"count":4}}`} {
+			name := "a"
+			if i > 0 {
+				name = "b"
+			}
+			if got, err := s.Patch(ctx, seriesEvent(name), []byte(data)); err != nil || got != nil {
+				answered <- fmt.Errorf("Patch answered %v, %v; want no Event and no error", got, err)
+				return
+			}
+		}
+		answered <- nil
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Patch waits for the API server")
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.queue.Len() == 1, nil // a's PATCH taken; b's two are one
+	}); err != nil {
+		t.Fatalf("queue holds %d keys, want b's alone", s.queue.Len())
+	}
+	release()
+	calls := api.await(t, 2)
+	want := []sinkCall{{verb: "patch", name: "a", data: `{"series":{"count":2}}`, rv: "7"}, {verb: "patch", name: "b", data: `{"series":{"count":4}}`, rv: "7"}}
+	if !slices.Equal(calls, want) {
+		t.Errorf("the API server got %+v, want %+v", calls, want)
+	}
+}
+
+// TestSeriesSinkCreatesAgainAndRetries: a series whose Event the API server no longer has
+// (expired) is created again, without the old resourceVersion; a PATCH the API server
+// could not serve (500, a connection lost) is tried again; one it refuses is not.
+func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
+	gone := apierrors.NewNotFound(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "a")
+	refused := apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, "c", nil)
+	api := &fakeSink{errs: map[string][]error{
+		"patch": {gone, apierrors.NewInternalError(errors.New("etcd")), errors.New("connection reset"), refused},
+	}}
+	s := newSeriesSink(api)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.run(ctx)
+
+	if _, err := s.Patch(ctx, seriesEvent("a"), []byte(`{"series":{"count":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	api.await(t, 2) // a: patch (gone), create
+	if _, err := s.Patch(ctx, seriesEvent("b"), []byte(`{"series":{"count":5}}`)); err != nil {
+		t.Fatal(err)
+	}
+	api.await(t, 5) // b: patch (500), patch (reset), patch
+	if _, err := s.Patch(ctx, seriesEvent("c"), []byte(`{"series":{"count":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	calls := api.await(t, 6) // c: patch (refused), not again
+	want := []sinkCall{
+		{verb: "patch", name: "a", data: `{"series":{"count":2}}`, rv: "7"}, {verb: "create", name: "a"},
+		{verb: "patch", name: "b", data: `{"series":{"count":5}}`, rv: "7"}, {verb: "patch", name: "b", data: `{"series":{"count":5}}`, rv: "7"},
+		{verb: "patch", name: "b", data: `{"series":{"count":5}}`, rv: "7"},
+		{verb: "patch", name: "c", data: `{"series":{"count":2}}`, rv: "7"},
+	}
+	if !slices.Equal(calls, want) {
+		t.Errorf("the API server got\n%+v\nwant\n%+v", calls, want)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+		return len(api.log()) > len(want), nil
+	}); err == nil {
+		t.Errorf("a refused PATCH was sent again: %+v", api.log()[len(want):])
+	}
+}
