@@ -988,10 +988,13 @@ type procFigures struct {
 	// rest_client_rate_limiter_duration_seconds, sum and count by verb: how long calls
 	// took at the API server, and how long they waited for the client's QPS.
 	latSum, latCount, waitSum, waitCount map[string]float64
-	adds                                 float64 // workqueue_adds_total, all queues
-	depth                                float64 // workqueue_depth, all queues
+	adds                                 float64 // workqueue_adds_total, the controllers' queues
+	depth                                float64 // workqueue_depth, the controllers' queues
 	proc                                 procSample
 }
+
+// eventSeriesQueue is the name of the manager's queue of Event series PATCHes.
+const eventSeriesQueue = "lockedcron-event-series"
 
 func snapshot(kcm, mgr *proc, kcmURL, mgrURL string) (map[string]procFigures, error) {
 	out := map[string]procFigures{}
@@ -1016,6 +1019,11 @@ func snapshot(kcm, mgr *proc, kcmURL, mgrURL string) (map[string]procFigures, er
 		if err != nil {
 			return nil, fmt.Errorf("%s metrics: %w", p.name, err)
 		}
+		// The controllers' queues: not the manager's queue of Event series PATCHes
+		// (internal/controller/recorder.go), which a recorder's refresh fills with one
+		// entry per series every 30 minutes.
+		delete(adds, eventSeriesQueue)
+		delete(depth, eventSeriesQueue)
 		f := procFigures{calls: calls, adds: total(adds), depth: total(depth)}
 		for _, m := range []struct {
 			name string
