@@ -699,7 +699,7 @@ func (r *LockedCronJobReconciler) pruneHistory(ctx context.Context, prune []*cor
 
 // SetupWithManager registers the reconciler, the pod owner index and the watches: pods it
 // owns, and the workloads blackouts reference (mapped to the referencing jobs only).
-func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error) {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -707,11 +707,17 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Recorder == nil {
-		rec, stop, err := newRecorder(mgr, "lockedcron-controller")
-		if err != nil {
-			return err
+		rec, stop, rerr := newRecorder(mgr, "lockedcron-controller")
+		if rerr != nil {
+			return rerr
 		}
 		r.Recorder, r.stopRecording = rec, stop
+		defer func() {
+			if err != nil { // no manager will run: the recorder stops here
+				stop()
+				r.Recorder, r.stopRecording = nil, nil
+			}
+		}()
 	}
 	r.backends = newBackends(r.APIReader)
 	r.backends.allowed = r.Pod.RedisAllowedHosts // the same endpoints as lockwrap

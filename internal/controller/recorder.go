@@ -21,7 +21,7 @@ import (
 // newRecorder is the reconciler's events/v1 recorder: client-go's broadcaster, as the
 // manager's own (mgr.GetEventRecorder) is, writing through a seriesSink. It records until
 // stop is called, after the manager has stopped, so that the last passes' Events are
-// still sent.
+// still sent (the series PATCHes queued then: for up to 5 s, seriesSink.close).
 func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, stop func(), err error) {
 	cl, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
@@ -33,14 +33,18 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 	rec, ok := b.NewRecorder(mgr.GetScheme(), name).(recorder.EventRecorder)
 	if !ok { // client-go's recorder is both an EventRecorder and an AnnotatedEventRecorder
 		cancel()
+		b.Shutdown()
 		return nil, nil, errors.New("client-go's events recorder is not an AnnotatedEventRecorder")
 	}
+	// As the manager's recorder: client-go's own errors about Events in the manager's log,
+	// and each Event in it at V(1).
 	log := logf.Log.WithName("events")
+	ctx = logf.IntoContext(ctx, log)
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		cancel()
 		return nil, nil, err
 	}
-	stopLogging, err := b.StartLogging(log.V(1)) // as the manager's recorder: each Event at V(1)
+	stopLogging, err := b.StartLogging(log.V(1))
 	if err != nil {
 		cancel()
 		b.Shutdown()
@@ -49,13 +53,12 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sink.run(logf.IntoContext(ctx, log))
+		sink.run(ctx)
 	}()
 	return rec, func() {
-		stopLogging()
 		b.Shutdown()
-		cancel()
-		<-done
+		stopLogging()
+		sink.close(cancel, done)
 	}, nil
 }
 
@@ -82,6 +85,7 @@ type seriesSink struct {
 	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	mu      sync.Mutex
 	pending map[types.NamespacedName]seriesPatch
+	grace   time.Duration // how long close waits for the queued PATCHes
 }
 
 // seriesPatch is the latest PATCH of one Event, and the Event to create if it is gone.
@@ -90,9 +94,12 @@ type seriesPatch struct {
 	data  []byte
 }
 
-// seriesRetries bounds the tries of one PATCH that fails; the series' next change, or
-// the broadcaster's next refresh, sends it again.
-const seriesRetries = 5
+// seriesRetries bounds the tries of one PATCH that fails: with the queue's backoff, 0.5 s
+// doubling to 1 min, about 6 minutes of tries. The broadcaster's next refresh, 30 min
+// later, sends a series that goes on again. A series that ended while the API server was
+// away for longer keeps the count it had there (client-go's broadcaster, writing itself,
+// tried it again every 6 minutes until it got through).
+const seriesRetries = 12
 
 func newSeriesSink(inner events.EventSink) *seriesSink {
 	return &seriesSink{
@@ -101,6 +108,7 @@ func newSeriesSink(inner events.EventSink) *seriesSink {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](500*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "lockedcron-event-series"}),
 		pending: map[types.NamespacedName]seriesPatch{},
+		grace:   5 * time.Second,
 	}
 }
 
@@ -111,22 +119,44 @@ func (s *seriesSink) Patch(_ context.Context, e *eventsv1.Event, data []byte) (*
 	}
 	key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
 	s.mu.Lock()
-	s.pending[key] = seriesPatch{event: e.DeepCopy(), data: data}
+	// The latest series: the broadcaster PATCHes a series' second Event outside its lock,
+	// so that PATCH can come after a refresh's with a higher count.
+	if q, ok := s.pending[key]; !ok || seriesCount(e) >= seriesCount(q.event) {
+		s.pending[key] = seriesPatch{event: e.DeepCopy(), data: data}
+	}
 	s.mu.Unlock()
 	s.queue.Add(key)
 	return nil, nil
 }
 
-// run sends the queued PATCHes until ctx ends.
+// close stops the sink whose run ends by closing done: the PATCHes still queued are sent,
+// for up to s.grace; then cancel aborts the one under way and what is left is dropped, as
+// client-go's broadcaster drops what it has not sent when it stops.
+func (s *seriesSink) close(cancel context.CancelFunc, done <-chan struct{}) {
+	go s.queue.ShutDownWithDrain()
+	select {
+	case <-done:
+	case <-time.After(s.grace):
+	}
+	cancel()
+	s.queue.ShutDown()
+	<-done
+}
+
+// run sends the queued PATCHes until the queue is shut down and empty.
 func (s *seriesSink) run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
 	for s.sendNext(ctx) {
 	}
 }
 
+func seriesCount(e *eventsv1.Event) int32 {
+	if e.Series == nil {
+		return 0
+	}
+	return e.Series.Count
+}
+
+// sendNext sends the next queued PATCH; false once the queue is shut down and empty.
 func (s *seriesSink) sendNext(ctx context.Context) bool {
 	key, quit := s.queue.Get()
 	if quit {

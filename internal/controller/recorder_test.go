@@ -31,9 +31,12 @@ type fakeSink struct {
 	gate  sync.Mutex
 }
 
-func (f *fakeSink) serve(verb string, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+func (f *fakeSink) serve(ctx context.Context, verb string, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
 	f.gate.Lock()
 	defer f.gate.Unlock()
+	if err := ctx.Err(); err != nil { // a call given up is not served
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, sinkCall{verb: verb, name: e.Name, data: string(data), rv: e.ResourceVersion})
@@ -46,14 +49,14 @@ func (f *fakeSink) serve(verb string, e *eventsv1.Event, data []byte) (*eventsv1
 	return out, nil
 }
 
-func (f *fakeSink) Create(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return f.serve("create", e, nil)
+func (f *fakeSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return f.serve(ctx, "create", e, nil)
 }
-func (f *fakeSink) Update(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return f.serve("update", e, nil)
+func (f *fakeSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return f.serve(ctx, "update", e, nil)
 }
-func (f *fakeSink) Patch(_ context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	return f.serve("patch", e, data)
+func (f *fakeSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	return f.serve(ctx, "patch", e, data)
 }
 
 func (f *fakeSink) log() []sinkCall {
@@ -88,6 +91,7 @@ func TestSeriesSinkAnswersAtOnce(t *testing.T) {
 	s := newSeriesSink(api)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer s.queue.ShutDown()
 	go s.run(ctx)
 
 	api.gate.Lock() // the API server is slow: the first PATCH is under way and waits
@@ -146,6 +150,7 @@ func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
 	s := newSeriesSink(api)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	defer s.queue.ShutDown()
 	go s.run(ctx)
 
 	if _, err := s.Patch(ctx, seriesEvent("a"), []byte(`{"series":{"count":2}}`)); err != nil {
@@ -173,5 +178,77 @@ func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
 		return len(api.log()) > len(want), nil
 	}); err == nil {
 		t.Errorf("a refused PATCH was sent again: %+v", api.log()[len(want):])
+	}
+}
+
+// TestSeriesSinkKeepsTheHighestCount: the broadcaster PATCHes a series' second Event
+// outside its lock, so that PATCH (count 2) can reach the sink after a refresh's PATCH of
+// the same Event with a higher count; the higher one is sent.
+func TestSeriesSinkKeepsTheHighestCount(t *testing.T) {
+	api := &fakeSink{}
+	s := newSeriesSink(api)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer s.queue.ShutDown()
+	go s.run(ctx)
+
+	api.gate.Lock() // a's PATCH under way holds the worker
+	patch := func(name string, count int32) {
+		e := seriesEvent(name)
+		e.Series.Count = count
+		if _, err := s.Patch(ctx, e, []byte(fmt.Sprintf(`{"series":{"count":%d}}`, count))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch("a", 2)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.queue.Len() == 0, nil
+	}); err != nil {
+		t.Fatal("the worker did not take a's PATCH")
+	}
+	patch("b", 5) // a refresh
+	patch("b", 2) // the second Event's own PATCH, later
+	api.gate.Unlock()
+	calls := api.await(t, 2)
+	if want := `{"series":{"count":5}}`; calls[1].name != "b" || calls[1].data != want {
+		t.Errorf("b sent as %+v, want %s", calls[1], want)
+	}
+}
+
+// TestSeriesSinkCloseSendsWhatIsQueued: stopping the recorder after the manager (Close)
+// sends the PATCHes still queued, the last passes' series among them.
+func TestSeriesSinkCloseSendsWhatIsQueued(t *testing.T) {
+	api := &fakeSink{}
+	s := newSeriesSink(api)
+	s.grace = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(ctx)
+	}()
+	api.gate.Lock() // the API server is slow: the PATCHes queue up
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := s.Patch(ctx, seriesEvent(name), []byte(`{"series":{"count":2}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		s.close(cancel, done)
+	}()
+	api.gate.Unlock()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("close did not return")
+	}
+	var names []string
+	for _, c := range api.log() {
+		names = append(names, c.name)
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Errorf("sent before close returned: %q, want a, b, c", names)
 	}
 }
