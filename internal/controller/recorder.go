@@ -86,6 +86,7 @@ type seriesSink struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]seriesPatch
 	grace   time.Duration // how long close waits for the queued PATCHes
+	timeout time.Duration // how long one call may take: the worker is the sink's only one
 }
 
 // seriesPatch is the latest PATCH of one Event, and the Event to create if it is gone.
@@ -101,6 +102,12 @@ type seriesPatch struct {
 // tried it again every 6 minutes until it got through).
 const seriesRetries = 12
 
+// seriesCallTimeout bounds one call of the sink's worker. The manager's REST config sets no
+// request timeout, so a PATCH whose connection hangs (an API server gone without a reset)
+// would hold the one worker, and every series queued behind it, until the kernel gave up on
+// the connection. It is then tried again, as a lost connection is.
+const seriesCallTimeout = 30 * time.Second
+
 func newSeriesSink(inner events.EventSink) *seriesSink {
 	return &seriesSink{
 		EventSink: inner,
@@ -109,6 +116,7 @@ func newSeriesSink(inner events.EventSink) *seriesSink {
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "lockedcron-event-series"}),
 		pending: map[types.NamespacedName]seriesPatch{},
 		grace:   5 * time.Second,
+		timeout: seriesCallTimeout,
 	}
 }
 
@@ -127,6 +135,15 @@ func (s *seriesSink) Patch(_ context.Context, e *eventsv1.Event, data []byte) (*
 	s.mu.Unlock()
 	s.queue.Add(key)
 	return nil, nil
+}
+
+// Create is the sink's Create, within s.timeout: the broadcaster tries an Event whose call
+// failed again (up to 12 times, 10 s apart), each in a goroutine of its own that holds the
+// Event until then.
+func (s *seriesSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.EventSink.Create(ctx, e)
 }
 
 // close stops the sink whose run ends by closing done: the PATCHes still queued are sent,
@@ -170,12 +187,7 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 	if !ok {
 		return true
 	}
-	_, err := s.EventSink.Patch(ctx, p.event, p.data)
-	if apierrors.IsNotFound(err) {
-		created := p.event.DeepCopy()
-		created.ResourceVersion = ""
-		_, err = s.EventSink.Create(ctx, created)
-	}
+	err := s.send(ctx, p)
 	if err == nil || !retriable(err) || s.queue.NumRequeues(key) >= seriesRetries {
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "event series not updated", "namespace", key.Namespace, "name", key.Name)
@@ -190,6 +202,20 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 	s.mu.Unlock()
 	s.queue.AddRateLimited(key)
 	return true
+}
+
+// send PATCHes the series, or creates its Event again if the API server no longer has it,
+// within s.timeout.
+func (s *seriesSink) send(ctx context.Context, p seriesPatch) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, err := s.EventSink.Patch(ctx, p.event, p.data)
+	if apierrors.IsNotFound(err) {
+		created := p.event.DeepCopy()
+		created.ResourceVersion = ""
+		_, err = s.EventSink.Create(ctx, created)
+	}
+	return err
 }
 
 // retriable: what client-go's recordEvent tries again (all but an API server's refusal;

@@ -23,15 +23,24 @@ type sinkCall struct {
 }
 
 // fakeSink is the API server behind a seriesSink: it logs each call, answers with the
-// queued errors first, and blocks while gate is held.
+// queued errors first, and blocks while gate is held. A call for an Event named in hang
+// never gets an answer: it ends when its context does.
 type fakeSink struct {
 	mu    sync.Mutex
 	calls []sinkCall
 	errs  map[string][]error // by verb
 	gate  sync.Mutex
+	hang  map[string]bool // by Event name
 }
 
 func (f *fakeSink) serve(ctx context.Context, verb string, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	if f.hang[e.Name] {
+		f.mu.Lock()
+		f.calls = append(f.calls, sinkCall{verb: verb, name: e.Name, data: string(data), rv: e.ResourceVersion})
+		f.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	f.gate.Lock()
 	defer f.gate.Unlock()
 	if err := ctx.Err(); err != nil { // a call given up is not served
@@ -76,6 +85,17 @@ func (f *fakeSink) await(t *testing.T, n int) []sinkCall {
 	return f.log()
 }
 
+// runSink runs s's worker until the test ends, and returns the context it runs with.
+func runSink(t *testing.T, s *seriesSink) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		s.queue.ShutDown()
+		cancel()
+	})
+	go s.run(ctx)
+	return ctx
+}
+
 func seriesEvent(name string) *eventsv1.Event {
 	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: "7"},
 		Reason: "Succeeded", Series: &eventsv1.EventSeries{Count: 2}}
@@ -89,10 +109,7 @@ func seriesEvent(name string) *eventsv1.Event {
 func TestSeriesSinkAnswersAtOnce(t *testing.T) {
 	api := &fakeSink{}
 	s := newSeriesSink(api)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	defer s.queue.ShutDown()
-	go s.run(ctx)
+	ctx := runSink(t, s)
 
 	api.gate.Lock() // the API server is slow: the first PATCH is under way and waits
 	released := false
@@ -148,10 +165,7 @@ func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
 		"patch": {gone, apierrors.NewInternalError(errors.New("etcd")), errors.New("connection reset"), refused},
 	}}
 	s := newSeriesSink(api)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	defer s.queue.ShutDown()
-	go s.run(ctx)
+	ctx := runSink(t, s)
 
 	if _, err := s.Patch(ctx, seriesEvent("a"), []byte(`{"series":{"count":2}}`)); err != nil {
 		t.Fatal(err)
@@ -187,10 +201,7 @@ func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
 func TestSeriesSinkKeepsTheHighestCount(t *testing.T) {
 	api := &fakeSink{}
 	s := newSeriesSink(api)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	defer s.queue.ShutDown()
-	go s.run(ctx)
+	ctx := runSink(t, s)
 
 	api.gate.Lock() // a's PATCH under way holds the worker
 	patch := func(name string, count int32) {
@@ -212,6 +223,51 @@ func TestSeriesSinkKeepsTheHighestCount(t *testing.T) {
 	calls := api.await(t, 2)
 	if want := `{"series":{"count":5}}`; calls[1].name != "b" || calls[1].data != want {
 		t.Errorf("b sent as %+v, want %s", calls[1], want)
+	}
+}
+
+// TestSeriesSinkGivesUpOnAHungCall: a call whose connection hangs (the manager's REST
+// config sets no request timeout) is given up after the sink's timeout, so the series
+// queued behind it are sent; the PATCH is tried again later. The broadcaster's own
+// Creates are bounded alike.
+func TestSeriesSinkGivesUpOnAHungCall(t *testing.T) {
+	api := &fakeSink{hang: map[string]bool{"a": true}}
+	s := newSeriesSink(api)
+	s.timeout = 50 * time.Millisecond
+	ctx := runSink(t, s)
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Patch(ctx, seriesEvent(name), []byte(`{"series":{"count":2}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return slices.ContainsFunc(api.log(), func(c sinkCall) bool { return c.name == "b" }), nil
+	}); err != nil {
+		t.Fatalf("b's PATCH waits behind a's hung one: %+v", api.log())
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		n := 0
+		for _, c := range api.log() {
+			if c.name == "a" {
+				n++
+			}
+		}
+		return n >= 2, nil
+	}); err != nil {
+		t.Fatalf("a's hung PATCH was not tried again: %+v", api.log())
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := s.Create(ctx, seriesEvent("a"))
+		created <- err
+	}()
+	select {
+	case err := <-created:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a hung Create answered %v, want its deadline exceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a hung Create holds its caller")
 	}
 }
 
