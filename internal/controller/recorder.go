@@ -103,9 +103,11 @@ type seriesPatch struct {
 const seriesRetries = 12
 
 // seriesCallTimeout bounds one call of the sink's worker. The manager's REST config sets no
-// request timeout, so a PATCH whose connection hangs (an API server gone without a reset)
-// would hold the one worker, and every series queued behind it, until the kernel gave up on
-// the connection. It is then tried again, as a lost connection is.
+// request timeout, so a call the API server does not answer (etcd stalled: until the API
+// server's own --request-timeout, 1 min by default; a connection gone without a reset:
+// until HTTP/2's health check, about 45 s, or over HTTP/1.1 the kernel gives up) holds the
+// one worker and every series queued behind it. A call given up is tried again, as a lost
+// connection is.
 const seriesCallTimeout = 30 * time.Second
 
 func newSeriesSink(inner events.EventSink) *seriesSink {
