@@ -10,8 +10,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -23,12 +26,20 @@ import (
 // stop is called, after the manager has stopped, so that the last passes' Events are
 // still sent (the series PATCHes queued then: for up to 5 s, seriesSink.close).
 func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, stop func(), err error) {
-	cl, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	// The manager's one budget (--kube-api-qps, cmd/manager) is taken by the sink itself, so
+	// that series PATCHes take only what no other call waits for.
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	budget := cfg.RateLimiter
+	if budget != nil {
+		cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	}
+	cl, err := eventsv1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sink := newSeriesSink(&events.EventSinkImpl{Interface: cl})
+	sink.budget = budget
 	b := events.NewBroadcaster(sink)
 	rec, ok := b.NewRecorder(mgr.GetScheme(), name).(recorder.EventRecorder)
 	if !ok { // client-go's recorder is both an EventRecorder and an AnnotatedEventRecorder
@@ -63,7 +74,8 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 }
 
 // seriesSink is the recorder's sink: client-go's, but for a series' PATCH, which it
-// answers at once and sends from a queue of its own.
+// answers at once and sends from a queue of its own, with what the manager's client budget
+// spares.
 //
 // client-go's events/v1 broadcaster (v0.37) keeps one Event per series (a job's
 // Succeeded, its Missed: issue 13's "Events aggregated"), and every 30 minutes PATCHes
@@ -80,13 +92,23 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 // (expired: --event-ttl, one hour by default) is created again, as client-go does. Patch
 // answers no Event, so the broadcaster keeps its own copy of the series, not the API
 // server's answer with its managed fields (346 bytes of JSON more per series).
+//
+// The queue has a few workers: a series' second Event is PATCHed when it happens, and at
+// 5,000 jobs under load the API server answered one every 60 ms (a 10-minute run: about
+// 2,000 PATCHes and their Event copies queued at its end with one worker). They take the
+// manager's budget (budget, --kube-api-qps) only when no other call waits for it, for up
+// to yieldFor; then they wait in line as any call does. So a refresh does not hold back
+// pod creations when the budget binds, and is not put off for good either.
 type seriesSink struct {
 	events.EventSink
-	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	mu      sync.Mutex
-	pending map[types.NamespacedName]seriesPatch
-	grace   time.Duration // how long close waits for the queued PATCHes
-	timeout time.Duration // how long one call may take: the worker is the sink's only one
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	mu       sync.Mutex
+	pending  map[types.NamespacedName]seriesPatch
+	workers  int
+	budget   flowcontrol.RateLimiter // the manager's; nil: the client's own limits the calls
+	yieldFor time.Duration           // how long a PATCH leaves the budget to other calls
+	grace    time.Duration           // how long close waits for the queued PATCHes
+	timeout  time.Duration           // how long one call may take
 }
 
 // seriesPatch is the latest PATCH of one Event, and the Event to create if it is gone.
@@ -106,9 +128,13 @@ const seriesRetries = 12
 // request timeout, so a call the API server does not answer (etcd stalled: until the API
 // server's own --request-timeout, 1 min by default; a connection gone without a reset:
 // until HTTP/2's health check, about 45 s, or over HTTP/1.1 the kernel gives up) holds the
-// one worker and every series queued behind it. A call given up is tried again, as a lost
+// a worker, and with all of them hung every series queued behind. A call given up is tried again, as a lost
 // connection is.
 const seriesCallTimeout = 30 * time.Second
+
+// seriesWorkers send the queued PATCHes (one Event at a time each: the queue hands a key to
+// one worker at once).
+const seriesWorkers = 4
 
 func newSeriesSink(inner events.EventSink) *seriesSink {
 	return &seriesSink{
@@ -116,9 +142,11 @@ func newSeriesSink(inner events.EventSink) *seriesSink {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](500*time.Millisecond, time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "lockedcron-event-series"}),
-		pending: map[types.NamespacedName]seriesPatch{},
-		grace:   5 * time.Second,
-		timeout: seriesCallTimeout,
+		pending:  map[types.NamespacedName]seriesPatch{},
+		workers:  seriesWorkers,
+		yieldFor: 10 * time.Second,
+		grace:    5 * time.Second,
+		timeout:  seriesCallTimeout,
 	}
 }
 
@@ -143,9 +171,46 @@ func (s *seriesSink) Patch(_ context.Context, e *eventsv1.Event, data []byte) (*
 // failed again (up to 12 times, 10 s apart), each in a goroutine of its own that holds the
 // Event until then.
 func (s *seriesSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.inLine(ctx, s.EventSink.Create, e)
+}
+
+// Update is the sink's Update, likewise (the broadcaster does not update Events).
+func (s *seriesSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	return s.inLine(ctx, s.EventSink.Update, e)
+}
+
+// inLine makes the call with a token of the budget, waited for in line with every other
+// call, within s.timeout.
+func (s *seriesSink) inLine(ctx context.Context, call func(context.Context, *eventsv1.Event) (*eventsv1.Event, error), e *eventsv1.Event) (*eventsv1.Event, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return s.EventSink.Create(ctx, e)
+	return call(ctx, e)
+}
+
+// wait takes a token of the budget, in line with every other call.
+func (s *seriesSink) wait(ctx context.Context) error {
+	if s.budget == nil {
+		return nil
+	}
+	return s.budget.Wait(ctx)
+}
+
+// spare takes a token of the budget that no other call waits for, polling for up to
+// s.yieldFor; then it waits in line.
+func (s *seriesSink) spare(ctx context.Context) error {
+	if s.budget == nil {
+		return nil
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, s.yieldFor, true, func(context.Context) (bool, error) {
+		return s.budget.TryAccept(), nil
+	})
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	return s.budget.Wait(ctx)
 }
 
 // close stops the sink whose run ends by closing done: the PATCHes still queued are sent,
@@ -162,10 +227,17 @@ func (s *seriesSink) close(cancel context.CancelFunc, done <-chan struct{}) {
 	<-done
 }
 
-// run sends the queued PATCHes until the queue is shut down and empty.
+// run sends the queued PATCHes with s.workers workers until the queue is shut down and
+// empty.
 func (s *seriesSink) run(ctx context.Context) {
-	for s.sendNext(ctx) {
+	var wg sync.WaitGroup
+	for range s.workers {
+		wg.Go(func() {
+			for s.sendNext(ctx) {
+			}
+		})
 	}
+	wg.Wait()
 }
 
 func seriesCount(e *eventsv1.Event) int32 {
@@ -182,6 +254,7 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(key)
+	err := s.spare(ctx) // before the PATCH is taken: one queued meanwhile replaces it
 	s.mu.Lock()
 	p, ok := s.pending[key]
 	delete(s.pending, key)
@@ -189,7 +262,9 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 	if !ok {
 		return true
 	}
-	err := s.send(ctx, p)
+	if err == nil {
+		err = s.send(ctx, p)
+	}
 	if err == nil || !retriable(err) || s.queue.NumRequeues(key) >= seriesRetries {
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "event series not updated", "namespace", key.Namespace, "name", key.Name)
@@ -207,15 +282,15 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 }
 
 // send PATCHes the series, or creates its Event again if the API server no longer has it,
-// within s.timeout.
+// each call within s.timeout.
 func (s *seriesSink) send(ctx context.Context, p seriesPatch) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	_, err := s.EventSink.Patch(ctx, p.event, p.data)
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	_, err := s.EventSink.Patch(pctx, p.event, p.data)
+	cancel()
 	if apierrors.IsNotFound(err) {
 		created := p.event.DeepCopy()
 		created.ResourceVersion = ""
-		_, err = s.EventSink.Create(ctx, created)
+		_, err = s.Create(ctx, created)
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // sinkCall is one call a fakeSink served.
@@ -96,6 +98,23 @@ func runSink(t *testing.T, s *seriesSink) context.Context {
 	return ctx
 }
 
+// sent waits up to 10 s for a call for the Event named name.
+func (f *fakeSink) sent(ctx context.Context, name string) bool {
+	return wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return slices.ContainsFunc(f.log(), func(c sinkCall) bool { return c.name == name }), nil
+	}) == nil
+}
+
+// patchAll PATCHes each named Event's series (count 2) through s.
+func patchAll(t *testing.T, ctx context.Context, s *seriesSink, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := s.Patch(ctx, seriesEvent(name), []byte(`{"series":{"count":2}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func seriesEvent(name string) *eventsv1.Event {
 	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: "7"},
 		Reason: "Succeeded", Series: &eventsv1.EventSeries{Count: 2}}
@@ -109,6 +128,7 @@ func seriesEvent(name string) *eventsv1.Event {
 func TestSeriesSinkAnswersAtOnce(t *testing.T) {
 	api := &fakeSink{}
 	s := newSeriesSink(api)
+	s.workers = 1
 	ctx := runSink(t, s)
 
 	api.gate.Lock() // the API server is slow: the first PATCH is under way and waits
@@ -165,6 +185,7 @@ func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
 		"patch": {gone, apierrors.NewInternalError(errors.New("etcd")), errors.New("connection reset"), refused},
 	}}
 	s := newSeriesSink(api)
+	s.workers = 1 // the calls in order
 	ctx := runSink(t, s)
 
 	if _, err := s.Patch(ctx, seriesEvent("a"), []byte(`{"series":{"count":2}}`)); err != nil {
@@ -201,6 +222,7 @@ func TestSeriesSinkCreatesAgainAndRetries(t *testing.T) {
 func TestSeriesSinkKeepsTheHighestCount(t *testing.T) {
 	api := &fakeSink{}
 	s := newSeriesSink(api)
+	s.workers = 1
 	ctx := runSink(t, s)
 
 	api.gate.Lock() // a's PATCH under way holds the worker
@@ -233,16 +255,11 @@ func TestSeriesSinkKeepsTheHighestCount(t *testing.T) {
 func TestSeriesSinkGivesUpOnAHungCall(t *testing.T) {
 	api := &fakeSink{hang: map[string]bool{"a": true}}
 	s := newSeriesSink(api)
+	s.workers = 1
 	s.timeout = 50 * time.Millisecond
 	ctx := runSink(t, s)
-	for _, name := range []string{"a", "b"} {
-		if _, err := s.Patch(ctx, seriesEvent(name), []byte(`{"series":{"count":2}}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return slices.ContainsFunc(api.log(), func(c sinkCall) bool { return c.name == "b" }), nil
-	}); err != nil {
+	patchAll(t, ctx, s, "a", "b")
+	if !api.sent(ctx, "b") {
 		t.Fatalf("b's PATCH waits behind a's hung one: %+v", api.log())
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -271,11 +288,83 @@ func TestSeriesSinkGivesUpOnAHungCall(t *testing.T) {
 	}
 }
 
+// TestSeriesSinkWorkers: a series' PATCH does not wait for another Event's call under way.
+func TestSeriesSinkWorkers(t *testing.T) {
+	api := &fakeSink{hang: map[string]bool{"a": true}}
+	s := newSeriesSink(api)
+	s.timeout = time.Hour
+	ctx := runSink(t, s)
+	patchAll(t, ctx, s, "a", "b")
+	if !api.sent(ctx, "b") {
+		t.Fatalf("b's PATCH waits for a's call: %+v", api.log())
+	}
+}
+
+// fakeBudget is the manager's client budget: busy while other calls wait for it.
+type fakeBudget struct {
+	flowcontrol.RateLimiter
+	busy         atomic.Bool
+	tries, waits atomic.Int32
+}
+
+func (b *fakeBudget) TryAccept() bool {
+	b.tries.Add(1)
+	return !b.busy.Load()
+}
+
+func (b *fakeBudget) Wait(context.Context) error {
+	b.waits.Add(1)
+	return nil
+}
+
+// TestSeriesSinkTakesWhatTheBudgetSpares: a series PATCH (a refresh's: 5,000 of them at
+// 5,000 jobs) is sent with a token of the manager's budget that no other call waits for;
+// while the budget is taken it waits, for up to yieldFor, then in line. New Events wait in
+// line with every other call.
+func TestSeriesSinkTakesWhatTheBudgetSpares(t *testing.T) {
+	api := &fakeSink{}
+	budget := &fakeBudget{}
+	budget.busy.Store(true)
+	s := newSeriesSink(api)
+	s.budget = budget
+	s.yieldFor = time.Hour
+	ctx := runSink(t, s)
+	if _, err := s.Patch(ctx, seriesEvent("a"), []byte(`{"series":{"count":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return budget.tries.Load() >= 3, nil
+	}); err != nil {
+		t.Fatal("the sink did not ask the budget")
+	}
+	if calls := api.log(); len(calls) > 0 || budget.waits.Load() > 0 {
+		t.Fatalf("sent while other calls wait for the budget: %+v (waits %d)", calls, budget.waits.Load())
+	}
+	budget.busy.Store(false)
+	if calls := api.await(t, 1); calls[0].name != "a" || budget.waits.Load() != 0 {
+		t.Errorf("sent %+v after %d waits in line; want a with a spare token", calls, budget.waits.Load())
+	}
+
+	// Not put off for good: after yieldFor the PATCH waits in line.
+	s.yieldFor = 50 * time.Millisecond
+	budget.busy.Store(true)
+	if _, err := s.Patch(ctx, seriesEvent("b"), []byte(`{"series":{"count":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if calls := api.await(t, 2); calls[1].name != "b" || budget.waits.Load() != 1 {
+		t.Errorf("sent %+v after %d waits in line; want b after one", calls, budget.waits.Load())
+	}
+	if _, err := s.Create(ctx, seriesEvent("c")); err != nil || budget.waits.Load() != 2 {
+		t.Errorf("a new Event: %v, %d waits in line; want it in line", err, budget.waits.Load())
+	}
+}
+
 // TestSeriesSinkCloseSendsWhatIsQueued: stopping the recorder after the manager (Close)
 // sends the PATCHes still queued, the last passes' series among them.
 func TestSeriesSinkCloseSendsWhatIsQueued(t *testing.T) {
 	api := &fakeSink{}
 	s := newSeriesSink(api)
+	s.workers = 1 // the calls in order
 	s.grace = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -284,11 +373,7 @@ func TestSeriesSinkCloseSendsWhatIsQueued(t *testing.T) {
 		s.run(ctx)
 	}()
 	api.gate.Lock() // the API server is slow: the PATCHes queue up
-	for _, name := range []string{"a", "b", "c"} {
-		if _, err := s.Patch(ctx, seriesEvent(name), []byte(`{"series":{"count":2}}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	patchAll(t, ctx, s, "a", "b", "c")
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
