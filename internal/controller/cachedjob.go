@@ -114,7 +114,8 @@ const packLevel = 2
 // packer is packJob's flate writer, one: a writer allocates about 1 MB, and a sync.Pool of
 // them held two to four (one per P, and what the last collection left), 2.3–3.2 MB of a
 // 57–63 MB live heap at 5,000 jobs. packJob's one caller is the cache's transform, which
-// runs on the job informer's one goroutine, so the lock is not contended.
+// runs on the job informer's goroutine (one per namespace with --watch-namespaces), so the
+// lock is seldom contended.
 var packer struct {
 	sync.Mutex
 	w *flate.Writer

@@ -26,20 +26,17 @@ import (
 // stop is called, after the manager has stopped, so that the last passes' Events are
 // still sent (the series PATCHes queued then: for up to 5 s, seriesSink.close).
 func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, stop func(), err error) {
-	// The manager's one budget (--kube-api-qps, cmd/manager) is taken by the sink itself, so
-	// that series PATCHes take only what no other call waits for.
-	cfg := rest.CopyConfig(mgr.GetConfig())
-	budget := cfg.RateLimiter
-	if budget != nil {
-		cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	}
+	cfg, budget := eventsConfig(mgr.GetConfig())
 	cl, err := eventsv1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sink := newSeriesSink(&events.EventSinkImpl{Interface: cl})
-	sink.budget = budget
+	if budget != nil {
+		sink.budget = budget
+		sink.share = flowcontrol.NewTokenBucketRateLimiter(budget.QPS()/2, 1)
+	}
 	b := events.NewBroadcaster(sink)
 	rec, ok := b.NewRecorder(mgr.GetScheme(), name).(recorder.EventRecorder)
 	if !ok { // client-go's recorder is both an EventRecorder and an AnnotatedEventRecorder
@@ -73,6 +70,19 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 	}, nil
 }
 
+// eventsConfig is the Event client's config: the manager's, but when that has a budget (a
+// rate limiter shared by all of the manager's clients: --kube-api-qps, cmd/manager), without
+// one, and the budget, which the sink takes itself (seriesSink). Without a limiter the
+// client neither waits nor counts waits (rest_client_rate_limiter_duration_seconds).
+func eventsConfig(mgr *rest.Config) (cfg *rest.Config, budget flowcontrol.RateLimiter) {
+	cfg = rest.CopyConfig(mgr)
+	budget = cfg.RateLimiter
+	if budget != nil {
+		cfg.RateLimiter, cfg.QPS = nil, -1 // no limiter (rest.RESTClientForConfigAndClient)
+	}
+	return cfg, budget
+}
+
 // seriesSink is the recorder's sink: client-go's, but for a series' PATCH, which it
 // answers at once and sends from a queue of its own, with what the manager's client budget
 // spares.
@@ -95,10 +105,12 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 //
 // The queue has a few workers: a series' second Event is PATCHed when it happens, and at
 // 5,000 jobs under load the API server answered one every 60 ms (a 10-minute run: about
-// 2,000 PATCHes and their Event copies queued at its end with one worker). They take the
-// manager's budget (budget, --kube-api-qps) only when no other call waits for it, for up
-// to yieldFor; then they wait in line as any call does. So a refresh does not hold back
-// pod creations when the budget binds, and is not put off for good either.
+// 2,000 PATCHes and their Event copies queued at its end with one worker). They take at
+// most half of the manager's budget (share; budget: --kube-api-qps), so that the budget's
+// burst builds up again for the pod creations of the next minute, and of it only a token
+// no other call waits for, for up to yieldFor; then they wait in line as any call does. So
+// a refresh does not hold back pod creations when the budget binds, and is not put off
+// for good either. New Events (Create) wait in line.
 type seriesSink struct {
 	events.EventSink
 	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -106,6 +118,7 @@ type seriesSink struct {
 	pending  map[types.NamespacedName]seriesPatch
 	workers  int
 	budget   flowcontrol.RateLimiter // the manager's; nil: the client's own limits the calls
+	share    flowcontrol.RateLimiter // the series PATCHes' part of it; nil: no bound of their own
 	yieldFor time.Duration           // how long a PATCH leaves the budget to other calls
 	grace    time.Duration           // how long close waits for the queued PATCHes
 	timeout  time.Duration           // how long one call may take
@@ -124,12 +137,12 @@ type seriesPatch struct {
 // tried it again every 6 minutes until it got through).
 const seriesRetries = 12
 
-// seriesCallTimeout bounds one call of the sink's worker. The manager's REST config sets no
-// request timeout, so a call the API server does not answer (etcd stalled: until the API
-// server's own --request-timeout, 1 min by default; a connection gone without a reset:
-// until HTTP/2's health check, about 45 s, or over HTTP/1.1 the kernel gives up) holds the
-// a worker, and with all of them hung every series queued behind. A call given up is tried again, as a lost
-// connection is.
+// seriesCallTimeout bounds one call of the sink's workers. The manager's REST config sets
+// no request timeout, so a call the API server does not answer (etcd stalled: until the
+// API server's own --request-timeout, 1 min by default; a connection gone without a reset:
+// until HTTP/2's health check, about 45 s, or over HTTP/1.1 the kernel gives up) holds a
+// worker, and with every worker so held, every series queued behind them. A call given up
+// is tried again, as a lost connection is.
 const seriesCallTimeout = 30 * time.Second
 
 // seriesWorkers send the queued PATCHes (one Event at a time each: the queue hands a key to
@@ -198,9 +211,14 @@ func (s *seriesSink) wait(ctx context.Context) error {
 	return s.budget.Wait(ctx)
 }
 
-// spare takes a token of the budget that no other call waits for, polling for up to
-// s.yieldFor; then it waits in line.
+// spare waits for the series PATCHes' share, then takes a token of the budget that no
+// other call waits for, polling for up to s.yieldFor; then it waits in line.
 func (s *seriesSink) spare(ctx context.Context) error {
+	if s.share != nil {
+		if err := s.share.Wait(ctx); err != nil {
+			return err
+		}
+	}
 	if s.budget == nil {
 		return nil
 	}
@@ -254,14 +272,17 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(key)
-	err := s.spare(ctx) // before the PATCH is taken: one queued meanwhile replaces it
 	s.mu.Lock()
-	p, ok := s.pending[key]
-	delete(s.pending, key)
+	_, ok := s.pending[key] // none when a retry comes after a newer PATCH was sent
 	s.mu.Unlock()
 	if !ok {
 		return true
 	}
+	err := s.spare(ctx) // before the PATCH is taken: one queued meanwhile replaces it
+	s.mu.Lock()
+	p := s.pending[key] // still there: only the worker holding the key deletes it
+	delete(s.pending, key)
+	s.mu.Unlock()
 	if err == nil {
 		err = s.send(ctx, p)
 	}
@@ -273,8 +294,8 @@ func (s *seriesSink) sendNext(ctx context.Context) bool {
 		return true
 	}
 	s.mu.Lock()
-	if _, newer := s.pending[key]; !newer {
-		s.pending[key] = p
+	if q, newer := s.pending[key]; !newer || seriesCount(p.event) > seriesCount(q.event) {
+		s.pending[key] = p // as in Patch: the highest count
 	}
 	s.mu.Unlock()
 	s.queue.AddRateLimited(key)

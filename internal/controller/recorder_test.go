@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -246,6 +249,25 @@ func TestSeriesSinkKeepsTheHighestCount(t *testing.T) {
 	if want := `{"series":{"count":5}}`; calls[1].name != "b" || calls[1].data != want {
 		t.Errorf("b sent as %+v, want %s", calls[1], want)
 	}
+
+	// Likewise when the higher count's PATCH fails and is tried again: the lower one that
+	// came meanwhile does not replace it.
+	api.mu.Lock()
+	api.errs = map[string][]error{"patch": {apierrors.NewInternalError(errors.New("etcd"))}}
+	api.mu.Unlock()
+	api.gate.Lock()
+	patch("c", 5)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.queue.Len() == 0, nil
+	}); err != nil {
+		t.Fatal("the worker did not take c's PATCH")
+	}
+	patch("c", 2)
+	api.gate.Unlock()
+	calls = api.await(t, 4) // c: 5 (500), then again
+	if want := `{"series":{"count":5}}`; calls[3].name != "c" || calls[3].data != want {
+		t.Errorf("c tried again as %+v, want %s", calls[3], want)
+	}
 }
 
 // TestSeriesSinkGivesUpOnAHungCall: a call whose connection hangs (the manager's REST
@@ -323,10 +345,10 @@ func (b *fakeBudget) Wait(context.Context) error {
 // line with every other call.
 func TestSeriesSinkTakesWhatTheBudgetSpares(t *testing.T) {
 	api := &fakeSink{}
-	budget := &fakeBudget{}
+	budget, share := &fakeBudget{}, &fakeBudget{}
 	budget.busy.Store(true)
 	s := newSeriesSink(api)
-	s.budget = budget
+	s.budget, s.share = budget, share
 	s.yieldFor = time.Hour
 	ctx := runSink(t, s)
 	if _, err := s.Patch(ctx, seriesEvent("a"), []byte(`{"series":{"count":2}}`)); err != nil {
@@ -357,6 +379,42 @@ func TestSeriesSinkTakesWhatTheBudgetSpares(t *testing.T) {
 	if _, err := s.Create(ctx, seriesEvent("c")); err != nil || budget.waits.Load() != 2 {
 		t.Errorf("a new Event: %v, %d waits in line; want it in line", err, budget.waits.Load())
 	}
+	// Each series PATCH waited for the series' share (half the budget) first; a new Event
+	// does not.
+	if n := share.waits.Load(); n != 2 {
+		t.Errorf("the series' share was waited for %d times, want 2 (a's and b's PATCHes)", n)
+	}
+}
+
+// TestEventsConfig: the Event client has no rate limiter of its own when the manager has a
+// budget (the sink takes it), so its calls are neither charged twice nor counted as waits
+// of none; without a budget the client's config is the manager's.
+func TestEventsConfig(t *testing.T) {
+	budget := flowcontrol.NewTokenBucketRateLimiter(20, 30)
+	mgr := &rest.Config{Host: "https://api.example", QPS: 20, Burst: 30, RateLimiter: budget}
+	cfg, got := eventsConfig(mgr)
+	if got != budget || mgr.RateLimiter != budget {
+		t.Errorf("budget %v (manager's now %v), want the manager's %v", got, mgr.RateLimiter, budget)
+	}
+	cl, err := rest.RESTClientForConfigAndClient(withEventsGV(cfg), http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cl.GetRateLimiter(); l != nil {
+		t.Errorf("the Event client limits its calls itself (%v): each would take two tokens", l)
+	}
+	cfg, got = eventsConfig(&rest.Config{Host: "https://api.example", QPS: 5, Burst: 10})
+	if got != nil || cfg.QPS != 5 || cfg.RateLimiter != nil {
+		t.Errorf("without a budget: %v, config QPS %v limiter %v; want the manager's config", got, cfg.QPS, cfg.RateLimiter)
+	}
+}
+
+func withEventsGV(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &eventsv1.SchemeGroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = clientscheme.Codecs.WithoutConversion()
+	return cfg
 }
 
 // TestSeriesSinkCloseSendsWhatIsQueued: stopping the recorder after the manager (Close)
