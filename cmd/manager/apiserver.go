@@ -52,10 +52,15 @@ func waitForAPIServer(ctx context.Context, cfg *rest.Config, timeout time.Durati
 // REST client per resource type, each with a token bucket of its own unless the
 // configuration carries one. Leader election has its own, so that renewing the Lease
 // never waits behind a burst of pod creations.
-func clientConfigs(base *rest.Config, qps float64, burst int) (cfg, leaderElection *rest.Config) {
+func clientConfigs(base *rest.Config, qps float64, burst int) (cfg, leaderElection *rest.Config, err error) {
+	// A bucket that does not refill (0) or a negative rate (client-go's "no limit" for a
+	// config's QPS, not for a bucket) would stop every call once the burst is spent.
+	if !(qps > 0) || burst < 1 {
+		return nil, nil, fmt.Errorf("--kube-api-qps %v --kube-api-burst %d: want a rate above 0 and a burst of at least 1 (one budget for all of the manager's API calls)", qps, burst)
+	}
 	cfg = rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	leaderElection = rest.CopyConfig(cfg)
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	return cfg, leaderElection
+	return cfg, leaderElection, nil
 }

@@ -104,7 +104,10 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	cfg, leCfg := clientConfigs(kubeconfig, qps, burst)
+	cfg, leCfg, err := clientConfigs(kubeconfig, qps, burst)
+	if err != nil {
+		return err
+	}
 	if err := waitForAPIServer(context.Background(), cfg, apiServerWait, log); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,10 @@ func TestOneBudget(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	// A burst of 2 and a rate that refills nothing during the test.
-	cfg, leCfg := clientConfigs(&rest.Config{Host: srv.URL}, 1e-6, 2)
+	cfg, leCfg, err := clientConfigs(&rest.Config{Host: srv.URL}, 1e-6, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -63,5 +67,23 @@ func TestOneBudget(t *testing.T) {
 	}
 	if leCfg.QPS != cfg.QPS || leCfg.Burst != cfg.Burst {
 		t.Errorf("leader election at QPS %g/burst %d, want the flags' %g/%d", leCfg.QPS, leCfg.Burst, cfg.QPS, cfg.Burst)
+	}
+}
+
+// TestBudgetFlags: a budget that would stop the manager's calls once its burst is spent (a
+// rate of 0, or below: client-go's "no limit" for a config, not for a bucket; a burst
+// below 1) is refused with the flags named, before any call.
+func TestBudgetFlags(t *testing.T) {
+	for _, c := range []struct {
+		qps   float64
+		burst int
+	}{{0, 30}, {-1, 30}, {20, 0}} {
+		if _, _, err := clientConfigs(&rest.Config{Host: "https://api.example"}, c.qps, c.burst); err == nil ||
+			!strings.Contains(err.Error(), "--kube-api-qps") || !strings.Contains(err.Error(), "--kube-api-burst") {
+			t.Errorf("qps %v burst %d: %v; want an error naming both flags", c.qps, c.burst, err)
+		}
+	}
+	if _, _, err := clientConfigs(&rest.Config{Host: "https://api.example"}, 20, 30); err != nil {
+		t.Errorf("the defaults: %v", err)
 	}
 }
