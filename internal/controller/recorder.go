@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -95,6 +96,8 @@ type seriesRecorder struct {
 	log                  logr.Logger
 	retry                wait.Backoff // a new Event's Create
 
+	waited atomic.Int64 // times send found the sink's backlog full
+
 	mu      sync.Mutex
 	series  map[string]*keptEvent // by seriesKey
 	stopped bool
@@ -158,8 +161,10 @@ func (r *seriesRecorder) AnnotatedEventf(regarding, related runtime.Object, anno
 		r.log.Error(nil, "Event not recorded: a NUL byte in its type, action, reason or references", "reason", reason, "action", action)
 		return
 	}
-	r.log.V(1).Info("Event occurred", "object", ref.Namespace+"/"+ref.Name, "kind", ref.Kind, "apiVersion", ref.APIVersion,
-		"type", eventtype, "reason", reason, "action", action, "note", message)
+	if l := r.log.V(1); l.Enabled() {
+		l.Info("Event occurred", "object", ref.Namespace+"/"+ref.Name, "kind", ref.Kind, "apiVersion", ref.APIVersion,
+			"type", eventtype, "reason", reason, "action", action, "note", message)
+	}
 
 	r.mu.Lock()
 	if r.stopped {
@@ -199,7 +204,7 @@ func (r *seriesRecorder) create(e *eventsv1.Event) {
 		if err == nil {
 			return true, nil
 		}
-		if apierrors.IsAlreadyExists(err) || !retriable(err) {
+		if ctx.Err() != nil || apierrors.IsAlreadyExists(err) || !retriable(err) { // stopped; refused
 			return false, err
 		}
 		r.log.Error(err, "Unable to write event (may retry after sleeping)", "namespace", e.Namespace, "name", e.Name)
@@ -225,42 +230,77 @@ func (r *seriesRecorder) patch(ctx context.Context, e *eventsv1.Event) {
 
 // refresh PATCHes every series.
 func (r *seriesRecorder) refresh(ctx context.Context) {
-	for _, e := range r.take(func(*keptEvent) (bool, bool) { return true, false }) {
-		r.patch(ctx, e)
-	}
+	r.send(ctx, r.take(func(*keptEvent) (bool, bool) { return true, false }), true)
 }
 
 // finish PATCHes each series whose last Event is seriesFinish old a last time and forgets
 // it, and forgets the Events that did not happen again in that time.
 func (r *seriesRecorder) finish(ctx context.Context) {
 	cutoff := r.clock.Now().Add(-seriesFinish).UnixNano()
-	for _, e := range r.take(func(s *keptEvent) (bool, bool) {
+	r.send(ctx, r.take(func(s *keptEvent) (bool, bool) {
 		if s.count == 1 {
 			return false, s.first < cutoff
 		}
 		ended := s.last < cutoff
 		return ended, ended
-	}) {
-		r.patch(ctx, e)
-	}
+	}), false)
 }
 
-// take returns the Events of the series (count > 1) that send selects, and forgets those
-// forget selects.
-func (r *seriesRecorder) take(pick func(*keptEvent) (send, forget bool)) []*eventsv1.Event {
+// keyed is a kept Event and its key.
+type keyed struct {
+	key string
+	ev  *keptEvent
+}
+
+// take returns the series (count > 1) that send selects, and forgets those forget selects.
+func (r *seriesRecorder) take(pick func(*keptEvent) (send, forget bool)) []keyed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*eventsv1.Event
+	var out []keyed
 	for key, s := range r.series {
 		send, forget := pick(s)
 		if send && s.count > 1 {
-			out = append(out, r.event(key, s))
+			out = append(out, keyed{key, s})
 		}
 		if forget {
 			delete(r.series, key)
 		}
 	}
 	return out
+}
+
+// seriesBacklog bounds the series PATCHes a refresh or the series' ends leave queued in the
+// sink: a refresh at 5,000 jobs is 10,000 PATCHes, which the sink sends in a few minutes
+// (73 a second in a bench run), and queued at once they held 10,000 Events (about 11 MB)
+// and grew the sink's queue for good (2.8 MB of room kept after it emptied). So each
+// Event is made when the sink has room for it.
+const seriesBacklog = 64
+
+// backlogged is a sink that tells how many PATCHes it has queued (seriesSink).
+type backlogged interface{ backlog() int }
+
+// send PATCHes the series, each once the sink has fewer than seriesBacklog queued, with
+// its count when it is sent; kept: only those the recorder still keeps.
+func (r *seriesRecorder) send(ctx context.Context, todo []keyed, kept bool) {
+	sink, paced := r.sink.(backlogged)
+	for _, k := range todo {
+		if paced && sink.backlog() >= seriesBacklog {
+			r.waited.Add(1)
+			if wait.PollUntilContextCancel(ctx, 50*time.Millisecond, false, func(context.Context) (bool, error) {
+				return sink.backlog() < seriesBacklog, nil
+			}) != nil {
+				return
+			}
+		}
+		r.mu.Lock()
+		if kept && r.series[k.key] != k.ev { // ended meanwhile: finish sent it
+			r.mu.Unlock()
+			continue
+		}
+		e := r.event(k.key, k.ev)
+		r.mu.Unlock()
+		r.patch(ctx, e)
+	}
 }
 
 // eventName is the name client-go's recorder gives an Event (util.GenerateEventName) when
@@ -479,6 +519,8 @@ func (s *seriesSink) spare(ctx context.Context) error {
 	}
 	return s.budget.Wait(ctx)
 }
+
+func (s *seriesSink) backlog() int { return s.queue.Len() }
 
 // close stops the sink whose run ends by closing done: the PATCHes still queued are sent,
 // for up to s.grace; then cancel aborts the one under way and what is left is dropped, as

@@ -620,6 +620,61 @@ func TestSeriesRecorderKeepsABurst(t *testing.T) {
 	}
 }
 
+// TestSeriesRecorderPacesItsPatches: a refresh PATCHes every series, 10,000 at 5,000 jobs;
+// it hands them to the sink as the sink has room (seriesBacklog queued at most), so that
+// they are not all held at once, and sends each series' count when its turn comes.
+func TestSeriesRecorderPacesItsPatches(t *testing.T) {
+	api := &fakeSink{}
+	s := newSeriesSink(api)
+	s.workers = 1
+	ctx := runSink(t, s)
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := recorderFor(t, s, clk)
+	const n = 3 * seriesBacklog
+	record := func() {
+		for i := range n {
+			r.Eventf(&corev1.ObjectReference{Kind: "LockedCronJob", Namespace: "ns", Name: fmt.Sprintf("job-%d", i)}, nil,
+				corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence succeeded")
+		}
+	}
+	record()
+	record()
+	api.await(t, 2*n) // each job's create and its series' first PATCH
+
+	api.gate.Lock() // the API server stalls
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.refresh(ctx)
+	}()
+	clk.Step(time.Second)
+	record() // counts go to 3 while the refresh waits
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return r.waited.Load() > 0, nil
+	}); err != nil {
+		api.gate.Unlock()
+		t.Fatalf("the refresh queued %d PATCHes without waiting for room", s.backlog())
+	}
+	if got := s.backlog(); got > seriesBacklog {
+		t.Errorf("%d PATCHes queued while the refresh waits, want at most %d", got, seriesBacklog)
+	}
+	api.gate.Unlock()
+	<-done
+	calls := api.await(t, 3*n)
+	late := 0
+	for _, c := range calls[2*n:] {
+		if c.verb != "patch" {
+			t.Fatalf("refresh: %s %s, want PATCHes only", c.verb, c.name)
+		}
+		if strings.Contains(c.data, `"count":3`) {
+			late++
+		}
+	}
+	if late < n-seriesBacklog-1 {
+		t.Errorf("%d of the refresh's %d PATCHes carry the count the series had when they were sent (3); want at least %d", late, n, n-seriesBacklog-1)
+	}
+}
+
 // recordingSink is the API server behind a seriesRecorder: it keeps each call's Event.
 type recordingSink struct {
 	mu    sync.Mutex
