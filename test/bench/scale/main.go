@@ -87,6 +87,7 @@ type config struct {
 	nativePods    bool
 	native        bool
 	memLimit      string
+	gogc          string
 	finishAfter   time.Duration
 	kubeletStatus bool
 }
@@ -110,6 +111,7 @@ func main() {
 	flag.StringVar(&c.profiles, "cpuprofile", "", "Folder to write the manager's and the API server's CPU profiles over the window (manager-N<n>.pprof, apiserver-N<n>.pprof) and the manager's heap at the window's end (manager-N<n>.heap.pprof) to; go tool pprof reads them. Empty: none.")
 	flag.BoolVar(&c.native, "native", true, "Create the N CronJobs beside the N LockedCronJobs. false: the LockedCronJobs alone, with the API server to themselves (kube-controller-manager still runs, with nothing to do; no native row and no ratios are printed), e.g. to see what prepare-ahead needs of the server at 5,000.")
 	flag.BoolVar(&c.nativePods, "native-pods", false, "Also run kube-controller-manager's job-controller and print when each native Job's pod appears: pod against pod (a CronJob's child is a Job; its pod, which runs, comes after it and pays the API server's pod admission, as lockedcron's does). The job controller's calls then count in the native column.")
+	flag.StringVar(&c.gogc, "manager-gogc", "", "GOGC of the manager process only (the collector's target: the heap grows to 1 + GOGC/100 times the live heap between collections). Empty: the runtime's default, 100.")
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
 	flag.BoolVar(&c.kubeletStatus, "kubelet-status", false, "Write pod statuses as a v1.37 kubelet does: besides the containers' states, the five conditions, host and pod IPs, and per container image and container IDs, resources, volume mounts and user (the manager's cache holds finished pods: their size is what memory at thousands of jobs depends on). Off: only what the controllers read.")
 	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running (after its instant, for a pod prepared ahead: lockwrap waits for it), it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
@@ -169,6 +171,9 @@ func printMachine(c config) {
 		c.qps, c.burst, nativeControllers(c), c.cronSyncs, c.namespaces, c.warmup, c.window)
 	if c.workers > 0 {
 		fmt.Printf("== manager --max-concurrent-reconciles=%d\n", c.workers)
+	}
+	if c.gogc != "" {
+		fmt.Printf("== manager GOGC=%s\n", c.gogc)
 	}
 	if c.memLimit != "" {
 		fmt.Printf("== manager GOMEMLIMIT=%s\n", c.memLimit)
@@ -551,6 +556,9 @@ func run(c config, n int) (res []result, err error) {
 		mgrArgs = append(mgrArgs, fmt.Sprintf("--max-concurrent-reconciles=%d", c.workers))
 	}
 	mgrEnv := []string{"KUBECONFIG=" + mgrKC}
+	if c.gogc != "" {
+		mgrEnv = append(mgrEnv, "GOGC="+c.gogc)
+	}
 	if c.memLimit != "" {
 		mgrEnv = append(mgrEnv, "GOMEMLIMIT="+c.memLimit)
 	}
