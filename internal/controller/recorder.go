@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -58,11 +59,20 @@ func newRecorder(mgr ctrl.Manager, name string) (rec recorder.EventRecorder, sto
 		sink.run(ctx)
 	}()
 	go r.run(ctx)
-	return r, func() {
-		r.stop()
-		sink.close(cancel, done)
-		r.creates.Wait() // they end with ctx
-	}, nil
+	return r, func() { r.close(sink, cancel, done) }, nil
+}
+
+// close stops r and its sink, whose run ends by closing done: the Creates under way and
+// the PATCHes queued are sent for up to the sink's grace, then cancel aborts what is left.
+func (r *seriesRecorder) close(sink *seriesSink, cancel context.CancelFunc, done <-chan struct{}) {
+	r.stop()
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		r.creates.Wait() // they end at the latest with the context cancel cancels
+	}()
+	sink.close(cancel, done, created)
+	<-created
 }
 
 // Series timing, as client-go's events/v1 broadcaster (v0.37) has it: an Event that happens
@@ -174,7 +184,7 @@ func (r *seriesRecorder) AnnotatedEventf(regarding, related runtime.Object, anno
 	s := r.series[key]
 	switch {
 	case s == nil:
-		s = &keptEvent{note: message, annotations: annotations, first: now.UnixNano(), count: 1}
+		s = &keptEvent{note: message, annotations: maps.Clone(annotations), first: now.UnixNano(), count: 1}
 		if name := util.GenerateEventName(ref.Name, s.first); name != eventName(ref.Name, s.first) {
 			s.name = name
 		}
@@ -196,15 +206,17 @@ func (r *seriesRecorder) AnnotatedEventf(regarding, related runtime.Object, anno
 }
 
 // create creates a new Event, trying again what client-go's broadcaster tries again (not
-// what the API server refuses) until r.ctx is done.
+// what the API server refuses, nor an Event it has) until r.ctx is done.
 func (r *seriesRecorder) create(e *eventsv1.Event) {
 	defer r.creates.Done()
 	err := wait.ExponentialBackoffWithContext(r.ctx, r.retry, func(ctx context.Context) (bool, error) {
 		_, err := r.sink.Create(ctx, e)
-		if err == nil {
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			// AlreadyExists: the series' PATCH came first, found no Event and created it
+			// (seriesSink.send); client-go's broadcaster tells it at V(5) and moves on.
 			return true, nil
 		}
-		if ctx.Err() != nil || apierrors.IsAlreadyExists(err) || !retriable(err) { // stopped; refused
+		if ctx.Err() != nil || !retriable(err) { // stopped; refused
 			return false, err
 		}
 		r.log.Error(err, "Unable to write event (may retry after sleeping)", "namespace", e.Namespace, "name", e.Name)
@@ -520,16 +532,28 @@ func (s *seriesSink) spare(ctx context.Context) error {
 	return s.budget.Wait(ctx)
 }
 
-func (s *seriesSink) backlog() int { return s.queue.Len() }
+// backlog is the number of Events with a PATCH to send: queued, or waiting to be tried
+// again (the queue's Len counts only the first).
+func (s *seriesSink) backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
 
 // close stops the sink whose run ends by closing done: the PATCHes still queued are sent,
-// for up to s.grace; then cancel aborts the one under way and what is left is dropped, as
-// client-go's broadcaster drops what it has not sent when it stops.
-func (s *seriesSink) close(cancel context.CancelFunc, done <-chan struct{}) {
+// and the calls that also close are awaited, for up to s.grace; then cancel aborts the
+// calls under way and what is left is dropped, as client-go's broadcaster drops what it
+// has not sent when it stops.
+func (s *seriesSink) close(cancel context.CancelFunc, done <-chan struct{}, also ...<-chan struct{}) {
 	go s.queue.ShutDownWithDrain()
-	select {
-	case <-done:
-	case <-time.After(s.grace):
+	grace := time.After(s.grace)
+wait:
+	for _, c := range append([]<-chan struct{}{done}, also...) {
+		select {
+		case <-c:
+		case <-grace:
+			break wait
+		}
 	}
 	cancel()
 	s.queue.ShutDown()
@@ -611,6 +635,10 @@ func (s *seriesSink) send(ctx context.Context, p seriesPatch) error {
 // an Event created meanwhile, AlreadyExists, is patched on the next try), and an API
 // server that is busy or restarting.
 func retriable(err error) bool {
+	var construction *rest.RequestConstructionError
+	if errors.As(err, &construction) { // made the same way the next time
+		return false
+	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		return true

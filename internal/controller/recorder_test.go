@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -518,12 +519,13 @@ func TestSeriesRecorder(t *testing.T) {
 	}
 
 	r.Eventf(job, nil, corev1.EventTypeWarning, "Missed", "Backlog", "occurrence 4 missed")     // another type and reason
+	clk.Step(time.Millisecond)                                                                  // Events named by their time
 	r.Eventf(job, nil, corev1.EventTypeNormal, "Succeeded", "Manual", "occurrence 4 succeeded") // another action
 	other := job.DeepCopy()
 	other.Name, other.UID = "weekly", "u2"
 	r.Eventf(other, nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence 4 succeeded") // another job
 	calls = api.await(t, 5)
-	if got := verbs(calls[2:]); !slices.Equal(got, []string{"create", "create", "create"}) {
+	if got := verbs(calls[2:]); !slices.Equal(got, []string{"create", "create", "create"}) || calls[2].event.Name == calls[3].event.Name {
 		t.Fatalf("three new series: %v, want three creates", got)
 	}
 
@@ -566,13 +568,15 @@ func TestSeriesRecorder(t *testing.T) {
 }
 
 // TestSeriesRecorderCreate: a new Event whose Create the API server could not serve (a
-// connection lost, a 500) is tried again; one it refuses, or already has, is not. After
-// stop the recorder sends nothing.
+// connection lost, a 500) is tried again; one it refuses, or already has (its series'
+// PATCH came first and created it), or that client-go could not make, is not. After stop
+// the recorder sends nothing.
 func TestSeriesRecorderCreate(t *testing.T) {
 	api := &recordingSink{errs: map[string][]error{"create": {
-		errors.New("connection reset"), apierrors.NewInternalError(errors.New("etcd")), // a's: tried a third time
+		errors.New("connection reset"), apierrors.NewInternalError(errors.New("etcd")), nil, // a's: created the third time
 		apierrors.NewBadRequest("no"), // b's: refused
 		apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, "c"), // c's: there
+		&rest.RequestConstructionError{Err: errors.New("no body")},                // d's
 	}}}
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := recorderFor(t, api, clk)
@@ -581,19 +585,20 @@ func TestSeriesRecorderCreate(t *testing.T) {
 	}
 	r.Eventf(ref("a"), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "a")
 	api.await(t, 3)
-	for _, name := range []string{"b", "c"} {
+	for _, name := range []string{"b", "c", "d"} {
+		n := len(api.log())
 		r.Eventf(ref(name), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "%s", name)
-		api.await(t, len(api.log())+1)
+		api.await(t, n+1)
 	}
-	r.Eventf(ref("d"), nil, "Info", "Succeeded", "Backlog", "an unknown type") // not recorded
+	r.Eventf(ref("e"), nil, "Info", "Succeeded", "Backlog", "an unknown type") // not recorded
 	r.stop()
-	r.Eventf(ref("e"), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "after stop")
+	r.Eventf(ref("f"), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "after stop")
 	r.creates.Wait()
 	got := []string{}
 	for _, c := range api.log() {
 		got = append(got, c.verb+" "+c.event.Regarding.Name)
 	}
-	if want := []string{"create a", "create a", "create a", "create b", "create c"}; !slices.Equal(got, want) {
+	if want := []string{"create a", "create a", "create a", "create b", "create c", "create d"}; !slices.Equal(got, want) {
 		t.Errorf("calls %v, want %v", got, want)
 	}
 }
@@ -675,6 +680,63 @@ func TestSeriesRecorderPacesItsPatches(t *testing.T) {
 	}
 }
 
+// TestSeriesSinkBacklog: the backlog a refresh waits on counts the PATCHes waiting to be
+// tried again too: with an API server that fails at once, the queue itself stays empty.
+func TestSeriesSinkBacklog(t *testing.T) {
+	api := &fakeSink{errs: map[string][]error{"patch": {apierrors.NewInternalError(errors.New("etcd"))}}}
+	s := newSeriesSink(api)
+	s.queue = workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](time.Hour, time.Hour))
+	ctx := runSink(t, s)
+	patchAll(t, ctx, s, "a")
+	api.await(t, 1)
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.queue.NumRequeues(types.NamespacedName{Namespace: "ns", Name: "a"}) == 1, nil
+	}); err != nil {
+		t.Fatal("the failed PATCH was not put back")
+	}
+	if got := s.backlog(); s.queue.Len() != 0 || got != 1 {
+		t.Errorf("a PATCH waiting to be tried again: backlog %d (queue %d), want 1", got, s.queue.Len())
+	}
+}
+
+// TestSeriesRecorderCloseWaitsForCreates: the recorder stops after the manager, so that the
+// last passes' Events are sent; a new Event's Create under way is given the sink's grace
+// too, not cut short because no PATCH is queued.
+func TestSeriesRecorderCloseWaitsForCreates(t *testing.T) {
+	api := &fakeSink{}
+	s := newSeriesSink(api)
+	s.grace = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(ctx)
+	}()
+	r := newSeriesRecorder(ctx, clientscheme.Scheme, "c", "c-host", s, clock.RealClock{}, logr.Discard())
+	api.gate.Lock() // the API server is slow: the Create waits
+	r.Eventf(&corev1.ObjectReference{Kind: "LockedCronJob", Namespace: "ns", Name: "last"}, nil, corev1.EventTypeWarning, "Failed", "Reconcile", "the last pass's Event")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		r.close(s, cancel, done)
+	}()
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return s.queue.ShuttingDown(), nil
+	}); err != nil {
+		t.Fatal("close did not shut the queue down")
+	}
+	api.gate.Unlock()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("close did not return")
+	}
+	if calls := api.log(); len(calls) != 1 || calls[0].verb != "create" {
+		t.Errorf("served before close returned: %+v, want the Create", calls)
+	}
+}
+
 // recordingSink is the API server behind a seriesRecorder: it keeps each call's Event.
 type recordingSink struct {
 	mu    sync.Mutex
@@ -693,7 +755,9 @@ func (f *recordingSink) serve(verb string, e *eventsv1.Event, data []byte) (*eve
 	f.calls = append(f.calls, recordedCall{verb: verb, data: string(data), event: e.DeepCopy()})
 	if q := f.errs[verb]; len(q) > 0 {
 		f.errs[verb] = q[1:]
-		return nil, q[0]
+		if q[0] != nil {
+			return nil, q[0]
+		}
 	}
 	return e, nil
 }
