@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,10 +56,10 @@ func slimPod(obj any) (any, error) {
 	}
 	pod.ManagedFields = nil
 	history := isHistory(pod)
-	c := &cachedPod{labels: ownPairs(pod.Labels), annotations: ownPairs(pod.Annotations)}
+	labels, annotations := ownPairs(pod.Labels), ownPairs(pod.Annotations)
 	pod.Labels, pod.Annotations = nil, nil
 	sharePodStrings(pod)
-	c.TypeMeta, c.ObjectMeta, c.nodeName, c.phase = pod.TypeMeta, pod.ObjectMeta, pod.Spec.NodeName, pod.Status.Phase
+	c := &cachedPod{podMeta: slimMeta(&pod.ObjectMeta, labels, annotations), nodeName: pod.Spec.NodeName, phase: pod.Status.Phase}
 	if !history {
 		st := slimPodStatus(pod.Status)
 		c.status = &st
@@ -69,10 +70,11 @@ func slimPod(obj any) (any, error) {
 // cachedPod is what the manager's cache holds of one of the controller's pods (slimPod
 // makes it). A corev1.Pod holds its PodSpec (592 B) and PodStatus (384 B) inline however
 // little of them is set, and most cached pods are history, whose status is the phase
-// alone; and a Go map takes about 300 B however few entries it has, where a pod keeps two
-// to four labels and annotations (ownKeys). A cachedPod holds the metadata with its labels
-// and annotations as pairs, the node name, the phase, and the status slimPod keeps only
-// when it is more than the phase.
+// alone; a metav1.ObjectMeta is 232 B, much of it fields a pod leaves empty; and a Go
+// map takes about 300 B however few entries it has, where a pod keeps two to four labels
+// and annotations (ownKeys). A cachedPod holds the metadata as a podMeta (its owner
+// reference one copy per job, its labels and annotations as pairs), the node name, the
+// phase, and the status slimPod keeps only when it is more than the phase.
 //
 // It reads as the pod it stands for. The cache's readers (Get, List) hand out a
 // DeepCopyObject of the object held, and a cachedPod's is that *corev1.Pod, so every
@@ -83,21 +85,24 @@ func slimPod(obj any) (any, error) {
 // copy (UnsafeDisableDeepCopy): the copy is what hands out the pod. client-go's cache
 // mutation detector (KUBE_CACHE_MUTATION_DETECTOR=true, a debugging aid) would take the
 // pod for a changed copy and must stay off, as it is by default; its watch-list
-// consistency detector compares two transforms of one pod, which are equal (pairsOf sorts).
+// consistency detector compares two transforms of one pod, which are equal (pairsOf sorts,
+// and one owner reference has one handle).
+//
+// Its kind is not held: a pod decoded from the API server's list or watch has none
+// either (the decoder clears it), and the cache's Get sets it on the reader's object.
 type cachedPod struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta   // its Labels and Annotations are nil: labels and annotations hold them
-	labels, annotations pairs
-	nodeName            string
-	phase               corev1.PodPhase
-	status              *corev1.PodStatus // nil for history: the phase alone
+	podMeta
+	nodeName string
+	phase    corev1.PodPhase
+	status   *corev1.PodStatus // nil for history: the phase alone
 }
+
+// GetObjectKind: a cachedPod holds no kind (see cachedPod).
+func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject returns a copy of the pod it stands for (see cachedPod).
 func (c *cachedPod) DeepCopyObject() runtime.Object {
-	p := &corev1.Pod{TypeMeta: c.TypeMeta}
-	c.ObjectMeta.DeepCopyInto(&p.ObjectMeta)
-	p.Labels, p.Annotations = c.labels.toMap(), c.annotations.toMap()
+	p := &corev1.Pod{ObjectMeta: c.meta()}
 	p.Spec.NodeName = c.nodeName
 	if c.status != nil {
 		c.status.DeepCopyInto(&p.Status)
@@ -107,11 +112,9 @@ func (c *cachedPod) DeepCopyObject() runtime.Object {
 	return p
 }
 
-// view returns the pod it stands for, sharing the cached memory but for the label and
-// annotation maps: to be read, never changed.
+// view returns the pod it stands for, sharing the cached status: to be read, never changed.
 func (c *cachedPod) view() *corev1.Pod {
-	p := &corev1.Pod{TypeMeta: c.TypeMeta, ObjectMeta: c.ObjectMeta}
-	p.Labels, p.Annotations = c.labels.toMap(), c.annotations.toMap()
+	p := &corev1.Pod{ObjectMeta: c.meta()}
 	p.Spec.NodeName = c.nodeName
 	if c.status != nil {
 		p.Status = *c.status
@@ -120,13 +123,6 @@ func (c *cachedPod) view() *corev1.Pod {
 	}
 	return p
 }
-
-// GetLabels, SetLabels, GetAnnotations and SetAnnotations read and write the pairs, for
-// what reads the held object as a metav1.Object.
-func (c *cachedPod) GetLabels() map[string]string       { return c.labels.toMap() }
-func (c *cachedPod) SetLabels(m map[string]string)      { c.labels = pairsOf(m) }
-func (c *cachedPod) GetAnnotations() map[string]string  { return c.annotations.toMap() }
-func (c *cachedPod) SetAnnotations(m map[string]string) { c.annotations = pairsOf(m) }
 
 // pairs is a small string map held as its keys and values in turn, each string shared
 // where the vocabulary has it (word); nil for a nil map, empty for an empty one.

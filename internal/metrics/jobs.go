@@ -19,7 +19,9 @@ import (
 // counter, six gauges): 42 MiB at 5,000 jobs, a third of the manager's live heap. Here a
 // job is one record of plain numbers, and the series are built when the endpoint is
 // scraped, as kube-state-metrics does. The families, their types, help texts, labels and
-// values are what the vectors served. A record keeps its series' label pairs, made once.
+// values are what the vectors served. A record holds numbers and the lock key; a scrape
+// makes the label pairs, each job's once (BenchmarkJobSeries: 1.3-1.7 MiB held at 5,000
+// jobs, 3.4-3.8 when each record kept its pairs).
 //
 // A scrape builds them as the exposition's own structures, each family's in a few arrays
 // (families), and the registry the endpoint serves (withJobs) adds them to what
@@ -56,20 +58,25 @@ type JobState struct {
 
 type jobKey struct{ namespace, name string }
 
+// The per-job series' label names (a scrape's label pairs point at them).
+var labelName, labelNamespace, labelLockKey = "name", "namespace", "lock_key"
+
 // jobRecord is one job's series. runs is indexed like outcomePairs; born marks the outcomes
-// that have a series (a counter exists from its first Add, even of 0).
+// that have a series (a counter exists from its first Add, even of 0). The gauges are
+// kept as the values they serve: times (next run, last schedule, last success) in Unix
+// seconds, timesSet marking those that have a series. The label pairs are made by each
+// scrape: kept per job, with their strings, they were two thirds of what a job held.
 type jobRecord struct {
 	runs         []float64
 	born         uint64
 	lockLost     float64
+	times        [3]float64
+	lockKey      string
+	active       int32
+	timesSet     uint8
 	lockLostBorn bool
-	state        *JobState
-
-	// The label pairs of its series, sorted by name as the exposition wants them: name,
-	// namespace (pairs; a run's series adds the outcome's); lock_key, name, namespace
-	// (infoPairs, made again when the lock key changes). Never changed in place: a
-	// scrape reads them after it let go of the lock.
-	pairs, infoPairs []*dto.LabelPair
+	hasState     bool
+	backendUp    bool
 }
 
 // labelPair is one label of a series.
@@ -94,7 +101,7 @@ func (s *jobSeries) record(namespace, name string) *jobRecord {
 	k := jobKey{namespace, name}
 	r := s.jobs[k]
 	if r == nil {
-		r = &jobRecord{pairs: []*dto.LabelPair{labelPair("name", name), labelPair("namespace", namespace)}}
+		r = &jobRecord{}
 		s.jobs[k] = r
 	}
 	return r
@@ -140,11 +147,14 @@ func SetJob(namespace, name string, st JobState) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.record(namespace, name)
-	first = r.state == nil
-	if first || r.state.LockKey != st.LockKey {
-		r.infoPairs = append([]*dto.LabelPair{labelPair("lock_key", st.LockKey)}, r.pairs...)
+	first = !r.hasState
+	r.hasState, r.active, r.backendUp, r.lockKey, r.timesSet = true, st.Active, st.BackendUp, st.LockKey, 0
+	for i, t := range []time.Time{st.NextRun, st.LastSchedule, st.LastSuccess} {
+		if !t.IsZero() {
+			r.times[i] = float64(t.UnixNano()) / 1e9
+			r.timesSet |= 1 << i
+		}
 	}
-	r.state = &st
 	return first
 }
 
@@ -178,36 +188,46 @@ func (s *jobSeries) families() []*dto.MetricFamily {
 	slices.SortFunc(snap, func(a, b snapped) int {
 		return cmp.Or(strings.Compare(a.key.namespace, b.key.namespace), strings.Compare(a.key.name, b.key.name))
 	})
+	// Each job's label pairs, sorted by name as the exposition wants them: name,
+	// namespace (a run's series adds the outcome's); lock_key, name, namespace (info).
+	type jobPairs struct{ pairs, info []*dto.LabelPair }
+	labelled := make([]jobPairs, len(snap))
+	all3, ptrs := make([]dto.LabelPair, 3*len(snap)), make([]*dto.LabelPair, 5*len(snap))
+	for i := range snap {
+		r, k, lp, p := &snap[i].jobRecord, &snap[i].key, all3[3*i:3*i+3], ptrs[5*i:5*i+5]
+		lp[0].Name, lp[0].Value = &labelName, &k.name
+		lp[1].Name, lp[1].Value = &labelNamespace, &k.namespace
+		lp[2].Name, lp[2].Value = &labelLockKey, &r.lockKey
+		p[0], p[1], p[2], p[3], p[4] = &lp[0], &lp[1], &lp[2], &lp[0], &lp[1]
+		labelled[i] = jobPairs{p[0:2:2], p[2:5:5]}
+	}
+	gauges := [3]*jobFamily{&famNextRun, &famLastSchedule, &famLastSuccess}
 	each := func(emit func(f *jobFamily, pairs []*dto.LabelPair, outcome int, v float64)) {
 		for i := range snap {
-			r := &snap[i].jobRecord
+			r, pairs := &snap[i].jobRecord, labelled[i].pairs
 			for o, v := range r.runs {
 				if r.born&(1<<o) != 0 {
-					emit(&famRuns, r.pairs, o, v)
+					emit(&famRuns, pairs, o, v)
 				}
 			}
 			if r.lockLostBorn {
-				emit(&famLockLost, r.pairs, -1, r.lockLost)
+				emit(&famLockLost, pairs, -1, r.lockLost)
 			}
-			st := r.state
-			if st == nil {
+			if !r.hasState {
 				continue
 			}
-			for _, t := range []struct {
-				f  *jobFamily
-				at time.Time
-			}{{&famNextRun, st.NextRun}, {&famLastSchedule, st.LastSchedule}, {&famLastSuccess, st.LastSuccess}} {
-				if !t.at.IsZero() {
-					emit(t.f, r.pairs, -1, float64(t.at.UnixNano())/1e9)
+			for g, f := range gauges {
+				if r.timesSet&(1<<g) != 0 {
+					emit(f, pairs, -1, r.times[g])
 				}
 			}
-			emit(&famActiveRuns, r.pairs, -1, float64(st.Active))
+			emit(&famActiveRuns, pairs, -1, float64(r.active))
 			up := 0.0
-			if st.BackendUp {
+			if r.backendUp {
 				up = 1
 			}
-			emit(&famBackendUp, r.pairs, -1, up)
-			emit(&famInfo, r.infoPairs, -1, 1)
+			emit(&famBackendUp, pairs, -1, up)
+			emit(&famInfo, labelled[i].info, -1, 1)
 		}
 	}
 

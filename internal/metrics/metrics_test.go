@@ -177,8 +177,8 @@ func TestJobSeries(t *testing.T) {
 		t.Errorf("series after a second status:\n got %v\nwant %v", got, want)
 	}
 	// The series are what a registry accepts when it merges them: valid names, labels
-	// sorted, no two series alike, each of its family's type (the label pairs are the
-	// record's, made once; a scrape builds the rest).
+	// sorted, no two series alike, each of its family's type (a scrape builds them all,
+	// a job's label pairs shared by its series).
 	built := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return jobs.families(), nil })
 	if _, err := (prometheus.Gatherers{built}).Gather(); err != nil {
 		t.Errorf("the built families, merged as a registry merges them: %v", err)
