@@ -34,27 +34,39 @@ import (
 	"github.com/lockedcron/lockedcron/internal/report"
 )
 
-// sinkCall is one call a fakeSink served.
+// sinkCall is one call a fakeSink served, as the sink tests compare them.
 type sinkCall struct {
 	verb, name, data string
 	rv               string
 }
 
-// fakeSink is the API server behind a seriesSink: it logs each call, answers with the
-// queued errors first, and blocks while gate is held. A call for an Event named in hang
-// never gets an answer: it ends when its context does.
+// servedCall is a sinkCall with the Event it sent, for the recorder tests.
+type servedCall struct {
+	sinkCall
+	event *eventsv1.Event
+}
+
+// fakeSink is the API server behind a seriesSink or a seriesRecorder: it logs each call
+// and its Event, answers with the queued errors first (a nil one: served), and blocks
+// while gate is held. A call for an Event named in hang never gets an answer: it ends
+// when its context does.
 type fakeSink struct {
 	mu    sync.Mutex
-	calls []sinkCall
+	calls []servedCall
 	errs  map[string][]error // by verb
 	gate  sync.Mutex
 	hang  map[string]bool // by Event name
 }
 
+// logCall logs a call. Callers hold mu.
+func (f *fakeSink) logCall(verb string, e *eventsv1.Event, data []byte) {
+	f.calls = append(f.calls, servedCall{sinkCall{verb: verb, name: e.Name, data: string(data), rv: e.ResourceVersion}, e.DeepCopy()})
+}
+
 func (f *fakeSink) serve(ctx context.Context, verb string, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
 	if f.hang[e.Name] {
 		f.mu.Lock()
-		f.calls = append(f.calls, sinkCall{verb: verb, name: e.Name, data: string(data), rv: e.ResourceVersion})
+		f.logCall(verb, e, data)
 		f.mu.Unlock()
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -66,10 +78,12 @@ func (f *fakeSink) serve(ctx context.Context, verb string, e *eventsv1.Event, da
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, sinkCall{verb: verb, name: e.Name, data: string(data), rv: e.ResourceVersion})
+	f.logCall(verb, e, data)
 	if q := f.errs[verb]; len(q) > 0 {
 		f.errs[verb] = q[1:]
-		return nil, q[0]
+		if q[0] != nil {
+			return nil, q[0]
+		}
 	}
 	out := e.DeepCopy()
 	out.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "server"}}
@@ -86,20 +100,38 @@ func (f *fakeSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*
 	return f.serve(ctx, "patch", e, data)
 }
 
-func (f *fakeSink) log() []sinkCall {
+// served returns the calls served so far, with their Events.
+func (f *fakeSink) served() []servedCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
 }
 
-// await waits until the sink has served n calls.
-func (f *fakeSink) await(t *testing.T, n int) []sinkCall {
+// log returns the calls served so far.
+func (f *fakeSink) log() []sinkCall {
+	served := f.served()
+	out := make([]sinkCall, len(served))
+	for i, c := range served {
+		out[i] = c.sinkCall
+	}
+	return out
+}
+
+// awaitServed waits until the sink has served n calls.
+func (f *fakeSink) awaitServed(t *testing.T, n int) []servedCall {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return len(f.log()) >= n, nil
 	}); err != nil {
 		t.Fatalf("the sink served %d calls, want %d: %v", len(f.log()), n, f.log())
 	}
+	return f.served()
+}
+
+// await is awaitServed without the Events.
+func (f *fakeSink) await(t *testing.T, n int) []sinkCall {
+	t.Helper()
+	f.awaitServed(t, n)
 	return f.log()
 }
 
@@ -486,14 +518,14 @@ func recorderFor(t *testing.T, api events.EventSink, clk clock.PassiveClock) *se
 // and forgotten, so the next such Event is a new one. Another action (the cause of a
 // Missed) or another job is another series.
 func TestSeriesRecorder(t *testing.T) {
-	api := &recordingSink{}
+	api := &fakeSink{}
 	start := time.Date(2026, 12, 5, 3, 0, 0, 123456000, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
 	r := recorderFor(t, api, clk)
 	job := &corev1.ObjectReference{APIVersion: "lockedcron.io/v1alpha1", Kind: "LockedCronJob", Namespace: "team-a", Name: "nightly", UID: "u1"}
 
 	r.Eventf(job, nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence %d succeeded", 1)
-	first := api.await(t, 1)[0]
+	first := api.awaitServed(t, 1)[0]
 	want := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("nightly.%x", start.UnixNano())},
 		EventTime:           metav1.NewMicroTime(start),
@@ -509,7 +541,7 @@ func TestSeriesRecorder(t *testing.T) {
 		r.Eventf(job, nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence %d succeeded", i)
 	}
 	second := start.Add(time.Minute)
-	calls := api.await(t, 2)
+	calls := api.awaitServed(t, 2)
 	if c := calls[1]; c.verb != "patch" || c.event.Name != want.Name || c.data != fmt.Sprintf(`{"series":{"count":2,"lastObservedTime":%q}}`, second.Format(metav1.RFC3339Micro)) ||
 		c.event.Note != "occurrence 1 succeeded" {
 		t.Fatalf("second Event: %s %s %s (note %q); want a PATCH of its series, count 2, with the first note", c.verb, c.event.Name, c.data, c.event.Note)
@@ -524,14 +556,14 @@ func TestSeriesRecorder(t *testing.T) {
 	other := job.DeepCopy()
 	other.Name, other.UID = "weekly", "u2"
 	r.Eventf(other, nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence 4 succeeded") // another job
-	calls = api.await(t, 5)
+	calls = api.awaitServed(t, 5)
 	if got := verbs(calls[2:]); !slices.Equal(got, []string{"create", "create", "create"}) || calls[2].event.Name == calls[3].event.Name {
 		t.Fatalf("three new series: %v, want three creates", got)
 	}
 
 	r.refresh(context.Background())
 	last := start.Add(3 * time.Minute)
-	calls = api.await(t, 6)
+	calls = api.awaitServed(t, 6)
 	if c := calls[5]; c.verb != "patch" || c.event.Name != want.Name || c.data != fmt.Sprintf(`{"series":{"count":4,"lastObservedTime":%q}}`, last.Format(metav1.RFC3339Micro)) {
 		t.Fatalf("refresh: %s %s %s; want the series PATCHed with count 4", c.verb, c.event.Name, c.data)
 	}
@@ -549,16 +581,16 @@ func TestSeriesRecorder(t *testing.T) {
 		t.Fatalf("finish of singletons made calls: %d, want 6", n)
 	}
 	r.Eventf(other, nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence 6 succeeded")
-	if c := api.await(t, 7)[6]; c.verb != "create" || c.event.Note != "occurrence 6 succeeded" {
+	if c := api.awaitServed(t, 7)[6]; c.verb != "create" || c.event.Note != "occurrence 6 succeeded" {
 		t.Fatalf("an Event forgotten 6 minutes on: %s %q; want a new one created", c.verb, c.event.Note)
 	}
 	clk.Step(time.Minute) // the series' last Event 6 min + 1 s old
 	r.finish(context.Background())
-	if c := api.await(t, 8)[7]; c.verb != "patch" || c.event.Name != want.Name || !strings.Contains(c.data, `"count":5`) {
+	if c := api.awaitServed(t, 8)[7]; c.verb != "patch" || c.event.Name != want.Name || !strings.Contains(c.data, `"count":5`) {
 		t.Fatalf("an ended series: %s %s %s; want its last PATCH", c.verb, c.event.Name, c.data)
 	}
 	r.Eventf(job, nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "occurrence 9 succeeded")
-	if c := api.await(t, 9)[8]; c.verb != "create" || c.event.Name == want.Name || c.event.Series != nil {
+	if c := api.awaitServed(t, 9)[8]; c.verb != "create" || c.event.Name == want.Name || c.event.Series != nil {
 		t.Fatalf("after the series ended: %s %s; want a new Event created", c.verb, c.event.Name)
 	}
 	r.refresh(context.Background())
@@ -572,7 +604,7 @@ func TestSeriesRecorder(t *testing.T) {
 // PATCH came first and created it), or that client-go could not make, is not. After stop
 // the recorder sends nothing.
 func TestSeriesRecorderCreate(t *testing.T) {
-	api := &recordingSink{errs: map[string][]error{"create": {
+	api := &fakeSink{errs: map[string][]error{"create": {
 		errors.New("connection reset"), apierrors.NewInternalError(errors.New("etcd")), nil, // a's: created the third time
 		apierrors.NewBadRequest("no"), // b's: refused
 		apierrors.NewAlreadyExists(schema.GroupResource{Resource: "events"}, "c"), // c's: there
@@ -584,18 +616,18 @@ func TestSeriesRecorderCreate(t *testing.T) {
 		return &corev1.ObjectReference{Kind: "LockedCronJob", Namespace: "ns", Name: name}
 	}
 	r.Eventf(ref("a"), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "a")
-	api.await(t, 3)
+	api.awaitServed(t, 3)
 	for _, name := range []string{"b", "c", "d"} {
 		n := len(api.log())
 		r.Eventf(ref(name), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "%s", name)
-		api.await(t, n+1)
+		api.awaitServed(t, n+1)
 	}
 	r.Eventf(ref("e"), nil, "Info", "Succeeded", "Backlog", "an unknown type") // not recorded
 	r.stop()
 	r.Eventf(ref("f"), nil, corev1.EventTypeNormal, "Succeeded", "Backlog", "after stop")
 	r.creates.Wait()
 	got := []string{}
-	for _, c := range api.log() {
+	for _, c := range api.served() {
 		got = append(got, c.verb+" "+c.event.Regarding.Name)
 	}
 	if want := []string{"create a", "create a", "create a", "create b", "create c", "create d"}; !slices.Equal(got, want) {
@@ -737,59 +769,7 @@ func TestSeriesRecorderCloseWaitsForCreates(t *testing.T) {
 	}
 }
 
-// recordingSink is the API server behind a seriesRecorder: it keeps each call's Event.
-type recordingSink struct {
-	mu    sync.Mutex
-	calls []recordedCall
-	errs  map[string][]error // by verb
-}
-
-type recordedCall struct {
-	verb, data string
-	event      *eventsv1.Event
-}
-
-func (f *recordingSink) serve(verb string, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, recordedCall{verb: verb, data: string(data), event: e.DeepCopy()})
-	if q := f.errs[verb]; len(q) > 0 {
-		f.errs[verb] = q[1:]
-		if q[0] != nil {
-			return nil, q[0]
-		}
-	}
-	return e, nil
-}
-
-func (f *recordingSink) Create(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return f.serve("create", e, nil)
-}
-func (f *recordingSink) Update(_ context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return f.serve("update", e, nil)
-}
-func (f *recordingSink) Patch(_ context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	return f.serve("patch", e, data)
-}
-
-func (f *recordingSink) log() []recordedCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
-
-// await waits until the sink has served n calls.
-func (f *recordingSink) await(t *testing.T, n int) []recordedCall {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return len(f.log()) >= n, nil
-	}); err != nil {
-		t.Fatalf("the sink served %d calls, want %d", len(f.log()), n)
-	}
-	return f.log()
-}
-
-func verbs(calls []recordedCall) []string {
+func verbs(calls []servedCall) []string {
 	out := make([]string, len(calls))
 	for i, c := range calls {
 		out[i] = c.verb
