@@ -239,7 +239,7 @@ var errNotReadBack = errors.New("the packed job does not read back as the job")
 // fields. The controller writes a LockedCronJob only through its status subresource,
 // whose updates take the metadata (managed fields, annotations) from the stored object,
 // never from the request, so the stored ones stay whole. It returns a cachedJob, which
-// holds the spec and status compressed and reads as the job. Anything else passes
+// holds the spec, status and managed fields compressed and reads as the job. Anything else passes
 // unchanged.
 func slimJob(obj any) (any, error) {
 	job, ok := obj.(*v1alpha1.LockedCronJob)
@@ -259,7 +259,7 @@ func slimJob(obj any) (any, error) {
 		// not held.
 		back := &v1alpha1.LockedCronJob{}
 		if err = unpackJob(body, back); err == nil && !(equality.Semantic.DeepEqual(&back.Spec, &job.Spec) &&
-			equality.Semantic.DeepEqual(&back.Status, &job.Status)) {
+			equality.Semantic.DeepEqual(&back.Status, &job.Status) && equality.Semantic.DeepEqual(back.ManagedFields, job.ManagedFields)) {
 			err = errNotReadBack
 		}
 	}
@@ -267,13 +267,15 @@ func slimJob(obj any) (any, error) {
 		// Held as decoded: every reader reads a *v1alpha1.LockedCronJob too. It costs the
 		// cache about 6 KB more a job (BenchmarkJobHeld), which a type that stops reading
 		// back would spend on every job: said at V(1) for each new version of the job.
-		logf.Log.WithName("cache").V(1).Info("job held unpacked: its spec or status does not read back from JSON",
+		logf.Log.WithName("cache").V(1).Info("job held unpacked: its spec, status or managed fields do not read back from JSON",
 			"namespace", job.Namespace, "name", job.Name, "resourceVersion", job.ResourceVersion, "reason", err.Error())
 		return job, nil
 	}
+	meta := job.ObjectMeta
+	meta.ManagedFields = nil // in the body
 	return &cachedJob{
 		TypeMeta:    job.TypeMeta,
-		ObjectMeta:  job.ObjectMeta,
+		ObjectMeta:  meta,
 		body:        body,
 		rolloutKeys: blackout.IndexKeys(job.Spec.Blackout),
 	}, nil

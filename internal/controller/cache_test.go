@@ -613,6 +613,13 @@ func TestCachedJobReadsAsAJob(t *testing.T) {
 	job.Spec.Template.Spec.Containers = []corev1.Container{{Name: "job", Image: "registry.example.com/ledger:1.4", Command: []string{"/bin/reconcile"},
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}}}
 	job.Status = steadyStatus(job, t0)
+	at := metav1.NewTime(t0)
+	job.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: v1alpha1.GroupVersion.String(), Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:schedule":{},"f:timeZone":{}}}`)}},
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: v1alpha1.GroupVersion.String(), Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:` + v1alpha1.AnnotationRunRequest + `":{}}}}`)}},
+	}
 	// As the API serves it: decoded from JSON (whole seconds, local times).
 	raw, err := json.Marshal(job)
 	if err != nil {
@@ -624,6 +631,9 @@ func TestCachedJobReadsAsAJob(t *testing.T) {
 	}
 	want := served.DeepCopy()
 	want.Labels, want.Annotations = ownKeys(want.Labels), ownKeys(want.Annotations)
+	if want.ManagedFields = slimManagedFields(want.ManagedFields); len(want.ManagedFields) != 2 {
+		t.Fatalf("the job's managed fields are what slimManagedFields keeps whole: %+v", want.ManagedFields)
+	}
 
 	held, err := slimJob(served.DeepCopy())
 	if err != nil {
@@ -635,6 +645,10 @@ func TestCachedJobReadsAsAJob(t *testing.T) {
 	}
 	if again, _ := slimJob(served.DeepCopy()); !reflect.DeepEqual(again, held) {
 		t.Errorf("two transforms of one job differ") // the watch-list consistency detector compares them
+	}
+
+	if obj.ManagedFields != nil {
+		t.Errorf("the cached job holds its managed fields beside its packed body: %+v", obj.ManagedFields)
 	}
 
 	// Get copies the held object into the caller's job; List sets the copies into the list.

@@ -26,22 +26,24 @@ import (
 // that has run a while, status.recent's ten records 2.9 KB of it), and its spec is a
 // 1.6 KB struct, an inline pod template mostly empty; compressed together (with packDict)
 // they are about half a kilobyte. A pass reads and rewrites the whole status, so none of
-// it can be dropped.
+// it can be dropped. The managed fields slimJob keeps (a few entries, each a struct of
+// about 150 bytes with its time and field set apart) are in the body too.
 //
 // It reads as the job it stands for, as cachedPod reads as its pod: the cache's readers
 // (Get, List) hand out DeepCopyObject of the object held, which decodes the body into a
 // *v1alpha1.LockedCronJob of the reader's own. What is handed the held object itself (the
 // job watch's predicates and handler, the rollout index) reads its metadata as a
-// client.Object, or the rollout index's keys slimJob kept (rolloutRefKeys). The same limits
+// client.Object, less the managed fields, which none of them reads; or the rollout
+// index's keys slimJob kept (rolloutRefKeys). The same limits
 // as cachedPod's hold: no cache option may skip the readers' copy, and client-go's cache
 // mutation detector must stay off.
 // Decoding costs a pass about as much as the watch's own decoding of the job (CPU figures in
 // docs/performance.md).
 type cachedJob struct {
 	metav1.TypeMeta
-	metav1.ObjectMeta
-	body        []byte   // {"spec":…,"status":…}, flate-compressed (packJob)
-	rolloutKeys []string // the rollout index's keys (rolloutRefKeys), read on every update
+	metav1.ObjectMeta          // without its managed fields: they are in body
+	body              []byte   // {"spec":…,"status":…,"managedFields":…}, flate-compressed (packJob)
+	rolloutKeys       []string // the rollout index's keys (rolloutRefKeys), read on every update
 }
 
 // DeepCopyObject returns a copy of the job it stands for (see cachedJob).
@@ -59,8 +61,9 @@ func (c *cachedJob) DeepCopyObject() runtime.Object {
 
 // jobBody is what a cachedJob's body holds.
 type jobBody struct {
-	Spec   *v1alpha1.LockedCronJobSpec   `json:"spec"`
-	Status *v1alpha1.LockedCronJobStatus `json:"status"`
+	Spec          *v1alpha1.LockedCronJobSpec   `json:"spec"`
+	Status        *v1alpha1.LockedCronJobStatus `json:"status"`
+	ManagedFields *[]metav1.ManagedFieldsEntry  `json:"managedFields"`
 }
 
 // packDict primes the compressor of every body (flate's preset dictionary) with what a
@@ -81,7 +84,14 @@ var packDict = func() []byte {
 	rec := func(o report.Outcome) v1alpha1.RunRecord {
 		return v1alpha1.RunRecord{Occurrence: *t, Outcome: string(o), Pod: pod, Holder: holder, FencingToken: 1, Duration: d(time.Second), Trigger: v1alpha1.TriggerScheduled}
 	}
+	managed := []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: v1alpha1.GroupVersion.String(), Time: t,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:schedule":{},"f:suspend":{},"f:timeZone":{}}}`)}},
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: v1alpha1.GroupVersion.String(), Time: t,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:` + v1alpha1.AnnotationRunRequest + `":{}}}}`)}},
+	}
 	body, err := json.Marshal(jobBody{
+		ManagedFields: &managed,
 		Spec: &v1alpha1.LockedCronJobSpec{Schedule: "0 * * * *", TimeZone: "UTC", Suspend: ptr.To(false),
 			Lock: v1alpha1.LockSpec{Key: "job", TTL: d(30 * time.Second), RenewInterval: d(10 * time.Second),
 				Redis: v1alpha1.RedisSpec{SecretRef: corev1.LocalObjectReference{Name: "redis"}}, OnLost: v1alpha1.OnLostTerminate, KillGracePeriod: d(10 * time.Second)},
@@ -127,9 +137,9 @@ var (
 	inflated     = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 )
 
-// packJob encodes a job's spec and status into a cachedJob's body.
+// packJob encodes a job's spec, status and managed fields into a cachedJob's body.
 func packJob(job *v1alpha1.LockedCronJob) ([]byte, error) {
-	raw, err := json.Marshal(jobBody{Spec: &job.Spec, Status: &job.Status})
+	raw, err := json.Marshal(jobBody{Spec: &job.Spec, Status: &job.Status, ManagedFields: &job.ManagedFields})
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +162,7 @@ func packJob(job *v1alpha1.LockedCronJob) ([]byte, error) {
 	return bytes.Clone(buf.Bytes()), nil // no spare capacity held
 }
 
-// unpackJob decodes a cachedJob's body into job's spec and status.
+// unpackJob decodes a cachedJob's body into job's spec, status and managed fields.
 func unpackJob(body []byte, job *v1alpha1.LockedCronJob) error {
 	raw := inflated.Get().(*bytes.Buffer)
 	defer inflated.Put(raw)
@@ -166,5 +176,5 @@ func unpackJob(body []byte, job *v1alpha1.LockedCronJob) error {
 		return err
 	}
 	// encoding/json copies what it keeps: the buffer goes back to the pool.
-	return json.Unmarshal(raw.Bytes(), &jobBody{Spec: &job.Spec, Status: &job.Status})
+	return json.Unmarshal(raw.Bytes(), &jobBody{Spec: &job.Spec, Status: &job.Status, ManagedFields: &job.ManagedFields})
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"unique"
 
+	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -12,11 +13,12 @@ import (
 // thousands of jobs). A metav1.ObjectMeta is a 232-byte struct, most of it fields a
 // pod of the controller's leaves empty, and each pod held its owner reference, an
 // 80-byte element and the job's name and UID again, where every pod of a job has the
-// same one. podMeta holds the fields every pod sets, its owner reference as a handle
+// same one. podMeta holds the fields every pod sets, its UID as the 16 bytes of the
+// UUID it is (a string of 36 characters took 64 bytes), its owner reference as a handle
 // to one copy per job (unique.Make: the copy goes when the job's last pod goes), and
 // the fields a pod rarely sets (generateName, selfLink, a deletion's timestamp and
-// grace period, managed fields, owner references when there are none or several) in
-// rare, nil when none is set. Labels and annotations are pairs (slimPod keeps only
+// grace period, managed fields, owner references when there are none or several, a UID
+// that is not a UUID in its canonical form) in rare, nil when none is set. Labels and annotations are pairs (slimPod keeps only
 // the controller's own).
 //
 // It implements metav1.Object, for what reads the held object itself (the pod
@@ -24,7 +26,7 @@ import (
 // metav1.ObjectMeta the cache's readers are handed.
 type podMeta struct {
 	name, namespace, resourceVersion string
-	uid                              types.UID
+	uid                              uuid.UUID // zero when it has none, or one held in rare
 	generation                       int64
 	created                          metav1.Time
 	owner                            unique.Handle[podOwner] // its one owner reference; zero when it has none or several
@@ -76,11 +78,12 @@ func (o podOwner) ref() metav1.OwnerReference {
 // slimMeta holds m (its labels and annotations given as pairs) as a podMeta. The label
 // values that are the owner's name (runpod.LabelJob's) share its copy.
 func slimMeta(m *metav1.ObjectMeta, labels, annotations pairs) podMeta {
-	pm := podMeta{name: m.Name, namespace: m.Namespace, resourceVersion: m.ResourceVersion, uid: m.UID,
+	pm := podMeta{name: m.Name, namespace: m.Namespace, resourceVersion: m.ResourceVersion,
 		generation: m.Generation, created: m.CreationTimestamp, finalizers: m.Finalizers,
 		labels: labels, annotations: annotations}
 	pm.setRare(metav1.ObjectMeta{GenerateName: m.GenerateName, SelfLink: m.SelfLink, DeletionTimestamp: m.DeletionTimestamp,
 		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, ManagedFields: m.ManagedFields})
+	pm.SetUID(m.UID)
 	pm.SetOwnerReferences(m.OwnerReferences)
 	if pm.hasOwner() {
 		name := pm.owner.Value().name
@@ -99,7 +102,7 @@ func (m *podMeta) meta() metav1.ObjectMeta {
 	if m.rare != nil {
 		m.rare.DeepCopyInto(&out)
 	}
-	out.Name, out.Namespace, out.ResourceVersion, out.UID = m.name, m.namespace, m.resourceVersion, m.uid
+	out.Name, out.Namespace, out.ResourceVersion, out.UID = m.name, m.namespace, m.resourceVersion, m.GetUID()
 	out.Generation, out.CreationTimestamp = m.generation, m.created
 	out.Labels, out.Annotations = m.labels.toMap(), m.annotations.toMap()
 	if m.finalizers != nil {
@@ -137,8 +140,6 @@ func (m *podMeta) GetNamespace() string               { return m.namespace }
 func (m *podMeta) SetNamespace(s string)              { m.namespace = s }
 func (m *podMeta) GetName() string                    { return m.name }
 func (m *podMeta) SetName(s string)                   { m.name = s }
-func (m *podMeta) GetUID() types.UID                  { return m.uid }
-func (m *podMeta) SetUID(u types.UID)                 { m.uid = u }
 func (m *podMeta) GetResourceVersion() string         { return m.resourceVersion }
 func (m *podMeta) SetResourceVersion(s string)        { m.resourceVersion = s }
 func (m *podMeta) GetGeneration() int64               { return m.generation }
@@ -186,6 +187,24 @@ func (m *podMeta) SetDeletionGracePeriodSeconds(s *int64) {
 func (m *podMeta) SetManagedFields(f []metav1.ManagedFieldsEntry) {
 	r := m.rareFields()
 	r.ManagedFields = f
+	m.setRare(r)
+}
+
+func (m *podMeta) GetUID() types.UID {
+	if m.uid == (uuid.UUID{}) {
+		return m.rareFields().UID
+	}
+	return types.UID(m.uid.String())
+}
+
+// SetUID holds a UID that reads back as a UUID as its bytes, any other in rare.
+func (m *podMeta) SetUID(u types.UID) {
+	r := m.rareFields()
+	if id, err := uuid.Parse(string(u)); err == nil && id != (uuid.UUID{}) && id.String() == string(u) {
+		m.uid, r.UID = id, ""
+	} else {
+		m.uid, r.UID = uuid.UUID{}, u
+	}
 	m.setRare(r)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -50,27 +51,37 @@ var ownerCases = map[string][]metav1.OwnerReference{
 // labels and annotations that are not the controller's (TestSlimMetadata).
 func TestPodMetaKeepsEveryField(t *testing.T) {
 	getters, setters := objectMethods(t)
-	for name, owners := range ownerCases {
-		t.Run(name, func(t *testing.T) {
-			want := everyField(owners...)
-			pod := &corev1.Pod{ObjectMeta: *want.DeepCopy()}
-			want.ManagedFields = nil // slimPod drops them
-			if got := cached(t, pod); !reflect.DeepEqual(got.ObjectMeta, want) {
-				t.Errorf("a reader is handed\n%+v\nwant\n%+v", got.ObjectMeta, want)
-			}
-			held, _ := slimPod(&corev1.Pod{ObjectMeta: *want.DeepCopy()})
-			compareGetters(t, "held", getters, held.(metav1.Object), &want)
+	keeps := func(t *testing.T, want metav1.ObjectMeta) {
+		pod := &corev1.Pod{ObjectMeta: *want.DeepCopy()}
+		want.ManagedFields = nil // slimPod drops them
+		if got := cached(t, pod); !reflect.DeepEqual(got.ObjectMeta, want) {
+			t.Errorf("a reader is handed\n%+v\nwant\n%+v", got.ObjectMeta, want)
+		}
+		held, _ := slimPod(&corev1.Pod{ObjectMeta: *want.DeepCopy()})
+		compareGetters(t, "held", getters, held.(metav1.Object), &want)
 
-			// Every setter, each with a field of the other metadata, on a pod that held none.
-			set := &cachedPod{}
-			for _, m := range setters {
-				get := reflect.ValueOf(metav1.Object(&want)).MethodByName("Get" + strings.TrimPrefix(m, "Set"))
-				reflect.ValueOf(metav1.Object(set)).MethodByName(m).Call(get.Call(nil))
-			}
-			compareGetters(t, "set", getters, set, &want)
-			if got := set.DeepCopyObject().(*corev1.Pod).ObjectMeta; !reflect.DeepEqual(got, want) {
-				t.Errorf("after every setter a reader is handed\n%+v\nwant\n%+v", got, want)
-			}
+		// Every setter, each with a field of the other metadata, on a pod that held none.
+		set := &cachedPod{}
+		for _, m := range setters {
+			get := reflect.ValueOf(metav1.Object(&want)).MethodByName("Get" + strings.TrimPrefix(m, "Set"))
+			reflect.ValueOf(metav1.Object(set)).MethodByName(m).Call(get.Call(nil))
+		}
+		compareGetters(t, "set", getters, set, &want)
+		if got := set.DeepCopyObject().(*corev1.Pod).ObjectMeta; !reflect.DeepEqual(got, want) {
+			t.Errorf("after every setter a reader is handed\n%+v\nwant\n%+v", got, want)
+		}
+	}
+	for name, owners := range ownerCases {
+		t.Run(name, func(t *testing.T) { keeps(t, everyField(owners...)) })
+	}
+	// The API server's UIDs are UUIDs in their canonical form, held as 16 bytes; any
+	// other is held as it is.
+	for _, uid := range []types.UID{"0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11", "0C3B0C4E-5B3A-4C43-9A43-7C1F2D9E5A11",
+		"{0c3b0c4e-5b3a-4c43-9a43-7c1f2d9e5a11}", "00000000-0000-0000-0000-000000000000", "u1", ""} {
+		t.Run("UID "+string(uid), func(t *testing.T) {
+			m := everyField(ownerCases["one owner"]...)
+			m.UID = uid
+			keeps(t, m)
 		})
 	}
 
