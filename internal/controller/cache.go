@@ -42,7 +42,7 @@ func CacheOptions() cache.Options {
 // slimPod keeps of a pod what the controller reads (issue 13: memory at thousands of
 // jobs): its metadata without managed fields and without labels and annotations other
 // than the controller's own (ownKeys), spec.nodeName, and of its status what a
-// pass reads (slimPodStatus). The rest of the spec (containers, the init container,
+// pass reads (heldStatus). The rest of the spec (containers, the init container,
 // volumes, security contexts) and the managed fields are most of a pod's size, and no
 // pass reads them; the controller writes pods only by patches computed between two copies
 // of the cached object (markCounted, withdrawPod, releasePods), which carry none of it.
@@ -61,8 +61,7 @@ func slimPod(obj any) (any, error) {
 	sharePodStrings(pod)
 	c := &cachedPod{podMeta: slimMeta(&pod.ObjectMeta, labels, annotations), nodeName: pod.Spec.NodeName, phase: pod.Status.Phase}
 	if !history {
-		st := slimPodStatus(pod.Status)
-		c.status = &st
+		c.status = holdStatus(&pod.Status)
 	}
 	return c, nil
 }
@@ -74,7 +73,7 @@ func slimPod(obj any) (any, error) {
 // map takes about 300 B however few entries it has, where a pod keeps two to four labels
 // and annotations (ownKeys). A cachedPod holds the metadata as a podMeta (its owner
 // reference one copy per job, its labels and annotations as pairs), the node name, the
-// phase, and the status slimPod keeps only when it is more than the phase.
+// phase, and the status slimPod keeps (heldStatus) only when it is more than the phase.
 //
 // It reads as the pod it stands for. The cache's readers (Get, List) hand out a
 // DeepCopyObject of the object held, and a cachedPod's is that *corev1.Pod, so every
@@ -94,7 +93,7 @@ type cachedPod struct {
 	podMeta
 	nodeName string
 	phase    corev1.PodPhase
-	status   *corev1.PodStatus // nil for history: the phase alone
+	status   *heldStatus // nil for history: the phase alone
 }
 
 // GetObjectKind: a cachedPod holds no kind (see cachedPod).
@@ -105,7 +104,7 @@ func (c *cachedPod) DeepCopyObject() runtime.Object {
 	p := &corev1.Pod{ObjectMeta: c.meta()}
 	p.Spec.NodeName = c.nodeName
 	if c.status != nil {
-		c.status.DeepCopyInto(&p.Status)
+		p.Status = c.status.status(c.phase, true)
 	} else {
 		p.Status.Phase = c.phase
 	}
@@ -117,7 +116,7 @@ func (c *cachedPod) view() *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: c.meta()}
 	p.Spec.NodeName = c.nodeName
 	if c.status != nil {
-		p.Status = *c.status
+		p.Status = c.status.status(c.phase, false)
 	} else {
 		p.Status.Phase = c.phase
 	}
@@ -193,35 +192,84 @@ func isHistory(pod *corev1.Pod) bool {
 	return pod.Labels[runpod.LabelCounted] == "true" && runstatus.Finished(pod) && !ahead
 }
 
-// slimPodStatus keeps of a kubelet's pod status what a pass reads (package tracking,
-// runstatus.ResultOf, newsAt and stuck, stateOf): the phase, reason and message; the
-// PodScheduled condition (why a pod is not scheduled); and of each container's and init
-// container's status its name, state, last termination state (the reports, exit codes and
-// waiting reasons) and restart count. The other conditions, the IPs, QoS class, images,
-// image and container IDs, resources, volume mounts and user a kubelet writes are read by
-// no pass; a history of finished pods (three per job by default) kept them all. A pass
-// that comes to read another field must keep it here (TestSlimPodStatus asks every reader).
-func slimPodStatus(st corev1.PodStatus) corev1.PodStatus {
-	out := corev1.PodStatus{
-		Phase: st.Phase, Reason: st.Reason, Message: st.Message,
-		InitContainerStatuses: slimContainerStatuses(st.InitContainerStatuses),
-		ContainerStatuses:     slimContainerStatuses(st.ContainerStatuses),
-	}
+// heldStatus is what a cachedPod holds of a kubelet's pod status, when it is more than
+// the phase (slimPod): what a pass reads (package tracking, runstatus.ResultOf, newsAt and
+// stuck, stateOf): the reason and message; the PodScheduled condition (why a pod is not
+// scheduled); and of each container's and init container's status its name, state, last
+// termination state (the reports, exit codes and waiting reasons) and restart count. The
+// other conditions, the IPs, QoS class, images, image and container IDs, resources, volume
+// mounts and user a kubelet writes are read by no pass; a history of finished pods (three
+// per job by default) kept them all. A pass that comes to read another field must keep it
+// here (TestSlimPodStatus asks every reader). It holds them in its own compact types (issue
+// 13): a corev1.PodStatus is a 384-byte struct and a ContainerStatus 208, most of it what
+// no pass reads, and the pods not yet history are one or two per job.
+type heldStatus struct {
+	reason, message string
+	scheduled       *corev1.PodCondition // the PodScheduled condition's type, status, reason and message; nil when none
+	init, main      []heldContainer      // of InitContainerStatuses and ContainerStatuses; nil when none
+}
+
+// heldContainer is what a heldStatus keeps of a container's status.
+type heldContainer struct {
+	name        string
+	state, last corev1.ContainerState // a terminated state without its container ID
+	restarts    int32
+}
+
+func holdStatus(st *corev1.PodStatus) *heldStatus {
+	h := &heldStatus{reason: st.Reason, message: st.Message, init: holdContainers(st.InitContainerStatuses), main: holdContainers(st.ContainerStatuses)}
 	for _, c := range st.Conditions {
 		if c.Type == corev1.PodScheduled {
-			out.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+			h.scheduled = &corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
 		}
+	}
+	return h
+}
+
+func holdContainers(in []corev1.ContainerStatus) []heldContainer {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]heldContainer, len(in))
+	for i, cs := range in {
+		out[i] = heldContainer{name: cs.Name, state: holdState(cs.State), last: holdState(cs.LastTerminationState), restarts: cs.RestartCount}
 	}
 	return out
 }
 
-func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
-	if len(in) == 0 {
+// holdState returns s less a terminated container's ID (a runtime's ID of 77 characters,
+// read by no pass).
+func holdState(s corev1.ContainerState) corev1.ContainerState {
+	if t := s.Terminated; t != nil && t.ContainerID != "" {
+		kept := *t
+		kept.ContainerID = ""
+		s.Terminated = &kept
+	}
+	return s
+}
+
+// status returns the pod status it holds, with phase: its memory shared with the held
+// status (to be read, never changed) unless deep.
+func (h *heldStatus) status(phase corev1.PodPhase, deep bool) corev1.PodStatus {
+	st := corev1.PodStatus{Phase: phase, Reason: h.reason, Message: h.message,
+		InitContainerStatuses: containerStatuses(h.init, deep), ContainerStatuses: containerStatuses(h.main, deep)}
+	if h.scheduled != nil {
+		st.Conditions = []corev1.PodCondition{*h.scheduled} // strings only: a copy is a deep copy
+	}
+	return st
+}
+
+func containerStatuses(in []heldContainer, deep bool) []corev1.ContainerStatus {
+	if in == nil {
 		return nil
 	}
 	out := make([]corev1.ContainerStatus, len(in))
-	for i, cs := range in {
-		out[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, LastTerminationState: cs.LastTerminationState, RestartCount: cs.RestartCount}
+	for i, c := range in {
+		out[i] = corev1.ContainerStatus{Name: c.name, State: c.state, LastTerminationState: c.last, RestartCount: c.restarts}
+		if deep {
+			c.state.DeepCopyInto(&out[i].State)
+			c.last.DeepCopyInto(&out[i].LastTerminationState)
+		}
 	}
 	return out
 }

@@ -179,6 +179,11 @@ func kubeletStatus(st corev1.PodStatus, at time.Time) corev1.PodStatus {
 			cs := &list[i]
 			cs.Image, cs.ImageID = "docker.io/library/busybox:1.36", "docker.io/library/busybox@sha256:768e5c6f5cb6db0794eec98dc7a967f40631746c32232b78a3105fb946f3ab83"
 			cs.ContainerID = "containerd://4f1c8a2e9b7d6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a"
+			for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+				if term != nil {
+					term.ContainerID = cs.ContainerID
+				}
+			}
 			cs.Ready, cs.Started = false, ptr.To(false)
 			cs.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}
 			cs.AllocatedResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
@@ -230,7 +235,13 @@ func TestSlimPodStatus(t *testing.T) {
 				whole.Annotations[runpod.AnnotationWithdrawnAhead] = "suspended"
 			}
 			slim := cached(t, whole.DeepCopy())
-			if len(slim.Status.Conditions) > 1 || slim.Status.PodIP != "" || slim.Status.QOSClass != "" ||
+			terminatedID := false
+			for _, cs := range append(slices.Clone(slim.Status.InitContainerStatuses), slim.Status.ContainerStatuses...) {
+				for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+					terminatedID = terminatedID || term != nil && term.ContainerID != ""
+				}
+			}
+			if len(slim.Status.Conditions) > 1 || slim.Status.PodIP != "" || slim.Status.QOSClass != "" || terminatedID ||
 				slim.Status.ContainerStatuses != nil && (slim.Status.ContainerStatuses[0].ImageID != "" || slim.Status.ContainerStatuses[0].VolumeMounts != nil) {
 				t.Errorf("%s: the slim status keeps what no pass reads: %+v", name, slim.Status)
 			}
@@ -512,7 +523,12 @@ func TestCachedPodReadsAsAPod(t *testing.T) {
 		// A reader's copy is its own: changing it leaves the cache as it was.
 		got.Labels[runpod.LabelCounted] = "changed"
 		got.Status.Phase = corev1.PodFailed
-		if again := obj.DeepCopyObject().(*corev1.Pod); again.Labels[runpod.LabelCounted] == "changed" || again.Status.Phase != corev1.PodSucceeded {
+		if !history {
+			got.Status.ContainerStatuses[0].State.Terminated.Message = "changed"
+			got.Status.InitContainerStatuses[0].State.Terminated.ExitCode = 9
+		}
+		if again := obj.DeepCopyObject().(*corev1.Pod); again.Labels[runpod.LabelCounted] == "changed" || again.Status.Phase != corev1.PodSucceeded ||
+			!history && (again.Status.ContainerStatuses[0].State.Terminated.Message == "changed" || again.Status.InitContainerStatuses[0].State.Terminated.ExitCode == 9) {
 			t.Errorf("changing a reader's copy changed the cached pod: %+v", again)
 		}
 

@@ -98,14 +98,16 @@ func TestBackendMessageHTTPServer(t *testing.T) {
 	if berr.reason != ReasonRedisUnreachable {
 		t.Errorf("reason %s", berr.reason)
 	}
-	assertClean(t, berr.Error(), "DOCTYPE", "HTTP", "server-bytes", "400")
+	// The server's address is in the message, and its port can hold "400": it is not what is looked for.
+	withoutAddr := func(msg string) string { return strings.ReplaceAll(msg, addr, "ADDR") }
+	assertClean(t, withoutAddr(berr.Error()), "DOCTYPE", "HTTP", "server-bytes", "400")
 	if want := "Redis at " + addr + " (Secret ns/redis): "; !strings.HasPrefix(berr.Error(), want) {
 		t.Errorf("message %q, want it to begin %q", berr.Error(), want)
 	}
 
 	// TLS to the plain HTTP server: its answer to the ClientHello is not shown.
 	berr = checkSecret(t, "", map[string]string{"url": "rediss://" + addr})
-	assertClean(t, berr.Error(), "DOCTYPE", "HTTP", "server-bytes", "400", "record")
+	assertClean(t, withoutAddr(berr.Error()), "DOCTYPE", "HTTP", "server-bytes", "400", "record")
 	if !strings.HasSuffix(berr.Error(), ": TLS handshake failed") {
 		t.Errorf("TLS to a plain HTTP server: %q", berr.Error())
 	}

@@ -907,13 +907,17 @@ func statusPatch(st map[string]any, at string, pod *corev1.Pod, kubelet bool) ([
 }
 
 // containerStatus is one container's status in the kubelet's words; with kubelet true, with
-// what a v1.37 kubelet also writes: image and container IDs, resources, volume mounts, user.
+// what a v1.37 kubelet also writes: image and container IDs (the latter in a terminated
+// state too), resources, volume mounts, user.
 func containerStatus(name, image string, state map[string]any, kubelet bool) map[string]any {
 	_, running := state["running"]
 	cs := map[string]any{"name": name, "image": image, "imageID": "", "ready": running, "started": running, "restartCount": 0, "state": state}
 	if kubelet {
 		cs["imageID"] = image + "@sha256:768e5c6f5cb6db0794eec98dc7a967f40631746c32232b78a3105fb946f3ab83"
 		cs["containerID"] = "containerd://" + strings.Repeat(fmt.Sprintf("%08x", rand.Uint32()), 8)
+		if term, ok := state["terminated"].(map[string]any); ok {
+			term["containerID"] = cs["containerID"] // a kubelet writes it in the terminated state too
+		}
 		cs["resources"] = map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "16Mi"}, "limits": map[string]any{"memory": "64Mi"}}
 		cs["allocatedResources"] = map[string]any{"cpu": "10m", "memory": "16Mi"}
 		cs["volumeMounts"] = []any{
