@@ -1,5 +1,11 @@
 // Package controller holds the LockedCronJob reconciler: thin steps around the pure
 // packages schedule (when), runpod (what pod) and runstatus (what happened).
+//
+// It is no API package: controller-gen makes no CRD of its types (cachedJob embeds
+// TypeMeta and ObjectMeta to read as a job, which would make it a kind); its RBAC markers
+// are read.
+//
+// +kubebuilder:skip
 package controller
 
 import (
