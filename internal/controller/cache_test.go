@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -783,16 +784,34 @@ func TestOwnerRequest(t *testing.T) {
 		return obj.(client.Object)
 	}
 	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "nightly-report"}}}
-	if got := ownerRequest(context.Background(), held(func(*metav1.OwnerReference) {})); !reflect.DeepEqual(got, want) {
-		t.Errorf("a pod the job controls wakes %v, want %v", got, want)
+	// The owner index keys the pod under its namespace and job (ownerIndexName), once.
+	wantKeys := []string{"team-a/nightly-report"}
+	second := func() *corev1.Pod { // another owner first, the job's reference second
+		pod := finishedPod(t)
+		pod.OwnerReferences = append([]metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u"}}, pod.OwnerReferences...)
+		return pod
+	}
+	twoOwners, _ := slimPod(second())
+	for what, obj := range map[string]client.Object{"the cache's pod": held(func(*metav1.OwnerReference) {}), "a pod": finishedPod(t),
+		"the cache's pod with two owners": twoOwners.(client.Object)} {
+		if got := ownerRequest(context.Background(), obj); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s the job controls wakes %v, want %v", what, got, want)
+		}
+		if keys, err := ownerIndexKeys(obj); err != nil || !slices.Equal(keys, wantKeys) {
+			t.Errorf("%s the job controls: owner index keys %q (%v), want %q", what, keys, err, wantKeys)
+		}
 	}
 	for what, mutate := range map[string]func(*metav1.OwnerReference){
 		"a Job":                         func(o *metav1.OwnerReference) { o.APIVersion, o.Kind = "batch/v1", "Job" },
 		"another group's LockedCronJob": func(o *metav1.OwnerReference) { o.APIVersion = "example.com/v1" },
 		"an owner, not the controller":  func(o *metav1.OwnerReference) { o.Controller = nil },
+		"an owner, controller false":    func(o *metav1.OwnerReference) { o.Controller = ptr.To(false) },
 	} {
 		if got := ownerRequest(context.Background(), held(mutate)); got != nil {
 			t.Errorf("a pod controlled by %s wakes %v, want none", what, got)
+		}
+		if keys, err := ownerIndexKeys(held(mutate)); err != nil || keys != nil {
+			t.Errorf("a pod controlled by %s: owner index keys %q (%v), want none", what, keys, err)
 		}
 	}
 }
@@ -1066,4 +1085,50 @@ func cachedTwice[T any, P interface {
 		out[i] = o.(P)
 	}
 	return out
+}
+
+// BenchmarkOwnerIndexHeld: the bytes a client-go indexer holds per pod for 20,000 pods,
+// four to a job in ten namespaces, with the namespace index the cache always has, and the
+// owner index as ownerIndexKeys keys it (once a pod) or as controller-runtime's IndexField
+// keyed it (twice: also under "__all_namespaces/")
+// (go test ./internal/controller/ -run '^$' -bench OwnerIndexHeld -benchtime 1x).
+func BenchmarkOwnerIndexHeld(b *testing.B) {
+	const n, perJob = 20000, 4
+	fieldIndexKeys := func(obj any) ([]string, error) {
+		keys, err := ownerIndexKeys(obj)
+		if len(keys) == 1 {
+			_, name, _ := strings.Cut(keys[0], "/")
+			keys = append(keys, "__all_namespaces/"+name)
+		}
+		return keys, err
+	}
+	for _, tc := range []struct {
+		name  string
+		owner toolscache.IndexFunc
+	}{{"no owner index", nil}, {"ownerIndexKeys", ownerIndexKeys}, {"IndexField's two keys", fieldIndexKeys}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				pods := make([]any, n)
+				for i := range pods {
+					job := fmt.Sprintf("job-%05d", i/perJob)
+					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("team-%d", (i/perJob)%10), Name: fmt.Sprintf("%s-%08d", job, i),
+						OwnerReferences: []metav1.OwnerReference{{APIVersion: jobAPIVersion, Kind: jobKind, Name: job, UID: "u", Controller: ptr.To(true)}}}}
+					pods[i], _ = slimPod(pod)
+				}
+				indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+				if tc.owner != nil {
+					indexers[ownerIndexName] = tc.owner
+				}
+				before := heapInUse()
+				idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers)
+				for _, p := range pods {
+					if err := idx.Add(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(heapInUse()-before)/n, "B-held/pod")
+				runtime.KeepAlive(idx)
+			}
+		})
+	}
 }
