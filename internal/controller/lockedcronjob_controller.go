@@ -91,8 +91,9 @@ const ownerIndex = ".metadata.controller.lockedcronjob"
 // twice, the second time under "__all_namespaces/value" for a List across namespaces that
 // no pass makes: at 5,000 jobs and their 20,000 pods that key held 1.7 MB of a 45 MB live
 // heap (issue 13; 162 against 79 bytes a pod in a client-go indexer). If controller-runtime
-// came to name or key its field indexes otherwise, every pass would list no pods: the
-// envtest suite, which lists through the manager's cache, fails then.
+// came to name its field indexes otherwise, every pass's List would fail (no such index);
+// to key them otherwise, every pass would list no pods. The envtest suite, which lists
+// through the manager's cache, fails either way.
 const ownerIndexName = "field:" + ownerIndex
 
 // ownerIndexKeys is the owner index's key of a pod: its namespace and the name of the
@@ -767,7 +768,9 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	if r.MaxConcurrentReconciles <= 0 {
 		r.MaxConcurrentReconciles = 5
 	}
-	pods, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{})
+	// Not waiting for the informer to sync, as IndexField does not: set up before the
+	// manager starts, it has not started.
+	pods, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return err
 	}
