@@ -100,23 +100,18 @@ type cachedPod struct {
 func (c *cachedPod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject returns a copy of the pod it stands for (see cachedPod).
-func (c *cachedPod) DeepCopyObject() runtime.Object {
-	p := &corev1.Pod{ObjectMeta: c.meta()}
-	p.Spec.NodeName = c.nodeName
-	if c.status != nil {
-		p.Status = c.status.status(c.phase, true)
-	} else {
-		p.Status.Phase = c.phase
-	}
-	return p
-}
+func (c *cachedPod) DeepCopyObject() runtime.Object { return c.pod(true) }
 
-// view returns the pod it stands for, sharing the cached status: to be read, never changed.
-func (c *cachedPod) view() *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: c.meta()}
+// view returns the pod it stands for, sharing the cached status and finalizers: to be
+// read, never changed.
+func (c *cachedPod) view() *corev1.Pod { return c.pod(false) }
+
+// pod builds the pod it stands for: the caller's own when deep, else sharing what it can.
+func (c *cachedPod) pod(deep bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: c.meta(deep)}
 	p.Spec.NodeName = c.nodeName
 	if c.status != nil {
-		p.Status = c.status.status(c.phase, false)
+		p.Status = c.status.status(c.phase, deep)
 	} else {
 		p.Status.Phase = c.phase
 	}

@@ -96,6 +96,29 @@ var _ = Describe("Events", func() {
 		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">", missed))
 	})
 
+	// A lastScheduleTime far ahead of the controller's clock, written through the status
+	// subresource (here one past the year 9999 in UTC, which the controller could not even
+	// write back): it used to stop the schedule until then, and every status write with it.
+	// The pass drops it, says so on the job, and the schedule goes on from now.
+	It("drops a lastScheduleTime far ahead of its clock, says so, and schedules on", func() {
+		startManager(clock.RealClock{})
+		job := newJob(newNamespace(), "ahead", "* * * * * *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">=", 1))
+		Expect(k8sClient.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType,
+			[]byte(`{"status":{"lastScheduleTime":"9999-12-31T23:00:00-05:00"}}`)))).To(Succeed())
+		Eventually(func() []string { return eventNotes(job, ReasonStatusAhead) }, 15*time.Second).Should(ContainElement(And(
+			ContainSubstring("status.lastScheduleTime 10000-01-01T04:00:00Z"), ContainSubstring("not trusted"))))
+		missed := getJob(job).Status.Counters.Missed
+		Eventually(func(g Gomega) {
+			st := getJob(job).Status
+			g.Expect(st.Counters.Missed).To(BeNumerically(">", missed), "occurrences are decided again")
+			g.Expect(st.LastScheduleTime).NotTo(BeNil())
+			g.Expect(st.LastScheduleTime.Time).To(BeTemporally("~", time.Now(), time.Minute))
+		}, 15*time.Second).Should(Succeed())
+		Expect(eventNotes(job, ReasonStatusRejected)).To(BeEmpty())
+	})
+
 	It("keeps one Event per warning: each failed run is told", func() {
 		job := endedRuns("failing", 2, corev1.PodFailed, report.Failed)
 		Eventually(func() []string { return eventNotes(job, string(report.Failed)) }).Should(HaveLen(2))

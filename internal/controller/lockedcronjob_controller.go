@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -78,6 +79,9 @@ const (
 	// in UTC); the job's runs are not recorded nor its pods counted until the field is
 	// corrected.
 	ReasonStatusRejected = "StatusRejected"
+	// ReasonStatusAhead: status.lastScheduleTime or status.scheduleSince was further
+	// ahead of the controller's clock than maxStatusAhead; the schedule runs from now.
+	ReasonStatusAhead = "StatusAheadOfClock"
 )
 
 // ownerIndex indexes pods by the name of their controlling LockedCronJob. A pass lists
@@ -189,6 +193,51 @@ type pass struct {
 	blackout *blackoutState
 }
 
+// newPass starts a pass for job at now, with a status of its own that trusts no time too
+// far ahead of now (distrustAhead).
+func newPass(job *v1alpha1.LockedCronJob, now time.Time, log logr.Logger) *pass {
+	p := &pass{job: job, status: job.Status.DeepCopy(), now: now, log: log}
+	p.distrustAhead()
+	return p
+}
+
+// maxStatusAhead is how far ahead of a pass's clock status.lastScheduleTime and
+// status.scheduleSince are still trusted. The controller writes them from its own clock,
+// never ahead of it, but a pass whose clock is behind the one that wrote them (an NTP
+// step back, a new leader on a node whose clock is slower) reads them ahead by as much,
+// and must take them as they are: lastScheduleTime says which occurrences are decided
+// (tracking.Input.Decided). Further ahead they would stop the schedule until then: a
+// time written by hand through the status subresource, or by a replica whose clock was
+// far ahead.
+const maxStatusAhead = 10 * time.Minute
+
+// distrustAhead drops a lastScheduleTime or scheduleSince further ahead than
+// maxStatusAhead: the schedule runs from now, what fell due before now without a pod is
+// neither run nor counted (nobody knows what was), and a Warning Event says so. Pods
+// that exist are tracked and counted as ever, and lockwrap's ledger still refuses an
+// occurrence that already ran.
+func (p *pass) distrustAhead() {
+	st, limit := p.status, p.now.Add(maxStatusAhead)
+	var ahead []string
+	for _, f := range []struct {
+		name string
+		t    *metav1.Time
+	}{{"status.lastScheduleTime", st.LastScheduleTime}, {"status.scheduleSince", st.ScheduleSince}} {
+		if f.t != nil && f.t.After(limit) {
+			ahead = append(ahead, f.name+" "+f.t.UTC().Format(time.RFC3339))
+		}
+	}
+	if len(ahead) == 0 {
+		return
+	}
+	from := p.now.Truncate(time.Second) // as the API server stores it
+	p.eventf(corev1.EventTypeWarning, ReasonStatusAhead,
+		"%s more than %s ahead of the controller's clock (%s): not trusted; the schedule runs from now, and what fell due before now without a pod is neither run nor counted",
+		strings.Join(ahead, " and "), maxStatusAhead, from.UTC().Format(time.RFC3339))
+	p.log.Info("status ahead of the clock, not trusted", "fields", ahead, "now", from)
+	st.LastScheduleTime, st.ScheduleSince = nil, &metav1.Time{Time: from}
+}
+
 // event is an Event the pass emits once its status is written. cause, for a series reason
 // (seriesReasons), keys the series with the reason: what made the condition, in one word.
 type event struct{ typ, reason, cause, note string }
@@ -248,7 +297,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// Foreground deletion waits for the pods: release them.
 		return ctrl.Result{}, r.releasePods(ctx, job.Namespace, job.Name, job.UID)
 	}
-	p := &pass{job: &job, status: job.Status.DeepCopy(), now: r.Clock.Now(), log: log}
+	p := newPass(&job, r.Clock.Now(), log)
 
 	// 2: list its pods (through the owner index of the cache).
 	var pods corev1.PodList

@@ -68,7 +68,7 @@ func fakeAPI(t *testing.T, objs ...client.Object) client.Client {
 func passWith(t *testing.T, r *LockedCronJobReconciler, job *v1alpha1.LockedCronJob, now time.Time) *pass {
 	t.Helper()
 	ctx := context.Background()
-	p := &pass{job: job, status: job.Status.DeepCopy(), now: now, log: logr.Discard()}
+	p := newPass(job, now, logr.Discard())
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace)); err != nil {
 		t.Fatal(err)
@@ -445,5 +445,79 @@ func TestStatusRejected(t *testing.T) {
 	long, note := statusRejected(job, refused(field.NewPath("status", strings.Repeat("x", 300)), strings.Repeat("y", 2000)))
 	if len(long) > maxEventAction || len(note) > maxEventNote || !utf8.ValidString(note) {
 		t.Errorf("action of %d bytes (max %d), note of %d bytes (max %d)", len(long), maxEventAction, len(note), maxEventNote)
+	}
+}
+
+// TestStatusFarAheadIsNotTrusted: a lastScheduleTime or scheduleSince far ahead of the
+// controller's clock (written by hand through the status subresource, or by a replica
+// whose clock was far ahead) does not stop the schedule until then: the pass plans from
+// now, says so in a Warning Event, and the next occurrence starts at its instant. A time
+// ahead by less than maxStatusAhead (a pass whose clock is behind the one that decided)
+// is taken as it is.
+func TestStatusFarAheadIsNotTrusted(t *testing.T) {
+	now := passAt.Add(30 * time.Second)
+	year := passAt.AddDate(1, 0, 0)
+	for _, c := range []struct {
+		name        string
+		last, since *time.Time
+		trusted     bool
+	}{
+		{name: "lastScheduleTime a year ahead", last: &year},
+		{name: "scheduleSince a year ahead", since: &year},
+		{name: "both a year ahead", last: &year, since: &year},
+		{name: "lastScheduleTime just beyond the bound", last: ptr.To(now.Add(maxStatusAhead + time.Second))},
+		{name: "lastScheduleTime at the bound: a clock behind", last: ptr.To(now.Add(maxStatusAhead)), trusted: true},
+		{name: "lastScheduleTime 5 minutes ahead: a clock behind", last: ptr.To(passAt.Add(5 * time.Minute)), trusted: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := passJob("* * * * *", false)
+			job.Status.LastScheduleTime = &metav1.Time{Time: passAt.Add(-time.Minute)}
+			if c.last != nil {
+				job.Status.LastScheduleTime = &metav1.Time{Time: *c.last}
+			}
+			if c.since != nil {
+				job.Status.ScheduleSince = &metav1.Time{Time: *c.since}
+			}
+			r, p := runPass(t, job, now)
+			var warned []string
+			for _, e := range p.events {
+				if e.reason == ReasonStatusAhead {
+					warned = append(warned, e.note)
+				}
+			}
+			if c.trusted {
+				if len(warned) > 0 || !p.status.LastScheduleTime.Equal(job.Status.LastScheduleTime) {
+					t.Fatalf("a time within the bound not trusted: events %q, lastScheduleTime %v", warned, p.status.LastScheduleTime)
+				}
+				return
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "not trusted") ||
+				(c.last != nil && !strings.Contains(warned[0], "status.lastScheduleTime "+c.last.UTC().Format(time.RFC3339))) ||
+				(c.since != nil && !strings.Contains(warned[0], "status.scheduleSince "+c.since.UTC().Format(time.RFC3339))) {
+				t.Fatalf("want one %s Event naming the field and its time, got %q", ReasonStatusAhead, warned)
+			}
+			next := passAt.Add(time.Minute)
+			if p.status.NextScheduleTime == nil || !p.status.NextScheduleTime.Time.Equal(next) {
+				t.Fatalf("nextScheduleTime %v, want %s (the schedule from now)", p.status.NextScheduleTime, next)
+			}
+			if p.status.LastScheduleTime != nil || p.status.ScheduleSince == nil || !p.status.ScheduleSince.Time.Equal(now.Truncate(time.Second)) {
+				t.Fatalf("status lastScheduleTime %v scheduleSince %v, want none and %s", p.status.LastScheduleTime, p.status.ScheduleSince, now)
+			}
+			if len(p.active) != 0 || p.recorded != nil {
+				t.Fatalf("what fell due before now is neither run nor counted: active %d, recorded %v", len(p.active), p.recorded)
+			}
+
+			// The status as written; the next occurrence starts at its instant, once.
+			job.Status = *p.status
+			p = passWith(t, r, job, next)
+			if len(p.active) != 1 || p.active[0].Name != runpod.Name(job.Name, next) {
+				t.Fatalf("at %s: active %v, want the occurrence's pod", next, p.active)
+			}
+			for _, e := range p.events {
+				if e.reason == ReasonStatusAhead {
+					t.Fatalf("the status written is trusted again: %q", e.note)
+				}
+			}
+		})
 	}
 }

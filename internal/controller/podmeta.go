@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"reflect"
 	"unique"
 
 	"github.com/google/uuid"
@@ -96,8 +95,9 @@ func slimMeta(m *metav1.ObjectMeta, labels, annotations pairs) podMeta {
 	return pm
 }
 
-// meta returns the metadata it holds as a metav1.ObjectMeta of the caller's own.
-func (m *podMeta) meta() metav1.ObjectMeta {
+// meta returns the metadata it holds as a metav1.ObjectMeta: the caller's own when deep,
+// else sharing the finalizers (to be read, never changed).
+func (m *podMeta) meta(deep bool) metav1.ObjectMeta {
 	var out metav1.ObjectMeta
 	if m.rare != nil {
 		m.rare.DeepCopyInto(&out)
@@ -105,7 +105,8 @@ func (m *podMeta) meta() metav1.ObjectMeta {
 	out.Name, out.Namespace, out.ResourceVersion, out.UID = m.name, m.namespace, m.resourceVersion, m.GetUID()
 	out.Generation, out.CreationTimestamp = m.generation, m.created
 	out.Labels, out.Annotations = m.labels.toMap(), m.annotations.toMap()
-	if m.finalizers != nil {
+	out.Finalizers = m.finalizers
+	if deep && m.finalizers != nil {
 		out.Finalizers = append([]string{}, m.finalizers...)
 	}
 	if m.hasOwner() {
@@ -119,7 +120,8 @@ func (m *podMeta) hasOwner() bool { return m.owner != unique.Handle[podOwner]{} 
 // setRare keeps r as the rarely set fields, or none when r sets none. r's owner
 // references are kept only when SetOwnerReferences put them there.
 func (m *podMeta) setRare(r metav1.ObjectMeta) {
-	if reflect.DeepEqual(r, metav1.ObjectMeta{}) {
+	if r.GenerateName == "" && r.SelfLink == "" && r.UID == "" && r.DeletionTimestamp == nil &&
+		r.DeletionGracePeriodSeconds == nil && r.OwnerReferences == nil && r.ManagedFields == nil {
 		m.rare = nil
 		return
 	}
