@@ -191,6 +191,9 @@ type pass struct {
 	// blackout: what the schedule step found of spec.blackout (nil when it did not get
 	// that far: suspended, an invalid schedule or blackout); a run request reads it.
 	blackout *blackoutState
+	// plannedFrom, when set, is where distrustAhead made the schedule start: a first pass
+	// or a schedule change does not move scheduleSince back before it.
+	plannedFrom time.Time
 }
 
 // newPass starts a pass for job at now, with a status of its own that trusts no time too
@@ -230,12 +233,16 @@ func (p *pass) distrustAhead() {
 	if len(ahead) == 0 {
 		return
 	}
-	from := p.now.Truncate(time.Second) // as the API server stores it
+	// The schedule runs from the start of the current second, stored as the API server
+	// stores times (whole seconds): an occurrence in this second (a pass at an instant) is
+	// planned, the ones before it are not.
+	now := p.now.Truncate(time.Second)
+	p.plannedFrom = now.Add(-time.Second)
 	p.eventf(corev1.EventTypeWarning, ReasonStatusAhead,
 		"%s more than %s ahead of the controller's clock (%s): not trusted; the schedule runs from now, and what fell due before now without a pod is neither run nor counted",
-		strings.Join(ahead, " and "), maxStatusAhead, from.UTC().Format(time.RFC3339))
-	p.log.Info("status ahead of the clock, not trusted", "fields", ahead, "now", from)
-	st.LastScheduleTime, st.ScheduleSince = nil, &metav1.Time{Time: from}
+		strings.Join(ahead, " and "), maxStatusAhead, now.UTC().Format(time.RFC3339))
+	p.log.Info("status ahead of the clock, not trusted", "fields", ahead, "now", now)
+	st.LastScheduleTime, st.ScheduleSince = nil, &metav1.Time{Time: p.plannedFrom}
 }
 
 // event is an Event the pass emits once its status is written. cause, for a series reason
@@ -359,7 +366,8 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		latest = runpod.Name(job.Name, p.status.LastScheduleTime.Time)
 	}
 	prune := p.prunable()
-	if !equality.Semantic.DeepEqual(&job.Status, p.status) && (recordsUnwritten(prune, job.Status.LastScheduleTime) ||
+	// A status time dropped as ahead of the clock (distrustAhead) is written over at once.
+	if !equality.Semantic.DeepEqual(&job.Status, p.status) && (recordsUnwritten(prune, job.Status.LastScheduleTime) || !p.plannedFrom.IsZero() ||
 		!deferrable(&job.Status, p.status, podNews(p.active, p.now), latest, func(n string) bool { return p.marked[n] })) {
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
@@ -530,6 +538,11 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		changed := specChangedAt(job, p.now)
 		accountUntilChange(p, st.ObservedSchedule, changed)
 		st.ScheduleSince = &metav1.Time{Time: changed}
+	}
+	if !p.plannedFrom.IsZero() && (st.ScheduleSince == nil || p.plannedFrom.After(st.ScheduleSince.Time)) {
+		// What fell due before a status time that was not trusted is not known: a
+		// first pass or a schedule change counts none of it missed.
+		st.ScheduleSince = &metav1.Time{Time: p.plannedFrom}
 	}
 	st.ObservedSchedule = observed
 	if suspended {

@@ -461,7 +461,11 @@ func TestStatusFarAheadIsNotTrusted(t *testing.T) {
 		name        string
 		last, since *time.Time
 		trusted     bool
+		unobserved  bool // status.observedSchedule empty too: a first pass
+		changed     bool // spec.schedule changed since status.observedSchedule
 	}{
+		{name: "lastScheduleTime a year ahead, and no observedSchedule (a first pass)", last: &year, unobserved: true},
+		{name: "lastScheduleTime a year ahead, and the schedule changed", last: &year, changed: true},
 		{name: "lastScheduleTime a year ahead", last: &year},
 		{name: "scheduleSince a year ahead", since: &year},
 		{name: "both a year ahead", last: &year, since: &year},
@@ -477,6 +481,13 @@ func TestStatusFarAheadIsNotTrusted(t *testing.T) {
 			}
 			if c.since != nil {
 				job.Status.ScheduleSince = &metav1.Time{Time: *c.since}
+			}
+			if c.unobserved {
+				job.Status.ObservedSchedule = ""
+			}
+			if c.changed {
+				job.Status.ObservedSchedule = "*/2 * * * *|UTC|suspend=false"
+				job.Generation = 2
 			}
 			r, p := runPass(t, job, now)
 			var warned []string
@@ -500,8 +511,12 @@ func TestStatusFarAheadIsNotTrusted(t *testing.T) {
 			if p.status.NextScheduleTime == nil || !p.status.NextScheduleTime.Time.Equal(next) {
 				t.Fatalf("nextScheduleTime %v, want %s (the schedule from now)", p.status.NextScheduleTime, next)
 			}
-			if p.status.LastScheduleTime != nil || p.status.ScheduleSince == nil || !p.status.ScheduleSince.Time.Equal(now.Truncate(time.Second)) {
-				t.Fatalf("status lastScheduleTime %v scheduleSince %v, want none and %s", p.status.LastScheduleTime, p.status.ScheduleSince, now)
+			// This second's occurrence is planned; a schedule change (here, as the pass sees
+			// it, at now) may start it later.
+			from := now.Truncate(time.Second).Add(-time.Second)
+			if p.status.LastScheduleTime != nil || p.status.ScheduleSince == nil || p.status.ScheduleSince.Time.Before(from) ||
+				p.status.ScheduleSince.Time.After(now) || (!c.changed && !p.status.ScheduleSince.Time.Equal(from)) {
+				t.Fatalf("status lastScheduleTime %v scheduleSince %v, want none and %s", p.status.LastScheduleTime, p.status.ScheduleSince, from)
 			}
 			if len(p.active) != 0 || p.recorded != nil {
 				t.Fatalf("what fell due before now is neither run nor counted: active %d, recorded %v", len(p.active), p.recorded)
@@ -520,4 +535,16 @@ func TestStatusFarAheadIsNotTrusted(t *testing.T) {
 			}
 		})
 	}
+
+	// A pass at an instant (requeued for it: 10 ms after) that finds the time ahead starts
+	// that instant's occurrence.
+	t.Run("found by the pass at an instant", func(t *testing.T) {
+		job := passJob("* * * * *", false)
+		job.Status.LastScheduleTime = &metav1.Time{Time: year}
+		at := passAt.Add(time.Minute)
+		_, p := runPass(t, job, at.Add(10*time.Millisecond))
+		if len(p.active) != 1 || p.active[0].Name != runpod.Name(job.Name, at) {
+			t.Fatalf("at %s: active %v, want the occurrence's pod", at, p.active)
+		}
+	})
 }
