@@ -792,8 +792,15 @@ func TestOwnerRequest(t *testing.T) {
 		return pod
 	}
 	twoOwners, _ := slimPod(second())
+	// A reference names its owner's group and kind; its version is whichever the writer
+	// used (as for controller-runtime's Owns and the garbage collector): a pod made by a
+	// manager serving another version of LockedCronJob is the job's all the same.
+	otherVersion := func(o *metav1.OwnerReference) { o.APIVersion = v1alpha1.GroupVersion.Group + "/v1" }
+	podOtherVersion := finishedPod(t)
+	otherVersion(&podOtherVersion.OwnerReferences[0])
 	for what, obj := range map[string]client.Object{"the cache's pod": held(func(*metav1.OwnerReference) {}), "a pod": finishedPod(t),
-		"the cache's pod with two owners": twoOwners.(client.Object)} {
+		"the cache's pod with two owners":                   twoOwners.(client.Object),
+		"the cache's pod, its reference in another version": held(otherVersion), "a pod, its reference in another version": podOtherVersion} {
 		if got := ownerRequest(context.Background(), obj); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s the job controls wakes %v, want %v", what, got, want)
 		}
@@ -804,8 +811,13 @@ func TestOwnerRequest(t *testing.T) {
 	for what, mutate := range map[string]func(*metav1.OwnerReference){
 		"a Job":                         func(o *metav1.OwnerReference) { o.APIVersion, o.Kind = "batch/v1", "Job" },
 		"another group's LockedCronJob": func(o *metav1.OwnerReference) { o.APIVersion = "example.com/v1" },
-		"an owner, not the controller":  func(o *metav1.OwnerReference) { o.Controller = nil },
-		"an owner, controller false":    func(o *metav1.OwnerReference) { o.Controller = ptr.To(false) },
+		"a group named like the job's":  func(o *metav1.OwnerReference) { o.APIVersion = "x" + v1alpha1.GroupVersion.String() },
+		"a group the job's is a prefix of": func(o *metav1.OwnerReference) {
+			o.APIVersion = v1alpha1.GroupVersion.Group + ".example.com/" + v1alpha1.GroupVersion.Version
+		},
+		"the core group's LockedCronJob": func(o *metav1.OwnerReference) { o.APIVersion = "v1" },
+		"an owner, not the controller":   func(o *metav1.OwnerReference) { o.Controller = nil },
+		"an owner, controller false":     func(o *metav1.OwnerReference) { o.Controller = ptr.To(false) },
 	} {
 		if got := ownerRequest(context.Background(), held(mutate)); got != nil {
 			t.Errorf("a pod controlled by %s wakes %v, want none", what, got)

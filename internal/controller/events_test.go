@@ -81,12 +81,7 @@ var _ = Describe("Events", func() {
 	// refused, and with it the pass's accounting (its pods are not counted nor released).
 	// Only the manager's log said so; the job's Events now name the field and the fix.
 	It("names, on the job, the status field the API server refuses when the controller writes it back", func() {
-		startManager(clock.RealClock{})
-		job := newJob(newNamespace(), "forged", "* * * * * *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">=", 1))
-		Expect(k8sClient.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType,
-			[]byte(`{"status":{"lastSuccessfulTime":"9999-12-31T23:00:00-05:00"}}`)))).To(Succeed())
+		job := forgedStatus("forged", `{"status":{"lastSuccessfulTime":"9999-12-31T23:00:00-05:00"}}`)
 		Eventually(func() []string { return eventNotes(job, ReasonStatusRejected) }, 15*time.Second).Should(ContainElement(And(
 			ContainSubstring("status.lastSuccessfulTime"), ContainSubstring("--subresource=status"))))
 		// The user removes the field: the job's status is written again.
@@ -101,12 +96,7 @@ var _ = Describe("Events", func() {
 	// write back): it used to stop the schedule until then, and every status write with it.
 	// The pass drops it, says so on the job, and the schedule goes on from now.
 	It("drops a lastScheduleTime far ahead of its clock, says so, and schedules on", func() {
-		startManager(clock.RealClock{})
-		job := newJob(newNamespace(), "ahead", "* * * * * *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">=", 1))
-		Expect(k8sClient.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType,
-			[]byte(`{"status":{"lastScheduleTime":"9999-12-31T23:00:00-05:00"}}`)))).To(Succeed())
+		job := forgedStatus("ahead", `{"status":{"lastScheduleTime":"9999-12-31T23:00:00-05:00"}}`)
 		Eventually(func() []string { return eventNotes(job, ReasonStatusAhead) }, 15*time.Second).Should(ContainElement(And(
 			ContainSubstring("status.lastScheduleTime 10000-01-01T04:00:00Z"), ContainSubstring("not trusted"))))
 		missed := getJob(job).Status.Counters.Missed
@@ -124,6 +114,19 @@ var _ = Describe("Events", func() {
 		Eventually(func() []string { return eventNotes(job, string(report.Failed)) }).Should(HaveLen(2))
 	})
 })
+
+// forgedStatus starts the manager with a job due every second, waits until the job has
+// a status of its own (an occurrence counted Missed: nothing runs pods here), then writes
+// patch, a JSON merge patch, through the job's status subresource, as a user or another
+// writer of it could.
+func forgedStatus(name, patch string) *v1alpha1.LockedCronJob {
+	startManager(clock.RealClock{})
+	job := newJob(newNamespace(), name, "* * * * * *")
+	Expect(k8sClient.Create(ctx, job)).To(Succeed())
+	Eventually(func() int64 { return getJob(job).Status.Counters.Missed }, 10*time.Second).Should(BeNumerically(">=", 1))
+	Expect(k8sClient.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+	return job
+}
 
 // endedRuns makes a job whose n runs end with outcome, one after the other, each counted
 // (a status write: the job's resourceVersion moves) before the next ends.

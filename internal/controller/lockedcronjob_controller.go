@@ -80,7 +80,8 @@ const (
 	// corrected.
 	ReasonStatusRejected = "StatusRejected"
 	// ReasonStatusAhead: status.lastScheduleTime or status.scheduleSince was further
-	// ahead of the controller's clock than maxStatusAhead; the schedule runs from now.
+	// ahead of the controller's clock than maxStatusAhead; the schedule runs from the
+	// clock's current second.
 	ReasonStatusAhead = "StatusAheadOfClock"
 )
 
@@ -215,9 +216,10 @@ func newPass(job *v1alpha1.LockedCronJob, now time.Time, log logr.Logger) *pass 
 const maxStatusAhead = 10 * time.Minute
 
 // distrustAhead drops a lastScheduleTime or scheduleSince further ahead than
-// maxStatusAhead: the schedule runs from now, what fell due before now without a pod is
-// neither run nor counted (nobody knows what was), and a Warning Event says so. Pods
-// that exist are tracked and counted as ever, and lockwrap's ledger still refuses an
+// maxStatusAhead: the schedule runs from the clock's current second, what fell due before
+// it without a pod is neither run nor counted (nobody knows what was), and a Warning Event
+// says so. Pods that exist are tracked and counted as ever (but for a prepared pod whose
+// instant the new plan lacks: it is withdrawn), and lockwrap's ledger still refuses an
 // occurrence that already ran.
 func (p *pass) distrustAhead() {
 	st, limit := p.status, p.now.Add(maxStatusAhead)
@@ -239,7 +241,7 @@ func (p *pass) distrustAhead() {
 	now := p.now.Truncate(time.Second)
 	p.plannedFrom = now.Add(-time.Second)
 	p.eventf(corev1.EventTypeWarning, ReasonStatusAhead,
-		"%s more than %s ahead of the controller's clock (%s): not trusted; the schedule runs from now, and what fell due before now without a pod is neither run nor counted",
+		"%s more than %s ahead of the controller's clock: not trusted; the schedule runs from the clock's current second, %s, and what fell due before it without a pod is neither run nor counted",
 		strings.Join(ahead, " and "), maxStatusAhead, now.UTC().Format(time.RFC3339))
 	p.log.Info("status ahead of the clock, not trusted", "fields", ahead, "now", now)
 	st.LastScheduleTime, st.ScheduleSince = nil, &metav1.Time{Time: p.plannedFrom}
@@ -463,6 +465,16 @@ func seriesRef(job *v1alpha1.LockedCronJob) *corev1.ObjectReference {
 
 // jobAPIVersion and jobKind name a LockedCronJob in references (seriesRef, ownerJob).
 var jobAPIVersion, jobKind = v1alpha1.GroupVersion.String(), "LockedCronJob"
+
+// jobGroupPrefix starts the API version of a reference to a LockedCronJob of any version.
+var jobGroupPrefix = v1alpha1.GroupVersion.Group + "/"
+
+// isJobRef tells a reference to a LockedCronJob by its group and kind, whatever its
+// version, as controller-runtime's Owns and the garbage collector tell an owner: the pods
+// a manager serving another version of the API made stay their jobs' (an upgrade's).
+func isJobRef(apiVersion, kind string) bool {
+	return kind == jobKind && strings.HasPrefix(apiVersion, jobGroupPrefix) && !strings.Contains(apiVersion[len(jobGroupPrefix):], "/")
+}
 
 func eventType(o report.Outcome) string {
 	switch o {
@@ -857,13 +869,13 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 func ownerJob(o client.Object) (string, bool) {
 	if c, ok := o.(*cachedPod); ok && c.hasOwner() { // the cache's pod, read without building its references
 		owner := c.owner.Value()
-		if owner.controller != isTrue || owner.apiVersion != jobAPIVersion || owner.kind != jobKind {
+		if owner.controller != isTrue || !isJobRef(owner.apiVersion, owner.kind) {
 			return "", false
 		}
 		return owner.name, true
 	}
 	owner := metav1.GetControllerOfNoCopy(o)
-	if owner == nil || owner.APIVersion != jobAPIVersion || owner.Kind != jobKind {
+	if owner == nil || !isJobRef(owner.APIVersion, owner.Kind) {
 		return "", false
 	}
 	return owner.Name, true
