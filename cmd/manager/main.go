@@ -7,17 +7,20 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +32,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/controller"
 	"github.com/lockedcron/lockedcron/internal/lock"
+	lcmetrics "github.com/lockedcron/lockedcron/internal/metrics"
 	"github.com/lockedcron/lockedcron/internal/metricsauth"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
@@ -192,10 +196,26 @@ func metricsOptions(addr string, secure bool) metricsserver.Options {
 		// HTTP/2 off (CVE-2023-44487, CVE-2023-39325), as kubebuilder does.
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
-	if secure {
+	// /metrics is served by internal/metrics' handler, which writes the per-job series a
+	// few jobs at a time (controller-runtime's would gather the registry only); over
+	// HTTPS, behind metricsauth's filter.
+	o.FilterProvider = func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+		if !secure {
+			return lcmetrics.Filter, nil
+		}
 		// No CertDir: controller-runtime serves a self-signed certificate from memory
 		// (the root filesystem is read-only); mount a real one to verify the server.
-		o.FilterProvider = metricsauth.Filter
+		auth, err := metricsauth.Filter(c, hc)
+		if err != nil {
+			return nil, err
+		}
+		return func(log logr.Logger, h http.Handler) (http.Handler, error) {
+			h, err := lcmetrics.Filter(log, h)
+			if err != nil {
+				return nil, err
+			}
+			return auth(log, h)
+		}, nil
 	}
 	return o
 }

@@ -174,10 +174,14 @@ func TestMetricsEndpointAuth(t *testing.T) {
 	lcmetrics.SetJob("team-a", "served", lcmetrics.JobState{BackendUp: true, LockKey: "team-a/served"})
 	defer lcmetrics.Forget("team-a", "served")
 	_, body := get(fmt.Sprintf("http://%s/metrics", plain), "")
+	_, secureBody := get(url, scraper)
 	for _, series := range []string{`rest_client_request_duration_seconds_count{host=`, `rest_client_rate_limiter_duration_seconds_count{host=`,
 		`lockedcron_info{lock_key="team-a/served",name="served",namespace="team-a"} 1`, `lockedcron_backend_up{name="served",namespace="team-a"} 1`} {
 		if !strings.Contains(body, series) {
 			t.Errorf("the metrics endpoint does not serve %s…", series)
+		}
+		if !strings.Contains(secureBody, series) {
+			t.Errorf("the metrics endpoint over HTTPS does not serve %s…", series)
 		}
 	}
 }

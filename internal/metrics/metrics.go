@@ -105,9 +105,6 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(LockWait, LockHold, ScheduleLag, StartLag)
-	// controller-runtime's metrics server serves crmetrics.Registry as it is when the
-	// manager starts; every package's init has run by then.
-	crmetrics.Registry = withJobs{Registerer: crmetrics.Registry, registry: crmetrics.Registry}
 }
 
 // ObserveStartLag records a run's start lag: startedAt (when lockwrap started) minus the

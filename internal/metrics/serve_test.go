@@ -1,0 +1,241 @@
+package metrics
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// served asks h for the metrics with the request's Accept and Accept-Encoding headers and
+// decodes the answer as a scraper does: the families by name, each once (a family written
+// twice, or a second TYPE line, fails the decoding).
+func served(t *testing.T, h http.Handler, accept, encoding string) (http.Header, map[string]*dto.MetricFamily) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if encoding != "" {
+		req.Header.Set("Accept-Encoding", encoding)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("Accept %q: HTTP %d: %s", accept, rec.Code, rec.Body)
+	}
+	var body io.Reader = rec.Body
+	if rec.Header().Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = zr
+	}
+	dec := expfmt.NewDecoder(body, expfmt.ResponseFormat(rec.Header()))
+	out := map[string]*dto.MetricFamily{}
+	for {
+		var mf dto.MetricFamily
+		err := dec.Decode(&mf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Accept %q, encoding %q: decoding the answer: %v", accept, encoding, err)
+		}
+		if _, ok := out[mf.GetName()]; ok {
+			t.Fatalf("Accept %q, encoding %q: %s served twice", accept, encoding, mf.GetName())
+		}
+		out[mf.GetName()] = &mf
+	}
+	return rec.Header(), out
+}
+
+// The endpoint writes the per-job families a chunk of jobs at a time; what a scraper reads
+// is what controller-runtime's handler served when the registry built them all at once:
+// the same families, series, values, content type and compression, in every format
+// Prometheus asks for.
+func TestServedJobSeries(t *testing.T) {
+	var forget []func()
+	t.Cleanup(func() {
+		for _, f := range forget {
+			f()
+		}
+	})
+	for i := range 40 {
+		ns, name := fmt.Sprintf("served-%d", i%3), fmt.Sprintf("job-%02d", i)
+		forget = append(forget, func() { Forget(ns, name) })
+		switch i % 4 {
+		case 0: // a job no pass has set the gauges of yet
+			AddRuns(ns, name, "Missed", float64(i))
+		case 1:
+			SetJob(ns, name, JobState{NextRun: time.Unix(1700000000, 0), LockKey: `key "` + name + `"\n`})
+			AddRuns(ns, name, "Succeeded", 2)
+		default:
+			SetJob(ns, name, JobState{NextRun: time.Unix(1700000000, 0), LastSchedule: time.Unix(1700000060, 5e8), LastSuccess: time.Unix(1, 0), Active: 1, BackendUp: true, LockKey: "k-" + name})
+			AddRuns(ns, name, "Failed", 1)
+			AddRuns(ns, name, "Succeeded", 0)
+			AddLockLost(ns, name, float64(i%2))
+		}
+	}
+	ScheduleLag.WithLabelValues("served-0").Observe(2)
+	h, err := newHandler(crmetrics.Registry, jobs, 7, logr.Discard()) // chunks of 7: families cut mid-job and mid-namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := promhttp.HandlerFor(prometheus.GathererFunc(Gather), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	for _, accept := range []string{
+		"", // curl
+		"application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", // Prometheus 3
+		"application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",                                                                               // Prometheus 2
+		"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,text/plain;version=0.0.4;q=0.3",                                                                                     // native histograms on
+	} {
+		for _, encoding := range []string{"", "gzip", "gzip;q=0, identity"} {
+			header, got := served(t, h, accept, encoding)
+			wantHeader, want := served(t, whole, accept, encoding)
+			for _, k := range []string{"Content-Type", "Content-Encoding"} {
+				if header.Get(k) != wantHeader.Get(k) {
+					t.Errorf("Accept %q, encoding %q: %s %q, controller-runtime's handler %q", accept, encoding, k, header.Get(k), wantHeader.Get(k))
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("Accept %q, encoding %q: %d families, controller-runtime's handler %d", accept, encoding, len(got), len(want))
+			}
+			for name, w := range want {
+				if !strings.HasPrefix(name, "lockedcron_") {
+					continue // the process's and the runtime's move between two requests
+				}
+				if g := got[name]; !proto.Equal(g, w) {
+					t.Errorf("Accept %q, encoding %q: %s\n got %v\nwant %v", accept, encoding, name, g, w)
+				}
+			}
+			if len(got[NameRuns].GetMetric()) < 40 || len(got[NameInfo].GetMetric()) != 30 {
+				t.Errorf("Accept %q: %d run series, %d info series: want at least 40 and 30", accept, len(got[NameRuns].GetMetric()), len(got[NameInfo].GetMetric()))
+			}
+		}
+	}
+}
+
+// A registry that fails is served as controller-runtime's handler serves it (HTTP 500,
+// the error), nothing after it; one that holds a per-job family's name is refused.
+func TestServedRegistryErrors(t *testing.T) {
+	broken := prometheus.NewRegistry()
+	broken.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broken", Help: "h"}, func() float64 { return 1 }))
+	calls := 0
+	h, err := newHandler(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		calls++
+		if calls > 1 {
+			return nil, fmt.Errorf("gathering broke")
+		}
+		return broken.Gather()
+	}), jobs, 7, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetJob("ns", "errors", JobState{LockKey: "k"})
+	t.Cleanup(func() { Forget("ns", "errors") })
+	for _, encoding := range []string{"", "gzip"} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept-Encoding", encoding)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "gathering broke") ||
+			strings.Contains(rec.Body.String(), NameInfo) || rec.Header().Get("Content-Encoding") != "" {
+			t.Errorf("encoding %q: a registry that fails: HTTP %d, Content-Encoding %q, %q", encoding, rec.Code, rec.Header().Get("Content-Encoding"), rec.Body)
+		}
+	}
+	clash := prometheus.NewRegistry()
+	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: NameInfo, Help: "another"}))
+	if _, err := newHandler(clash, jobs, 7, logr.Discard()); err == nil || !strings.Contains(err.Error(), NameInfo) {
+		t.Errorf("a registered %s and the per-job one: %v, want an error naming it", NameInfo, err)
+	}
+}
+
+// Filter serves /metrics itself and leaves other paths to the handler it wraps.
+func TestFilter(t *testing.T) {
+	other := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "other") })
+	h, err := Filter(logr.Discard(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetJob("ns", "filter", JobState{LockKey: "k"})
+	t.Cleanup(func() { Forget("ns", "filter") })
+	if _, got := served(t, h, "", ""); got[NameInfo] == nil {
+		t.Errorf("/metrics through Filter: no %s", NameInfo)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/extra", nil))
+	if rec.Body.String() != "other" {
+		t.Errorf("another path through Filter: %q, want the wrapped handler's", rec.Body)
+	}
+}
+
+func TestAcceptsGzip(t *testing.T) {
+	for header, want := range map[string]bool{
+		"": false, "gzip": true, "identity": false, "br, gzip;q=0.5": true, "gzip;q=0": false, "gzip; q=0.0, identity": false,
+		"*": true, "deflate, *;q=0": false, " GZIP ": true,
+	} {
+		if got := acceptsGzip(header); got != want {
+			t.Errorf("Accept-Encoding %q: gzip %v, want %v", header, got, want)
+		}
+	}
+}
+
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header       { return d.h }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
+
+// BenchmarkServe: a scrape of 5,000 jobs' per-job series (16 each) as Prometheus asks for
+// it (text, gzip), served by Handler (the per-job families a chunk of jobs at a time) and
+// by controller-runtime's handler over the registry (all at once). B/op is what a scrape
+// allocates; the whole of it is garbage once the scrape is over.
+//
+//	go test ./internal/metrics -run '^$' -bench Serve -benchmem
+func BenchmarkServe(b *testing.B) {
+	for i := range 5000 {
+		ns, name := fmt.Sprintf("bench-%d", i%10), fmt.Sprintf("job-%05d", i)
+		SetJob(ns, name, JobState{NextRun: time.Now(), LastSchedule: time.Now(), LastSuccess: time.Now(), Active: 1, BackendUp: true, LockKey: "key-" + name})
+		for _, o := range []string{"Succeeded", "Failed", "SkippedContention", "SuppressedDuplicate", "LockLost", "Missed", "Interrupted", "Error", "SkippedBlackout"} {
+			AddRuns(ns, name, o, 0)
+		}
+		AddLockLost(ns, name, 0)
+	}
+	b.Cleanup(func() {
+		for i := range 5000 {
+			Forget(fmt.Sprintf("bench-%d", i%10), fmt.Sprintf("job-%05d", i))
+		}
+	})
+	chunked, err := Handler(logr.Discard())
+	if err != nil {
+		b.Fatal(err)
+	}
+	whole := promhttp.HandlerFor(prometheus.GathererFunc(Gather), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	for _, h := range []struct {
+		name string
+		h    http.Handler
+	}{{"chunked", chunked}, {"whole", whole}} {
+		b.Run(h.name, func(b *testing.B) {
+			for range b.N {
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				req.Header.Set("Accept", "text/plain;version=0.0.4")
+				req.Header.Set("Accept-Encoding", "gzip")
+				h.h.ServeHTTP(discard{http.Header{}}, req)
+			}
+		})
+	}
+}
