@@ -184,4 +184,12 @@ func TestMetricsEndpointAuth(t *testing.T) {
 			t.Errorf("the metrics endpoint over HTTPS does not serve %s…", series)
 		}
 	}
+	// Through internal/metrics' handler, which writes the per-job families after the
+	// registry's (gathered with the registry, they would come sorted by name, before
+	// rest_client_…): not every series at once.
+	for what, b := range map[string]string{"HTTP": body, "HTTPS": secureBody} {
+		if i, j := strings.Index(b, "# TYPE lockedcron_info "), strings.Index(b, "# TYPE rest_client_request_duration_seconds "); i < j {
+			t.Errorf("over %s, lockedcron_info at %d, before the registry's rest_client_request_duration_seconds at %d: not served by internal/metrics' handler", what, i, j)
+		}
+	}
 }

@@ -15,9 +15,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
-	"github.com/lockedcron/lockedcron/internal/metrics"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
@@ -31,7 +31,7 @@ func reportJSON(r report.Report) string {
 // metricValue reads a counter's value, or a histogram's sample count, from the
 // manager's registry.
 func metricValue(name string, labels map[string]string) float64 {
-	families, err := metrics.Gather()
+	families, err := crmetrics.Registry.Gather()
 	Expect(err).NotTo(HaveOccurred())
 	for _, f := range families {
 		if f.GetName() != name {

@@ -9,16 +9,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
-	"github.com/lockedcron/lockedcron/internal/metrics"
 	"github.com/lockedcron/lockedcron/internal/report"
 )
 
 // series is what the manager's registry serves for one metric family and one job: the
 // value of each series by its labels other than namespace and name ("" when none).
 func series(name, ns, job string) map[string]float64 {
-	families, err := metrics.Gather()
+	families, err := crmetrics.Registry.Gather()
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	out := map[string]float64{}
 	for _, f := range families {

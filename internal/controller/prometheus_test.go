@@ -16,10 +16,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lockedcron/lockedcron/internal/metrics"
 	"github.com/lockedcron/lockedcron/internal/promtest"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -87,8 +89,12 @@ var _ = Describe("alerts in a real Prometheus", func() {
 	It("fires LockedCronLockLost and LockedCronRunsMissed for the job that lost its lock and missed a run", func() {
 		metricsAddr := freeAddr()
 		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-			Scheme:                 scheme,
-			Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+			Scheme: scheme,
+			// The endpoint as the manager serves it: the per-job series written by
+			// metrics.Filter's handler, which this real Prometheus parses.
+			Metrics: metricsserver.Options{BindAddress: metricsAddr, FilterProvider: func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+				return metrics.Filter, nil
+			}},
 			HealthProbeBindAddress: "0",
 			Cache:                  CacheOptions(),
 			Controller:             ctrlConfig(),

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // The per-job series (issue 13: memory at thousands of jobs). Held as prometheus
@@ -372,17 +371,20 @@ func (a *familyArrays) add(pairs []*dto.LabelPair, v float64) {
 	a.family.Metric[i] = m
 }
 
-// Gather gathers controller-runtime's registry, which the manager's other metrics are
-// registered with, and the per-job families, all at once, as one registry would: every
-// family once, sorted by name (a family's series come by namespace and name, not sorted
-// by label values as the registry sorts its own). The metrics endpoint (Handler) serves
-// the same families without building them all at once.
-func Gather() ([]*dto.MetricFamily, error) {
-	return gatherWithJobs(crmetrics.Registry)
+// withJobs is controller-runtime's registry, which the manager's other metrics are
+// registered with, and the per-job families, added when it is gathered, all at once:
+// every family once, the families sorted by name (a family's series come by namespace
+// and name, not sorted by label values as the registry sorts its own). It takes the
+// registry's place (init), so that whatever gathers the registry has every family; the
+// manager's metrics endpoint serves them through Handler, without building them all at
+// once.
+type withJobs struct {
+	prometheus.Registerer
+	registry prometheus.Gatherer
 }
 
-func gatherWithJobs(reg prometheus.Gatherer) ([]*dto.MetricFamily, error) {
-	mfs, err := reg.Gather()
+func (w withJobs) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := w.registry.Gather()
 	for _, f := range jobs.families() {
 		if slices.ContainsFunc(mfs, func(m *dto.MetricFamily) bool { return m.GetName() == f.GetName() }) {
 			err = errors.Join(err, fmt.Errorf("metric family %s is registered, and built per job too", f.GetName()))

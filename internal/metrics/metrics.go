@@ -1,5 +1,6 @@
 // Package metrics defines the Prometheus metrics the manager exports on its metrics
-// endpoint (controller-runtime's registry).
+// endpoint: histograms in controller-runtime's registry, and per-job series, which the
+// endpoint's own handler (Handler) writes after the registry's.
 //
 // The counters and gauges are labelled by the LockedCronJob's namespace and name only
 // (plus the run outcome, or the lock key on the info series): one series set per job,
@@ -105,7 +106,16 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(LockWait, LockHold, ScheduleLag, StartLag)
+	// Whatever gathers controller-runtime's registry gathers the per-job families too, all
+	// at once (a metrics server without Filter serves them so). Every package's init has
+	// run before the manager starts its metrics server.
+	registry = crmetrics.Registry
+	crmetrics.Registry = withJobs{Registerer: crmetrics.Registry, registry: crmetrics.Registry}
 }
+
+// registry is controller-runtime's registry without the per-job families, which Handler
+// writes itself.
+var registry prometheus.Gatherer
 
 // ObserveStartLag records a run's start lag: startedAt (when lockwrap started) minus the
 // occurrence's scheduled time.

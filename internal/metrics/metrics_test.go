@@ -10,11 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 func gather(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	families, err := Gather()
+	families, err := crmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestJobSeries(t *testing.T) {
 	// A family registered under a per-job family's name is refused, not served twice.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: NameInfo, Help: "another"}))
-	if _, err := gatherWithJobs(reg); err == nil || !strings.Contains(err.Error(), NameInfo) {
+	if _, err := (withJobs{Registerer: reg, registry: reg}).Gather(); err == nil || !strings.Contains(err.Error(), NameInfo) {
 		t.Errorf("a registered %s and the per-job one: %v, want an error naming it", NameInfo, err)
 	}
 	Forget("ns", "series")
@@ -238,7 +239,7 @@ func BenchmarkJobSeries(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ResetTimer()
 	for range b.N {
-		if _, err := Gather(); err != nil {
+		if _, err := crmetrics.Registry.Gather(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -91,11 +91,11 @@ func TestServedJobSeries(t *testing.T) {
 		}
 	}
 	ScheduleLag.WithLabelValues("served-0").Observe(2)
-	h, err := newHandler(crmetrics.Registry, jobs, 7, logr.Discard()) // chunks of 7: families cut mid-job and mid-namespace
+	h, err := newHandler(registry, jobs, 7, logr.Discard()) // chunks of 7: families cut mid-job and mid-namespace
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole := promhttp.HandlerFor(prometheus.GathererFunc(Gather), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	whole := promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	for _, accept := range []string{
 		"", // curl
 		"application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", // Prometheus 3
@@ -224,7 +224,7 @@ func BenchmarkServe(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	whole := promhttp.HandlerFor(prometheus.GathererFunc(Gather), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	whole := promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	for _, h := range []struct {
 		name string
 		h    http.Handler
