@@ -35,10 +35,7 @@ const jobChunk = 256
 // serve /metrics with Handler; other paths go to the handler it wraps. It is a
 // metricsserver.Filter.
 func Filter(log logr.Logger, h http.Handler) (http.Handler, error) {
-	metrics, err := Handler(log)
-	if err != nil {
-		return nil, err
-	}
+	metrics := Handler(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
 			metrics.ServeHTTP(w, r)
@@ -49,52 +46,58 @@ func Filter(log logr.Logger, h http.Handler) (http.Handler, error) {
 }
 
 // Handler serves controller-runtime's registry, per-job families included, as its
-// metrics server would (promhttp, errors as HTTP 500), writing the per-job families after
-// the registry's. It fails when a registered family has a per-job family's name (the
-// exposition would hold it twice).
-func Handler(log logr.Logger) (http.Handler, error) {
+// metrics server would (promhttp: the format and compression negotiated, name[] filters,
+// errors as HTTP 500), writing the per-job families after the registry's. A registered
+// family with a per-job family's name fails the scrape, as gathering them together does.
+func Handler(log logr.Logger) http.Handler {
 	return newHandler(registry, jobs, jobChunk, log)
 }
 
-func newHandler(reg prometheus.Gatherer, s *jobSeries, chunk int, log logr.Logger) (http.Handler, error) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range jobFamilies {
-		if slices.ContainsFunc(mfs, func(m *dto.MetricFamily) bool { return m.GetName() == f.name }) {
-			return nil, fmt.Errorf("metric family %s is registered, and built per job too", f.name)
+func newHandler(reg prometheus.Gatherer, s *jobSeries, chunk int, log logr.Logger) http.Handler {
+	checked := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := reg.Gather()
+		for _, m := range mfs {
+			if slices.ContainsFunc(jobFamilies, func(f *jobFamily) bool { return f.name == m.GetName() }) {
+				err = errors.Join(err, fmt.Errorf("metric family %s is registered, and built per job too", m.GetName()))
+			}
 		}
-	}
-	inner := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+		return mfs, err
+	})
+	inner := promhttp.HandlerFor(checked, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The format promhttp chooses (without OpenMetrics, as controller-runtime has it),
-		// asked of it exactly, uncompressed: the per-job families follow in it.
-		format := expfmt.Negotiate(r.Header)
+		// asked of it exactly, uncompressed: the per-job families follow in it, and the
+		// whole is compressed here as promhttp would have compressed it.
+		format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+		coding := contentCoding(r.Header)
 		in := r.Clone(r.Context())
 		in.Header.Set("Accept", string(format))
 		in.Header.Del("Accept-Encoding")
-		rw := &appender{ResponseWriter: w, gzip: acceptsGzip(r.Header.Get("Accept-Encoding"))}
+		rw := &appender{ResponseWriter: w, gzip: coding == "gzip"}
 		inner.ServeHTTP(rw, in)
 		if rw.status == 0 {
 			rw.WriteHeader(http.StatusOK)
 		}
 		if rw.status == http.StatusOK {
-			if err := s.write(rw, format, chunk); err != nil {
+			var names []string
+			if r.URL != nil {
+				names = r.URL.Query()["name[]"]
+			}
+			if err := s.write(rw, format, chunk, names); err != nil && r.Context().Err() == nil {
 				log.Error(err, "writing the per-job metric families")
 			}
 		}
 		if rw.gz != nil {
-			if err := rw.gz.Close(); err != nil {
+			if err := rw.gz.Close(); err != nil && r.Context().Err() == nil {
 				log.Error(err, "closing the compressed metrics response")
 			}
 		}
-	}), nil
+	})
 }
 
 // appender is the response promhttp writes the registry's families to, and Handler the
-// per-job families after them: compressed when the client takes gzip and the answer is
-// 200 (an error goes as it is).
+// per-job families after them: compressed when gzip was negotiated and the answer is 200
+// (an error goes as it is).
 type appender struct {
 	http.ResponseWriter
 	gzip   bool
@@ -125,24 +128,46 @@ func (a *appender) Write(b []byte) (int, error) {
 	return a.ResponseWriter.Write(b)
 }
 
-// acceptsGzip reads an Accept-Encoding header: gzip (any case) or * listed, with a q above 0.
-func acceptsGzip(header string) bool {
-	for part := range strings.SplitSeq(header, ",") {
-		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if coding = strings.TrimSpace(coding); !strings.EqualFold(coding, "gzip") && coding != "*" {
-			continue
-		}
-		q := 1.0
-		for p := range strings.SplitSeq(params, ";") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.TrimSpace(k) == "q" {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					q = f
+// contentCoding chooses the response's content coding from the Accept-Encoding header as
+// promhttp does: of its offers, identity then gzip, the one the highest q names (exactly
+// or by *) wins, the earlier on a tie (identity when nothing is said); "" when that q is 0
+// (promhttp then answers uncompressed).
+func contentCoding(h http.Header) string {
+	type spec struct {
+		coding string
+		q      float64
+	}
+	var specs []spec
+	for _, line := range h.Values("Accept-Encoding") {
+		for part := range strings.SplitSeq(line, ",") {
+			coding, params, _ := strings.Cut(part, ";")
+			if coding = strings.TrimSpace(coding); coding == "" {
+				continue
+			}
+			q := 1.0
+			if params = strings.TrimSpace(params); params != "" {
+				v, ok := strings.CutPrefix(params, "q=")
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if !ok || err != nil || f < 0 || f > 1 {
+					continue // not a quality promhttp reads: the coding is not named
 				}
+				q = f
+			}
+			specs = append(specs, spec{coding, q})
+		}
+	}
+	best, bestQ := "identity", -1.0
+	for _, offer := range []string{"identity", "gzip"} {
+		for _, s := range specs {
+			if s.q > bestQ && (s.coding == "*" || s.coding == offer) {
+				best, bestQ = offer, s.q
 			}
 		}
-		return q > 0
 	}
-	return false
+	if bestQ == 0 {
+		return ""
+	}
+	return best
 }
 
 // write writes the per-job families in format. In the text format each family goes a
@@ -150,11 +175,18 @@ func acceptsGzip(header string) bool {
 // one family, as the format wants it, built chunk by chunk. Other formats (protobuf, which
 // Prometheus asks for with native histograms on) take a family as one message: each is
 // built whole, one after the other.
-func (s *jobSeries) write(w io.Writer, format expfmt.Format, chunk int) error {
+func (s *jobSeries) write(w io.Writer, format expfmt.Format, chunk int, names []string) error {
+	families := jobFamilies
+	if len(names) > 0 { // the scraper's name[] filter, as promhttp applies it to the registry's
+		families = slices.DeleteFunc(slices.Clone(jobFamilies), func(f *jobFamily) bool { return !slices.Contains(names, f.name) })
+		if len(families) == 0 {
+			return nil
+		}
+	}
 	snap, outcomes := s.snapshot()
 	if format.FormatType() != expfmt.TypeTextPlain {
 		enc := expfmt.NewEncoder(w, format)
-		for _, f := range jobFamilies {
+		for _, f := range families {
 			for _, mf := range (*scratch)(nil).build(snap, outcomes, f) {
 				if err := enc.Encode(mf); err != nil {
 					return err
@@ -165,7 +197,7 @@ func (s *jobSeries) write(w io.Writer, format expfmt.Format, chunk int) error {
 	}
 	var buf bytes.Buffer
 	var sc scratch
-	for _, f := range jobFamilies {
+	for _, f := range families {
 		first := true
 		for lo := 0; lo < len(snap); lo += chunk {
 			mfs := sc.build(snap[lo:min(lo+chunk, len(snap))], outcomes, f)

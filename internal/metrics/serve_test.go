@@ -24,7 +24,13 @@ import (
 // twice, or a second TYPE line, fails the decoding).
 func served(t *testing.T, h http.Handler, accept, encoding string) (http.Header, map[string]*dto.MetricFamily) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	return servedAt(t, h, "/metrics", accept, encoding)
+}
+
+// servedAt is served, for a target with a query.
+func servedAt(t *testing.T, h http.Handler, target, accept, encoding string) (http.Header, map[string]*dto.MetricFamily) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, target, nil)
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
@@ -91,10 +97,7 @@ func TestServedJobSeries(t *testing.T) {
 		}
 	}
 	ScheduleLag.WithLabelValues("served-0").Observe(2)
-	h, err := newHandler(registry, jobs, 7, logr.Discard()) // chunks of 7: families cut mid-job and mid-namespace
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(registry, jobs, 7, logr.Discard()) // chunks of 7: families cut mid-job and mid-namespace
 	whole := promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	for _, accept := range []string{
 		"", // curl
@@ -102,7 +105,7 @@ func TestServedJobSeries(t *testing.T) {
 		"application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",                                                                               // Prometheus 2
 		"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,text/plain;version=0.0.4;q=0.3",                                                                                     // native histograms on
 	} {
-		for _, encoding := range []string{"", "gzip", "gzip;q=0, identity"} {
+		for _, encoding := range []string{"", "gzip", "gzip;q=0, identity", "*", "*, gzip;q=0", "gzip;q=0.5, identity", "identity;q=0.5, gzip", "deflate, gzip, br, zstd", "GZIP", "identity;q=0, *;q=0"} {
 			header, got := served(t, h, accept, encoding)
 			wantHeader, want := served(t, whole, accept, encoding)
 			for _, k := range []string{"Content-Type", "Content-Encoding"} {
@@ -128,22 +131,70 @@ func TestServedJobSeries(t *testing.T) {
 	}
 }
 
+// A scraper's name[] filter applies to the per-job families as promhttp applies it to
+// the registry's.
+func TestServedNameFilter(t *testing.T) {
+	SetJob("ns", "filtered", JobState{LockKey: "k"})
+	t.Cleanup(func() { Forget("ns", "filtered") })
+	ScheduleLag.WithLabelValues("ns").Observe(1)
+	h := newHandler(registry, jobs, 7, logr.Discard())
+	whole := promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	for _, q := range []string{"?name[]=" + NameInfo, "?name[]=" + NameScheduleLag, "?name[]=" + NameInfo + "&name[]=" + NameActiveRuns + "&name[]=" + NameScheduleLag, "?name[]=none"} {
+		_, got := servedAt(t, h, "/metrics"+q, "", "gzip")
+		_, want := servedAt(t, whole, "/metrics"+q, "", "gzip")
+		if len(got) != len(want) {
+			t.Errorf("%s: %d families, controller-runtime's handler %d", q, len(got), len(want))
+		}
+		for name, w := range want {
+			if g := got[name]; !proto.Equal(g, w) {
+				t.Errorf("%s: %s\n got %v\nwant %v", q, name, g, w)
+			}
+		}
+	}
+}
+
+// A family whose first chunk of jobs has no series gets its HELP and TYPE from the first
+// chunk that has; no jobs at all, no per-job family (and a valid, empty gzip stream).
+func TestServedSparseFamilies(t *testing.T) {
+	s := &jobSeries{jobs: map[jobKey]*jobRecord{}, index: map[string]int{"Succeeded": 0}, outcomePairs: []*dto.LabelPair{labelPair("outcome", "Succeeded")}}
+	for _, encoding := range []string{"", "gzip"} {
+		if _, got := served(t, newHandler(registry, s, 2, logr.Discard()), "", encoding); got[NameRuns] != nil || got[NameInfo] != nil {
+			t.Errorf("no jobs, encoding %q: per-job families %v %v", encoding, got[NameRuns], got[NameInfo])
+		}
+	}
+	// Two jobs no pass has set the gauges of (chunk 1), then one it has (chunk 2).
+	s.jobs[jobKey{"a", "j1"}] = &jobRecord{runs: []float64{1}, born: 1}
+	s.jobs[jobKey{"a", "j2"}] = &jobRecord{runs: []float64{2}, born: 1}
+	s.jobs[jobKey{"a", "j3"}] = &jobRecord{runs: []float64{3}, born: 1, hasState: true, lockKey: "k", active: 1}
+	snap, outcomes := s.snapshot()
+	want := (*scratch)(nil).build(snap, outcomes, nil)
+	for _, accept := range []string{"", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"} {
+		_, got := served(t, newHandler(registry, s, 2, logr.Discard()), accept, "gzip")
+		for _, w := range want {
+			if g := got[w.GetName()]; !proto.Equal(g, w) {
+				t.Errorf("Accept %q: %s\n got %v\nwant %v", accept, w.GetName(), g, w)
+			}
+		}
+		if len(got[NameInfo].GetMetric()) != 1 || len(got[NameRuns].GetMetric()) != 3 {
+			t.Errorf("Accept %q: %d info and %d run series, want 1 and 3", accept, len(got[NameInfo].GetMetric()), len(got[NameRuns].GetMetric()))
+		}
+	}
+}
+
 // A registry that fails is served as controller-runtime's handler serves it (HTTP 500,
 // the error), nothing after it; one that holds a per-job family's name is refused.
 func TestServedRegistryErrors(t *testing.T) {
 	broken := prometheus.NewRegistry()
 	broken.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "broken", Help: "h"}, func() float64 { return 1 }))
 	calls := 0
-	h, err := newHandler(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	h := newHandler(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		calls++
 		if calls > 1 {
 			return nil, fmt.Errorf("gathering broke")
 		}
 		return broken.Gather()
 	}), jobs, 7, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
+	served(t, h, "", "") // the first scrape gathers
 	SetJob("ns", "errors", JobState{LockKey: "k"})
 	t.Cleanup(func() { Forget("ns", "errors") })
 	for _, encoding := range []string{"", "gzip"} {
@@ -156,10 +207,18 @@ func TestServedRegistryErrors(t *testing.T) {
 			t.Errorf("encoding %q: a registry that fails: HTTP %d, Content-Encoding %q, %q", encoding, rec.Code, rec.Header().Get("Content-Encoding"), rec.Body)
 		}
 	}
+	// A family registered under a per-job family's name, once it has a series: each
+	// scrape fails naming it, as gathering the two together does.
 	clash := prometheus.NewRegistry()
-	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: NameInfo, Help: "another"}))
-	if _, err := newHandler(clash, jobs, 7, logr.Discard()); err == nil || !strings.Contains(err.Error(), NameInfo) {
-		t.Errorf("a registered %s and the per-job one: %v, want an error naming it", NameInfo, err)
+	vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameInfo, Help: "another"}, []string{"x"})
+	clash.MustRegister(vec)
+	h = newHandler(clash, jobs, 7, logr.Discard())
+	served(t, h, "", "")
+	vec.WithLabelValues("a").Set(1)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), NameInfo+" is registered") {
+		t.Errorf("a registered %s with a series, and the per-job one: HTTP %d %q, want 500 naming it", NameInfo, rec.Code, rec.Body)
 	}
 }
 
@@ -179,17 +238,6 @@ func TestFilter(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/extra", nil))
 	if rec.Body.String() != "other" {
 		t.Errorf("another path through Filter: %q, want the wrapped handler's", rec.Body)
-	}
-}
-
-func TestAcceptsGzip(t *testing.T) {
-	for header, want := range map[string]bool{
-		"": false, "gzip": true, "identity": false, "br, gzip;q=0.5": true, "gzip;q=0": false, "gzip; q=0.0, identity": false,
-		"*": true, "deflate, *;q=0": false, " GZIP ": true,
-	} {
-		if got := acceptsGzip(header); got != want {
-			t.Errorf("Accept-Encoding %q: gzip %v, want %v", header, got, want)
-		}
 	}
 }
 
@@ -220,10 +268,7 @@ func BenchmarkServe(b *testing.B) {
 			Forget(fmt.Sprintf("bench-%d", i%10), fmt.Sprintf("job-%05d", i))
 		}
 	})
-	chunked, err := Handler(logr.Discard())
-	if err != nil {
-		b.Fatal(err)
-	}
+	chunked := Handler(logr.Discard())
 	whole := promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	for _, h := range []struct {
 		name string
