@@ -174,7 +174,7 @@ func contentCoding(h http.Header) string {
 // chunk of jobs at a time, the chunks after its first without its HELP and TYPE lines:
 // one family, as the format wants it, built chunk by chunk. Other formats (protobuf, which
 // Prometheus asks for with native histograms on) take a family as one message: each is
-// built whole, one after the other.
+// built whole, one after the other, in the same scratch.
 func (s *jobSeries) write(w io.Writer, format expfmt.Format, chunk int, names []string) error {
 	families := jobFamilies
 	if len(names) > 0 { // the scraper's name[] filter, as promhttp applies it to the registry's
@@ -184,10 +184,11 @@ func (s *jobSeries) write(w io.Writer, format expfmt.Format, chunk int, names []
 		}
 	}
 	snap, outcomes := s.snapshot()
+	var sc scratch
 	if format.FormatType() != expfmt.TypeTextPlain {
 		enc := expfmt.NewEncoder(w, format)
 		for _, f := range families {
-			for _, mf := range (*scratch)(nil).build(snap, outcomes, f) {
+			for _, mf := range sc.build(snap, outcomes, f) {
 				if err := enc.Encode(mf); err != nil {
 					return err
 				}
@@ -196,7 +197,6 @@ func (s *jobSeries) write(w io.Writer, format expfmt.Format, chunk int, names []
 		return nil
 	}
 	var buf bytes.Buffer
-	var sc scratch
 	for _, f := range families {
 		first := true
 		for lo := 0; lo < len(snap); lo += chunk {
