@@ -200,7 +200,7 @@ var jobFamilies = []*jobFamily{&famRuns, &famLockLost, &famNextRun, &famLastSche
 // at a time instead (Handler).
 func (s *jobSeries) families() []*dto.MetricFamily {
 	snap, outcomes := s.snapshot()
-	return (*scratch)(nil).build(snap, outcomes, nil)
+	return new(scratch).build(snap, outcomes, nil)
 }
 
 // jobPairs are a job's label pairs: its series' and its info series'.
@@ -218,10 +218,9 @@ type scratch struct {
 	arrays   familyArrays
 }
 
-// take sets *buf to length n, zeroed, reusing its array when it has room and sc is set,
-// and returns it.
-func take[T any](sc *scratch, buf *[]T, n int) []T {
-	if sc == nil || cap(*buf) < n {
+// take sets *buf to length n, zeroed, reusing its array when it has room, and returns it.
+func take[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
 		*buf = make([]T, n)
 		return *buf
 	}
@@ -231,19 +230,12 @@ func take[T any](sc *scratch, buf *[]T, n int) []T {
 }
 
 // build builds the per-job families of snap's jobs, or only the family only when it is
-// set; a family without series is left out, as the registry leaves it out. With a
-// scratch (and only set), the family is built in it: valid until its next build.
+// set; a family without series is left out, as the registry leaves it out. Built in sc
+// (only one family's arrays when only is set): valid until its next build.
 func (sc *scratch) build(snap []snapped, outcomes []*dto.LabelPair, only *jobFamily) []*dto.MetricFamily {
 	// Each job's label pairs, sorted by name as the exposition wants them: name,
 	// namespace (a run's series adds the outcome's); lock_key, name, namespace (info).
-	var labelled []jobPairs
-	var all3 []dto.LabelPair
-	var ptrs []*dto.LabelPair
-	if sc != nil {
-		labelled, all3, ptrs = take(sc, &sc.labelled, len(snap)), take(sc, &sc.pairs, 3*len(snap)), take(sc, &sc.ptrs, 5*len(snap))
-	} else {
-		labelled, all3, ptrs = make([]jobPairs, len(snap)), make([]dto.LabelPair, 3*len(snap)), make([]*dto.LabelPair, 5*len(snap))
-	}
+	labelled, all3, ptrs := take(&sc.labelled, len(snap)), take(&sc.pairs, 3*len(snap)), take(&sc.ptrs, 5*len(snap))
 	for i := range snap {
 		r, k, lp, p := &snap[i].jobRecord, &snap[i].key, all3[3*i:3*i+3], ptrs[5*i:5*i+5]
 		lp[0].Name, lp[0].Value = &labelName, &k.name
@@ -292,18 +284,13 @@ func (sc *scratch) build(snap []snapped, outcomes []*dto.LabelPair, only *jobFam
 	each(func(f *jobFamily, _ []*dto.LabelPair, _ int, _ float64) { count[f]++ })
 	built := map[*jobFamily]*familyArrays{}
 	for f, n := range count {
-		if sc != nil && only != nil {
-			built[f] = sc.arrays.reset(&sc.family, f, n, sc)
-		} else {
-			built[f] = (*familyArrays)(nil).reset(nil, f, n, nil)
+		if only != nil {
+			built[f] = sc.arrays.reset(&sc.family, f, n)
+		} else { // every family at once: each its own arrays
+			built[f] = new(familyArrays).reset(new(dto.MetricFamily), f, n)
 		}
 	}
-	var runPairs []*dto.LabelPair // name, namespace, outcome
-	if sc != nil {
-		runPairs = take(sc, &sc.runPairs, 3*count[&famRuns])[:0]
-	} else {
-		runPairs = make([]*dto.LabelPair, 0, 3*count[&famRuns])
-	}
+	runPairs := take(&sc.runPairs, 3*count[&famRuns])[:0] // name, namespace, outcome
 	each(func(f *jobFamily, pairs []*dto.LabelPair, outcome int, v float64) {
 		if outcome >= 0 {
 			start := len(runPairs)
@@ -333,24 +320,18 @@ type familyArrays struct {
 	n        int
 }
 
-// reset readies a (a new one when a is nil) and its family mf (new when nil) for n series
-// of f, reusing their arrays from sc when it has one.
-func (a *familyArrays) reset(mf *dto.MetricFamily, f *jobFamily, n int, sc *scratch) *familyArrays {
-	if a == nil {
-		a = &familyArrays{}
-	}
-	if mf == nil {
-		mf = &dto.MetricFamily{}
-	}
-	metricPtrs := take(sc, &mf.Metric, n)
+// reset readies a and its family mf for n series of f, reusing their arrays where they
+// have room.
+func (a *familyArrays) reset(mf *dto.MetricFamily, f *jobFamily, n int) *familyArrays {
+	metricPtrs := take(&mf.Metric, n)
 	*mf = dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ.Enum(), Metric: metricPtrs}
 	a.family, a.n = mf, 0
-	a.metrics, a.values = take(sc, &a.metrics, n), take(sc, &a.values, n)
+	a.metrics, a.values = take(&a.metrics, n), take(&a.values, n)
 	a.counter = f.typ == dto.MetricType_COUNTER
 	if a.counter {
-		take(sc, &a.counters, n)
+		take(&a.counters, n)
 	} else {
-		take(sc, &a.gauges, n)
+		take(&a.gauges, n)
 	}
 	return a
 }

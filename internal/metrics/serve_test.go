@@ -167,7 +167,7 @@ func TestServedSparseFamilies(t *testing.T) {
 	s.jobs[jobKey{"a", "j2"}] = &jobRecord{runs: []float64{2}, born: 1}
 	s.jobs[jobKey{"a", "j3"}] = &jobRecord{runs: []float64{3}, born: 1, hasState: true, lockKey: "k", active: 1}
 	snap, outcomes := s.snapshot()
-	want := (*scratch)(nil).build(snap, outcomes, nil)
+	want := new(scratch).build(snap, outcomes, nil)
 	for _, accept := range []string{"", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"} {
 		_, got := served(t, newHandler(registry, s, 2, logr.Discard()), accept, "gzip")
 		for _, w := range want {
