@@ -69,6 +69,10 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		return nil, bad("empty")
 	}
 	if !hasScheme {
+		if strings.Contains(strings.ToLower(raw), "password=") {
+			return nil, bad("no scheme: this looks like a StackExchange.Redis connection string (host:port,password=…,ssl=True); " +
+				"write it as rediss://:PASSWORD@host:port (redis:// without TLS), the password percent-encoded, or put the password in the Secret's password key")
+		}
 		return nil, bad("no scheme (want redis://, rediss://, redis+sentinel://, redis+cluster:// …)")
 	}
 	scheme = strings.ToLower(scheme)
@@ -128,10 +132,11 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	if hostlist == "" {
 		return nil, bad("no host")
 	}
-	for _, h := range strings.Split(hostlist, ",") {
+	hosts := strings.Split(hostlist, ",")
+	for i, h := range hosts {
 		addr, err := hostPort(h, sentinel)
 		if err != nil {
-			return nil, bad("%v", err)
+			return nil, bad("host %d of %d: %v", i+1, len(hosts), err)
 		}
 		o.Addrs = append(o.Addrs, addr)
 	}
@@ -192,7 +197,15 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 				o.WriteTimeout = d
 			}
 		default:
-			return nil, bad("unknown option %q", name)
+			shownName := "(its name not shown: a bare word, or not an option's name)"
+			if v != "" && optionName(name) {
+				shownName = strconv.Quote(name)
+			}
+			if strings.Contains(strings.ToLower(name), "password") {
+				return nil, bad("unknown option %s: put the password in the user info (redis://:PASSWORD@host, percent-encoded) "+
+					"or in the Secret's password key", shownName)
+			}
+			return nil, bad("unknown option %s", shownName)
 		}
 	}
 	if sentinel && o.MasterName == "" {
@@ -235,6 +248,9 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(o), nil
 }
 
+// hostPort is h as an address to dial, the default port added. Its errors do not quote
+// h: a host list may hold a password put where a host goes (StackExchange.Redis'
+// "host:port,password=…").
 func hostPort(h string, sentinel bool) (string, error) {
 	h = strings.TrimSpace(h)
 	if h == "" {
@@ -250,20 +266,32 @@ func hostPort(h string, sentinel bool) (string, error) {
 		host = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 		p = port
 		if strings.ContainsAny(host, "[]/") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[") && net.ParseIP(host) == nil) {
-			return "", fmt.Errorf("bad host %q", h)
+			return "", errors.New("bad host: want host, host:port or [IPv6]:port")
 		}
 	}
 	if host == "" {
-		return "", fmt.Errorf("bad host %q: no name", h)
+		return "", errors.New("bad host: no name")
 	}
-	if strings.ContainsAny(host, " /\\@[]") {
-		return "", fmt.Errorf("bad host %q", h)
+	if strings.Contains(host, "=") {
+		return "", errors.New(`bad host: it holds "=" (options go after "?"; a password in the user info, redis://:PASSWORD@host, or the Secret's password key)`)
+	}
+	if !hostName(host) {
+		return "", errors.New("bad host: want a DNS name (letters, digits, '-', '.', '_') or an IP address")
 	}
 	n, err := strconv.Atoi(p)
 	if err != nil || n <= 0 || n > 65535 {
-		return "", fmt.Errorf("bad port in %q", h)
+		return "", errors.New("bad port: want 1 to 65535")
 	}
 	return net.JoinHostPort(host, p), nil
+}
+
+// hostName: host is an IP address (an IPv6 one with a zone too) or made of what DNS names
+// and /etc/hosts names are made of.
+func hostName(host string) bool {
+	if addr, zone, _ := strings.Cut(host, "%"); net.ParseIP(addr) != nil {
+		return !strings.ContainsAny(zone, " /\\@[]=")
+	}
+	return strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == ""
 }
 
 func parseSeconds(v string) (time.Duration, error) {
@@ -273,30 +301,84 @@ func parseSeconds(v string) (time.Duration, error) {
 	return time.ParseDuration(v)
 }
 
-// redactURL hides passwords in raw for messages: the user info's (up to the last
-// '@' anywhere, in case a password holds an unencoded '/', '?' or '#') and
-// sentinel_password='s (up to the next '&').
+// redactURL is raw as messages show it: only what is not a password. The scheme, a user
+// name, the hosts that are host names, the path, the query's option names, and the values
+// of the options that hold none (master, client_name, sentinel_username, the timeouts);
+// each other piece is xxxxx. A string without "://" is not shown at all: it may be a
+// connection string of another form (StackExchange.Redis': "host:port,password=…").
 func redactURL(raw string) string {
-	prefix, rest := "", raw
-	if scheme, r, ok := strings.Cut(raw, "://"); ok {
-		prefix, rest = scheme+"://", r
+	raw = strings.TrimSpace(raw)
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if raw == "" || !ok {
+		return fmt.Sprintf("(%d characters, not shown)", len(raw))
 	}
-	if q := strings.Index(rest, "sentinel_password="); q >= 0 {
-		q += len("sentinel_password=")
-		e := strings.Index(rest[q:], "&")
-		if e < 0 {
-			e = len(rest) - q
-		}
-		rest = rest[:q] + "xxxxx" + rest[q+e:]
-	}
+	var b strings.Builder
+	b.WriteString(shown(scheme, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") + "://")
+	// The user info ends at the last '@' anywhere, in case a password holds an
+	// unencoded '/', '?' or '#'.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if c := strings.Index(rest[:at], ":"); c >= 0 {
-			rest = rest[:c] + ":xxxxx" + rest[at:]
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			b.WriteString(shown(user, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._%") + ":")
+		}
+		b.WriteString("xxxxx@")
+		rest = rest[at+1:]
+	}
+	rest, fragment, hasFragment := strings.Cut(rest, "#")
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	hostlist, path, hasPath := strings.Cut(rest, "/")
+	for i, h := range strings.Split(hostlist, ",") {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(shown(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:[]%"))
+	}
+	if hasPath {
+		b.WriteString("/" + shown(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._/"))
+	}
+	if hasQuery {
+		b.WriteString("?")
+		for i, part := range strings.Split(query, "&") {
+			if i > 0 {
+				b.WriteString("&")
+			}
+			name, v, hasValue := strings.Cut(part, "=")
+			if !hasValue {
+				b.WriteString("xxxxx") // a bare word: not an option of ours
+				continue
+			}
+			dn, err := url.QueryUnescape(name)
+			if err != nil || !optionName(dn) {
+				b.WriteString("xxxxx=xxxxx")
+				continue
+			}
+			switch dn {
+			case "master", "master_name", "client_name", "sentinel_username", "dial_timeout", "read_timeout", "write_timeout":
+				b.WriteString(name + "=" + shown(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._%+"))
+			default:
+				b.WriteString(name + "=xxxxx")
+			}
 		}
 	}
-	out := prefix + rest
+	if hasFragment && fragment != "" {
+		b.WriteString("#xxxxx")
+	}
+	out := b.String()
 	if len(out) > 200 {
 		out = out[:200] + "…"
 	}
 	return strconv.Quote(out)
+}
+
+// shown is s if it is made of allowed's characters only, else xxxxx.
+func shown(s, allowed string) string {
+	if strings.Trim(s, allowed) != "" {
+		return "xxxxx"
+	}
+	return s
+}
+
+// optionName: name looks like an option's name (as go-redis' and other clients' are),
+// not like a password put where an option goes.
+func optionName(name string) bool {
+	return name != "" && len(name) <= 40 && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == ""
 }

@@ -88,12 +88,27 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis+sentinel://s?master=m&sentinel_password=alpha@bravo&pool=1", "percent-encode"},
 		{"redis+sentinel://s?master=m&sentinel_password=alpha#bravo", "fragment"},
 		{"redis://h?dial_timeout=1;read_timeout=2", "query is not valid"},
+		// Passwords where this project's URLs have none, in forms other clients take:
+		// StackExchange.Redis' connection string (Azure's portal gives it), a password
+		// option (ioredis, redis-py), a misspelt or encoded sentinel_password.
+		{"myredis.redis.cache.windows.net:6380,password=alphabravo,ssl=True,abortConnect=False", "no scheme"},
+		{"myredis.redis.cache.windows.net:6380,password=alphabravo,ssl=True", "StackExchange"},
+		{"rediss://myredis.redis.cache.windows.net:6380,password=alphabravo,ssl=True", `host 2 of 3: bad host: it holds "="`},
+		{"redis+sentinel://s1,password=alphabravo?master=m", "host 2 of 2"},
+		{"redis://h:6379?password=alphabravo", `unknown option "password"`},
+		{"redis://h:6379?password=alphabravo", "redis://:PASSWORD@host"},
+		{"redis://h:6379?db=0&password=alphabravo", `unknown option "`},
+		{"redis+sentinel://s?master=m&Sentinel_Password=alphabravo", `unknown option "Sentinel_Password"`},
+		{"redis+sentinel://s?master=m&sentinel%5Fpassword=alphabravo&pool=1", `unknown option "pool"`},
+		{"redis+sentinel://s?master=m&sentinel_password=alphabravo&sentinel_password=charlie&pool=1", `unknown option "pool"`},
+		{"redis://alphabravo@h/x", "database"},
+		{"redis://h/0?alphabravo", "unknown option"},
 	} {
 		_, err := ParseURL(ClientConfig{URL: tc.url})
 		if err == nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.url, err, tc.want)
 		}
-		for _, secret := range []string{"topsecret", "alpha", "bravo", "%zz"} {
+		for _, secret := range []string{"topsecret", "alpha", "bravo", "%zz", "charlie"} {
 			if err != nil && strings.Contains(err.Error(), secret) {
 				t.Errorf("%q: password piece %q in error %v", tc.url, secret, err)
 			}
@@ -115,6 +130,7 @@ func FuzzParseURL(f *testing.F) {
 		"redis://h", "rediss://u:p@h:1/2?dial_timeout=1s", "redis+sentinel://a,b:2/0?master=m",
 		"redis+cluster://a:1,b:2,c:3", "redis://[::1]:1", "redis://u:p@h:99999", "redis://%zz@h",
 		"redis://h?master=m", "redis://h/1/2", "redis:/h", "redis://@", "redis+cluster://,",
+		"h:6380,password=secret1,ssl=True", "redis://h?password=secret1", "redis://h,password=secret1",
 	} {
 		f.Add(u)
 	}
@@ -132,6 +148,16 @@ func FuzzParseURL(f *testing.F) {
 						strings.Contains(err.Error(), pw) && !strings.Contains(strings.Replace(raw, pw, "", 1), pw) {
 						t.Fatalf("%q: password in error %v", raw, err)
 					}
+				}
+			}
+			// Any option's value: only those of master, client_name, the user names and
+			// the timeouts are shown.
+			for _, part := range strings.FieldsFunc(raw, func(r rune) bool { return strings.ContainsRune("?&;,#", r) }) {
+				name, v, ok := strings.Cut(part, "=")
+				name = strings.ToLower(name)
+				if ok && len(v) >= 6 && !strings.Contains(name, "timeout") && !strings.Contains(name, "master") &&
+					!strings.Contains(name, "name") && strings.Contains(err.Error(), v) && !strings.Contains(strings.Replace(raw, v, "", 1), v) {
+					t.Fatalf("%q: the value of %s in error %v", raw, name, err)
 				}
 			}
 			return
