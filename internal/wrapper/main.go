@@ -56,6 +56,7 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	// instead of its exit code (signal.Stop there let it: TestPartitionAtTheEndThenSIGTERM).
 	sigs := make(chan os.Signal, 32)
 	signal.Notify(sigs, forwardedSignals...)
+	ignoreCrashSignals(stderr)
 
 	cfg, cmd, err := config.Parse(args, getenv)
 	rep := report.Report{Outcome: report.Error, Key: cfg.Key, Holder: cfg.Holder}
@@ -97,6 +98,30 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 var forwardedSignals = []os.Signal{
 	syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGWINCH,
+}
+
+// crashSignals are the signals the Go runtime ends a program for with a stack dump when
+// they are sent to it and not caught. lockwrap's command could send them to PID 1, which
+// lockwrap is in a pod (the kernel spares PID 1 only the signals it has no handler for,
+// and the runtime handles these): lockwrap would die with its lock held, its ledger entry
+// "running", and whatever the command wrote in the termination log as the report. A fault
+// of lockwrap's own (a nil dereference: SIGSEGV from the kernel) still crashes it.
+var crashSignals = append([]os.Signal{
+	syscall.SIGABRT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS,
+	syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV,
+}, osCrashSignals...)
+
+// ignoreCrashSignals catches crashSignals for good, telling each on stderr and otherwise
+// ignoring it: they are not a request to stop (those are forwardedSignals), and passing
+// them on would crash the command.
+func ignoreCrashSignals(stderr io.Writer) {
+	c := make(chan os.Signal, 8)
+	signal.Notify(c, crashSignals...)
+	go func() {
+		for sig := range c {
+			fmt.Fprintf(stderr, "lockwrap: ignored signal %v (sent to lockwrap; it neither stops a job nor is passed on)\n", sig)
+		}
+	}()
 }
 
 type redisLogger struct{ w io.Writer }

@@ -2,6 +2,7 @@ package wrapper_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
@@ -269,5 +271,35 @@ func TestEachCaughtSignalForwarded(t *testing.T) {
 				t.Fatalf("exit %d %+v, want %d", code, rep, 128+int(sig))
 			}
 		})
+	}
+}
+
+// TestSignalsThatWouldCrashItAreIgnored: the signals the Go runtime ends a program with a
+// stack dump for, sent to lockwrap (its command may send them to PID 1, which it is in a
+// pod), neither end it nor reach its command: the command runs on, and lockwrap reports
+// its run, releases the lock and closes the ledger entry. Without catching them, lockwrap
+// died (exit 2) with its lock held, its entry "running", and whatever the command had
+// written in the termination log left as the report.
+func TestSignalsThatWouldCrashItAreIgnored(t *testing.T) {
+	s := redistest.Start(t)
+	g := newGate(t)
+	p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "crash-signals", "a"), g.cmd(0)...)...)
+	g.waitStarted(t)
+	sent := []syscall.Signal{syscall.SIGABRT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.Signal(16)}
+	for _, sig := range sent {
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "lockwrap to tell each signal it ignored", func() bool {
+		return strings.Count(p.stderr.String(), "lockwrap: ignored signal") == len(sent)
+	})
+	g.release(t)
+	rep, code := p.wait(t)
+	if code != 0 || rep.Outcome != report.Succeeded {
+		t.Fatalf("exit %d %+v, want 0 and Succeeded", code, rep)
+	}
+	if n := admin(t, s).Exists(context.Background(), lock.LockKey("crash-signals")).Val(); n != 0 {
+		t.Fatalf("the lock is still held after the run")
 	}
 }

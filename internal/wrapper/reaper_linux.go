@@ -111,3 +111,6 @@ func (r *reaper) start(c *exec.Cmd) (<-chan syscall.WaitStatus, error) {
 // child; Go ends a thread only when a goroutine locked to it returns, and lockwrap locks
 // none. The leader's own children are not covered (docs/lockwrap.md).
 func dieWithUs(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+
+// osCrashSignals: crashSignals of this system's only.
+var osCrashSignals = []os.Signal{syscall.SIGSTKFLT}

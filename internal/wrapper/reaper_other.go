@@ -4,6 +4,7 @@ package wrapper
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -23,3 +24,6 @@ func currentReaper() *reaper { return nil }
 func (*reaper) start(*exec.Cmd) (<-chan syscall.WaitStatus, error) {
 	return nil, errors.ErrUnsupported
 }
+
+// osCrashSignals: crashSignals of this system's only.
+var osCrashSignals []os.Signal
