@@ -13,8 +13,12 @@ import (
 // Version is the report format version written in "v".
 const Version = 1
 
-// MaxBytes is the most Kubernetes keeps of a termination message.
-const MaxBytes = 4096
+// MaxBytes is the most a report takes. The kubelet keeps at most 4096 bytes of a
+// termination message, and of each container's at most its share of 12 KiB: 12288 / (the
+// pod's containers and init containers), the rest cut off, which leaves no JSON. 2048 is
+// the share with six: lockwrap's init container and the job's, and a service mesh's or a
+// secrets agent's two each.
+const MaxBytes = 2048
 
 // A report too long for MaxBytes keeps at most maxWarnings warnings of maxWarningBytes.
 const (
@@ -132,15 +136,19 @@ func Encode(r Report) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Still too long without the message: shorten the longest free-text field (halving)
-	// until the rest fits, so that a report is always written.
+	// Still too long without the message: shorten the longest free-text field as encoded
+	// (escapes take up to 6 bytes a byte), halving it, until the rest fits, so that a
+	// report is always written.
 	const ellipsis = "…"
 	fields := []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.StartedAt, &r.ReleasedAt,
 		&r.Watermark, &r.PreviousWatermark}
+	for i := range r.Warnings {
+		fields = append(fields, &r.Warnings[i])
+	}
 	for len(base) > MaxBytes {
 		longest := fields[0]
 		for _, f := range fields[1:] {
-			if len(*f) > len(*longest) {
+			if encodedLen(*f) > encodedLen(*longest) {
 				longest = f
 			}
 		}
@@ -173,6 +181,12 @@ func Encode(r Report) ([]byte, error) {
 		return b, err
 	}
 	return base, nil // not even "…" fits: leave the message out
+}
+
+// encodedLen is the length of s as a JSON string.
+func encodedLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b)
 }
 
 // TruncateRunes cuts s to at most n bytes without splitting a UTF-8 sequence (no mark;

@@ -58,6 +58,29 @@ func TestEncodeTruncatesMessage(t *testing.T) {
 	}
 }
 
+// The kubelet keeps of each container's termination message its share of 12 KiB: 12288 /
+// (containers + init containers) bytes, the rest cut off. lockwrap's pod has its init
+// container and the job's; a service mesh or a secrets agent adds two or four more. Every
+// report must survive the cut with six containers, whatever its message, warnings and
+// watermarks (a cut one is not JSON and counts as Error, its outcome lost).
+func TestSurvivesTheKubeletsShareOfSixContainers(t *testing.T) {
+	const share = 12 * 1024 / 6
+	for _, msg := range []string{"", strings.Repeat("x", 10000), strings.Repeat("\x00<>&\"", 3000)} {
+		r := full(msg)
+		r.Warnings = []string{strings.Repeat("w", 300), strings.Repeat("\x01", 300), "redis: no persistence", strings.Repeat("v", 300), "more"}
+		r.Watermark = ShortWatermark(strings.Repeat("\x02", 1000))
+		r.PreviousWatermark = ShortWatermark(strings.Repeat("\"", 1000))
+		b, err := Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(b[:min(len(b), share)])
+		if err != nil || got.Outcome != r.Outcome || got.ExitCode != r.ExitCode || got.StartedAt != r.StartedAt {
+			t.Fatalf("a %d-byte report cut to %d bytes: %v %+v", len(b), share, err, got)
+		}
+	}
+}
+
 func TestEncodeHugeFields(t *testing.T) {
 	r := full(strings.Repeat("m", 5000))
 	r.Holder = strings.Repeat("h", 9000)
