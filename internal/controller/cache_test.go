@@ -483,6 +483,9 @@ func TestCachedPodReadsAsAPod(t *testing.T) {
 		if !history {
 			delete(pod.Labels, runpod.LabelCounted)
 		}
+		// Being deleted, with the tracking finalizer and another's (the rare fields).
+		pod.Finalizers = []string{runpod.FinalizerTracking, "example.com/other"}
+		pod.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 12, 5, 16, 0, 0, 0, time.UTC)}
 		want := pod.DeepCopy()
 		held, err := slimPod(pod.DeepCopy())
 		if err != nil {
@@ -521,14 +524,22 @@ func TestCachedPodReadsAsAPod(t *testing.T) {
 			t.Errorf("a pod not yet counted is handed out without its report: %+v", r)
 		}
 
-		// A reader's copy is its own: changing it leaves the cache as it was.
+		if !slices.Equal(got.Finalizers, want.Finalizers) || !got.DeletionTimestamp.Equal(want.DeletionTimestamp) {
+			t.Errorf("history %v: finalizers %v, deletion %v; want %v, %v", history, got.Finalizers, got.DeletionTimestamp, want.Finalizers, want.DeletionTimestamp)
+		}
+
+		// A reader's copy is its own: changing it leaves the cache as it was
+		// (controllerutil.RemoveFinalizer edits the finalizers in place).
 		got.Labels[runpod.LabelCounted] = "changed"
 		got.Status.Phase = corev1.PodFailed
+		got.Finalizers[0] = "changed"
+		got.DeletionTimestamp.Time = got.DeletionTimestamp.Add(time.Hour)
 		if !history {
 			got.Status.ContainerStatuses[0].State.Terminated.Message = "changed"
 			got.Status.InitContainerStatuses[0].State.Terminated.ExitCode = 9
 		}
 		if again := obj.DeepCopyObject().(*corev1.Pod); again.Labels[runpod.LabelCounted] == "changed" || again.Status.Phase != corev1.PodSucceeded ||
+			again.Finalizers[0] != runpod.FinalizerTracking || !again.DeletionTimestamp.Equal(want.DeletionTimestamp) ||
 			!history && (again.Status.ContainerStatuses[0].State.Terminated.Message == "changed" || again.Status.InitContainerStatuses[0].State.Terminated.ExitCode == 9) {
 			t.Errorf("changing a reader's copy changed the cached pod: %+v", again)
 		}
@@ -550,16 +561,19 @@ func TestCachedPodReadsAsAPod(t *testing.T) {
 
 		// podEvents: an update that changes nothing a pass reads (a kubelet's status write of
 		// a field slimPod drops) is filtered; a deletion is let through.
-		bumped := pod.DeepCopy()
+		live := pod.DeepCopy()
+		live.DeletionTimestamp = nil
+		old, _ := slimPod(live.DeepCopy())
+		bumped := live.DeepCopy()
 		bumped.ResourceVersion = "123457"
 		bumped.Status.PodIP = "10.244.0.32"
 		newer, _ := slimPod(bumped.DeepCopy())
-		if podEvents.Update(crevent.UpdateEvent{ObjectOld: obj, ObjectNew: newer.(client.Object)}) {
+		if podEvents.Update(crevent.UpdateEvent{ObjectOld: old.(client.Object), ObjectNew: newer.(client.Object)}) {
 			t.Errorf("history %v: an update that changes nothing a pass reads wakes the pass", history)
 		}
 		bumped.DeletionTimestamp = &metav1.Time{Time: t0}
 		deleted, _ := slimPod(bumped.DeepCopy())
-		if !podEvents.Update(crevent.UpdateEvent{ObjectOld: obj, ObjectNew: deleted.(client.Object)}) {
+		if !podEvents.Update(crevent.UpdateEvent{ObjectOld: old.(client.Object), ObjectNew: deleted.(client.Object)}) {
 			t.Errorf("history %v: the pod's deletion does not wake the pass", history)
 		}
 	}
