@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -90,7 +91,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	case "rediss+cluster":
 		cluster, useTLS = true, true
 	default:
-		return nil, bad("unknown scheme %q (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", scheme)
+		return nil, bad("unknown scheme %s (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", shownScheme(scheme))
 	}
 
 	userinfo, hostlist := "", authority
@@ -113,7 +114,8 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, bad("%v", err)
+		// Not quoted: net/url's errors quote the bad escape they found.
+		return nil, bad("%s", `the path or the query is not valid in a URL: percent-encode "%" as %25 and spaces as %20`)
 	}
 	if u.Fragment != "" {
 		return nil, bad("unexpected fragment")
@@ -155,7 +157,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		}
 		db, err := strconv.Atoi(p)
 		if err != nil || db < 0 {
-			return nil, bad("database %q is not a number", p)
+			return nil, bad("the path is not a database number (redis://host:6379/0)")
 		}
 		o.DB = db
 	}
@@ -302,18 +304,19 @@ func parseSeconds(v string) (time.Duration, error) {
 }
 
 // redactURL is raw as messages show it: only what is not a password. The scheme, a user
-// name, the hosts that are host names, the path, the query's option names, and the values
-// of the options that hold none (master, client_name, sentinel_username, the timeouts);
-// each other piece is xxxxx. A string without "://" is not shown at all: it may be a
-// connection string of another form (StackExchange.Redis': "host:port,password=…").
+// name, the hosts that are host names, a database number, the query's option names, and
+// the values of the options that hold none (master, client_name, sentinel_username, the
+// timeouts); each other piece is xxxxx. A string without "://", or with something before
+// it that is not a scheme, is not shown at all: it may be a connection string of another
+// form (StackExchange.Redis': "host:port,password=…").
 func redactURL(raw string) string {
 	raw = strings.TrimSpace(raw)
 	scheme, rest, ok := strings.Cut(raw, "://")
-	if raw == "" || !ok {
+	if raw == "" || !ok || shownScheme(scheme) != scheme {
 		return fmt.Sprintf("(%d characters, not shown)", len(raw))
 	}
 	var b strings.Builder
-	b.WriteString(shown(scheme, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") + "://")
+	b.WriteString(scheme + "://")
 	// The user info ends at the last '@' anywhere, in case a password holds an
 	// unencoded '/', '?' or '#'.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
@@ -330,10 +333,14 @@ func redactURL(raw string) string {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		b.WriteString(shown(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:[]%"))
+		// Only a host as a host: without its "@", "user:password" reads as host:port.
+		if _, err := hostPort(h, false); err != nil {
+			h = "xxxxx"
+		}
+		b.WriteString(h)
 	}
 	if hasPath {
-		b.WriteString("/" + shown(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._/"))
+		b.WriteString("/" + shown(path, "0123456789")) // a database number
 	}
 	if hasQuery {
 		b.WriteString("?")
@@ -367,6 +374,16 @@ func redactURL(raw string) string {
 		out = out[:200] + "…"
 	}
 	return strconv.Quote(out)
+}
+
+// shownScheme is a URL's scheme as messages show it: what came before "://" is only
+// shown when it looks like a scheme (a .env line, a JSON blob or a StackExchange.Redis
+// string holding "://" in its password do not).
+func shownScheme(scheme string) string {
+	if len(scheme) == 0 || len(scheme) > 20 || !unicode.IsLetter(rune(scheme[0])) {
+		return "xxxxx"
+	}
+	return shown(scheme, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 }
 
 // shown is s if it is made of allowed's characters only, else xxxxx.
