@@ -102,6 +102,7 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 	key := types.NamespacedName{Namespace: namespace, Name: secretName}
 	if err := b.reader.Get(ctx, key, &s); err != nil {
 		if apierrors.IsNotFound(err) {
+			b.forget(key) // a deleted Secret's client, its connections and, for Sentinel, its goroutines
 			return nil, "", &backendError{ReasonSecretNotFound, fmt.Sprintf("spec.lock.redis.secretRef: Secret %s not found; create it with key %q", key, runpod.SecretKeyURL), err}
 		}
 		// An API error (forbidden, timeout): it carries no Secret data.
@@ -178,6 +179,8 @@ func pingProblem(err error) string {
 		redisErr  redis.Error
 	)
 	switch {
+	case errors.Is(err, lock.ErrReplyTooLarge):
+		return "answered with a reply over lockedcron's bounds (not a Redis server, or a hostile one)"
 	case errors.Is(err, lock.ErrNotAllowed):
 		return "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"
 	case errors.As(err, &dnsErr):
@@ -353,6 +356,16 @@ func (b *backends) succeeded(ctx context.Context, c redis.UniversalClient, key s
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	return lock.Succeeded(ctx, c, key, occurrence)
+}
+
+// forget closes and drops the Secret's client, if there is one.
+func (b *backends) forget(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.clients[key]; ok {
+		_ = c.client.Close()
+		delete(b.clients, key)
+	}
 }
 
 // close drops every client.

@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/types"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 )
@@ -172,7 +175,7 @@ func (h *health) startProbe(key types.NamespacedName, s *secretHealth) {
 	s.probing = true
 	c, addrs, ctx := s.client, s.addrs, h.ctx
 	go func() {
-		warnings, berr := h.probe(ctx, key, c, addrs)
+		warnings, berr := h.probeSafely(ctx, key, c, addrs)
 		h.mu.Lock()
 		s.probing = false
 		if s.client != c { // the Secret changed meanwhile: this answer is stale
@@ -188,6 +191,20 @@ func (h *health) startProbe(key types.NamespacedName, s *secretHealth) {
 		h.mu.Unlock()
 		h.wakeJobs(jobs)
 	}()
+}
+
+// probeSafely is h.probe, a panic in it (a client library's, on an answer it did not
+// expect) taken for a failed probe: it runs in a goroutine of its own, where a panic would
+// end the manager — on every replica (each probes), for every tenant.
+func (h *health) probeSafely(ctx context.Context, key types.NamespacedName, c redis.UniversalClient, addrs string) (warnings []string, berr *backendError) {
+	defer func() {
+		if p := recover(); p != nil {
+			logf.FromContext(ctx).Error(fmt.Errorf("panic: %v", p), "Redis probe failed", "secret", key, "stack", string(debug.Stack()))
+			warnings, berr = nil, &backendError{ReasonRedisUnreachable,
+				fmt.Sprintf("Redis at %s (Secret %s): the client failed on its answer (not shown: it may quote the server)", addrs, key), fmt.Errorf("panic: %v", p)}
+		}
+	}()
+	return h.probe(ctx, key, c, addrs)
 }
 
 // jobNames lists the jobs that use the Secret. h.mu is held.
@@ -258,6 +275,10 @@ func (h *health) Start(ctx context.Context) error {
 			switch {
 			case now.Sub(s.lastAsked) > idleAfter:
 				delete(h.byName, key)
+				// Its client too (a probe under way fails, unheard); under h.mu, so that
+				// a pass asking meanwhile makes a new one (h.mu, then b.mu: never the
+				// other way).
+				h.b.forget(key)
 			case !s.readAt.IsZero() && h.claimRead(s, now):
 				reread = append(reread, key) // outside the lock: an API call
 			case s.secretErr == nil:

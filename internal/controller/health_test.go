@@ -2,14 +2,19 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -231,4 +236,119 @@ func TestHealthWakesWhoAskedDuringAFailedFirstRead(t *testing.T) {
 	if st := h.state(context.Background(), other, "redis"); st.err == nil || st.err.reason != ReasonSecretNotFound {
 		t.Errorf("b's next pass: %+v, want SecretNotFound", st)
 	}
+}
+
+// A tenant names the Redis its Secret points at: one that answers a PING with a string
+// of 2^63 bytes panicked go-redis's reader, in the probe's goroutine, which ended the
+// manager on every replica (each probes). Its answer is now a failure like any other,
+// and so is a panic in a probe.
+func TestHealthHostileRedisIsAnAnswer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil {
+						return
+					}
+					_, _ = c.Write([]byte("$9223372036854775807\r\n"))
+				}
+			}()
+		}
+	}()
+	job := types.NamespacedName{Namespace: "ns", Name: "a"}
+	for _, tc := range []struct {
+		name  string
+		probe func(*health) func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError)
+		want  string
+	}{
+		{"a reply over the bounds", nil, "over lockedcron's bounds"},
+		{"a probe that panics", func(*health) func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError) {
+			return func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError) {
+				panic("makeslice: len out of range")
+			}
+		}, "the client failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := newTestHealth(t, "redis://"+l.Addr().String(), time.Now)
+			if tc.probe != nil {
+				h.probe = tc.probe(h)
+			}
+			h.state(context.Background(), job, "redis")
+			select {
+			case <-h.wake:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no wake-up after the probe")
+			}
+			st := h.state(context.Background(), job, "redis")
+			if !st.known || st.err == nil || st.err.reason != ReasonRedisUnreachable || !strings.Contains(st.err.Error(), tc.want) {
+				t.Fatalf("after the probe: %+v, want RedisUnreachable saying %q", st, tc.want)
+			}
+		})
+	}
+}
+
+// A Secret's Redis client (its connections; for Sentinel, a subscription and goroutines)
+// goes with the Secret: when it is deleted, and when no job has asked about it for
+// idleAfter. Tenants creating and deleting Secrets left one behind each.
+func TestHealthClosesTheClientsOfGoneSecrets(t *testing.T) {
+	srv := redistest.Start(t)
+	key := types.NamespacedName{Namespace: "ns", Name: "redis"}
+	job := types.NamespacedName{Namespace: "ns", Name: "a"}
+	clientOf := func(h *health) redis.UniversalClient {
+		h.b.mu.Lock()
+		defer h.b.mu.Unlock()
+		return h.b.clients[key].client
+	}
+
+	t.Run("deleted", func(t *testing.T) {
+		h, r := newTestHealth(t, srv.URL(), time.Now)
+		c := h.state(context.Background(), job, "redis").client
+		if c == nil || clientOf(h) != c {
+			t.Fatal("no client kept for the Secret")
+		}
+		if err := r.Reader.(client.Client).Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, berr := h.b.client(context.Background(), "ns", "redis"); berr == nil || berr.reason != ReasonSecretNotFound {
+			t.Fatalf("the deleted Secret: %v", berr)
+		}
+		if clientOf(h) != nil || !errors.Is(c.Ping(context.Background()).Err(), redis.ErrClosed) {
+			t.Fatal("the deleted Secret's client is still kept, or open")
+		}
+	})
+
+	t.Run("idle", func(t *testing.T) {
+		var now atomic.Int64
+		now.Store(time.Now().UnixNano())
+		h, _ := newTestHealth(t, srv.URL(), func() time.Time { return time.Unix(0, now.Load()) })
+		h.probeInterval = 10 * time.Millisecond
+		c := h.state(context.Background(), job, "redis").client
+		if c == nil {
+			t.Fatal("no client")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = h.Start(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		now.Add(int64(idleAfter + time.Minute))
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return clientOf(h) == nil, nil
+		}); err != nil {
+			t.Fatal("an idle Secret's client is still kept")
+		}
+		if !errors.Is(c.Ping(context.Background()).Err(), redis.ErrClosed) {
+			t.Fatal("an idle Secret's client is still open")
+		}
+	})
 }

@@ -29,7 +29,8 @@ func noHelloDialer(o *redis.UniversalOptions) func(ctx context.Context, network,
 }
 
 // wrapConn finishes a dialled connection: TLS when tc is set (each node verified against
-// its own host name, as go-redis's own dialer does), then the HELLO answering.
+// its own host name, as go-redis's own dialer does), the replies' bounds (guardConn),
+// then the HELLO answering.
 func wrapConn(ctx context.Context, c net.Conn, tc *tls.Config, addr string) (net.Conn, error) {
 	if tc != nil {
 		cfg := tc.Clone()
@@ -43,7 +44,7 @@ func wrapConn(ctx context.Context, c net.Conn, tc *tls.Config, addr string) (net
 		}
 		c = tlsConn
 	}
-	return &noHelloConn{Conn: c}, nil
+	return &noHelloConn{Conn: &guardConn{Conn: c}}, nil
 }
 
 // noHelloConn swallows a HELLO sent as the connection's first command and replies to it
