@@ -109,6 +109,7 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 		return nil, "", &backendError{ReasonSecretInvalid, fmt.Sprintf("spec.lock.redis.secretRef: reading Secret %s: %s", key, apierrors.ReasonForError(err)), err}
 	}
 	if len(s.Data[runpod.SecretKeyURL]) == 0 {
+		b.forget(key)
 		return nil, "", &backendError{ReasonSecretInvalid, fmt.Sprintf("spec.lock.redis.secretRef: Secret %s has no key %q (the Redis URL)", key, runpod.SecretKeyURL), nil}
 	}
 	cfg := lock.ClientConfig{
@@ -360,12 +361,22 @@ func (b *backends) succeeded(ctx context.Context, c redis.UniversalClient, key s
 
 // forget closes and drops the Secret's client, if there is one.
 func (b *backends) forget(key types.NamespacedName) {
+	if c := b.take(key); c != nil {
+		_ = c.Close()
+	}
+}
+
+// take drops the Secret's client and returns it (nil if none), for the caller to close
+// outside the locks: closing a TLS connection whose peer does not read waits up to 5 s.
+func (b *backends) take(key types.NamespacedName) redis.UniversalClient {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c, ok := b.clients[key]; ok {
-		_ = c.client.Close()
-		delete(b.clients, key)
+	c, ok := b.clients[key]
+	if !ok {
+		return nil
 	}
+	delete(b.clients, key)
+	return c.client
 }
 
 // close drops every client.

@@ -270,15 +270,18 @@ func (h *health) Start(ctx context.Context) error {
 		}
 		now := h.now()
 		var reread []types.NamespacedName
+		var closing []redis.UniversalClient
 		h.mu.Lock()
 		for key, s := range h.byName {
 			switch {
 			case now.Sub(s.lastAsked) > idleAfter:
 				delete(h.byName, key)
-				// Its client too (a probe under way fails, unheard); under h.mu, so that
-				// a pass asking meanwhile makes a new one (h.mu, then b.mu: never the
-				// other way).
-				h.b.forget(key)
+				// Its client too (a probe under way fails, unheard): taken under h.mu, so
+				// that a pass asking meanwhile makes a new one (h.mu, then b.mu: never the
+				// other way), closed after it.
+				if c := h.b.take(key); c != nil {
+					closing = append(closing, c)
+				}
 			case !s.readAt.IsZero() && h.claimRead(s, now):
 				reread = append(reread, key) // outside the lock: an API call
 			case s.secretErr == nil:
@@ -286,6 +289,9 @@ func (h *health) Start(ctx context.Context) error {
 			}
 		}
 		h.mu.Unlock()
+		for _, c := range closing {
+			_ = c.Close()
+		}
 		for _, key := range reread {
 			h.mu.Lock()
 			s := h.byName[key]

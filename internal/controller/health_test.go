@@ -328,6 +328,23 @@ func TestHealthClosesTheClientsOfGoneSecrets(t *testing.T) {
 		}
 	})
 
+	t.Run("its url removed", func(t *testing.T) {
+		h, r := newTestHealth(t, srv.URL(), time.Now)
+		c := h.state(context.Background(), job, "redis").client
+		if c == nil {
+			t.Fatal("no client")
+		}
+		if err := r.Reader.(client.Client).Update(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, berr := h.b.client(context.Background(), "ns", "redis"); berr == nil || berr.reason != ReasonSecretInvalid {
+			t.Fatalf("the Secret without a url: %v", berr)
+		}
+		if clientOf(h) != nil || !errors.Is(c.Ping(context.Background()).Err(), redis.ErrClosed) {
+			t.Fatal("the client of a Secret without a url is still kept, or open")
+		}
+	})
+
 	t.Run("idle", func(t *testing.T) {
 		var now atomic.Int64
 		now.Store(time.Now().UnixNano())

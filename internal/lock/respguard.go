@@ -15,16 +15,24 @@ import (
 // line grew the buffer for as long as the read deadline let it. guardConn reads the
 // replies' framing as they arrive and fails the read before go-redis allocates more than
 // these bounds for one reply, far above anything this project's commands get back (a
-// lock script's short array, INFO's few kilobytes, a SCAN page of 1,000 keys).
+// lock script's short array, INFO's few kilobytes, a SCAN page of 1,000 keys; a Cluster's
+// slot map reaches them only with about 10,000 separate slot ranges).
 const (
 	// maxReplyBytes bounds what one reply's headers announce: its strings' lengths and
 	// 16 bytes (an interface value) for each element of its aggregates.
 	maxReplyBytes = 4 << 20
 	// maxLineBytes bounds a line: a header, a simple string, an error, a number.
 	maxLineBytes = 64 << 10
+	// maxHeaderBytes bounds a length or count line: its type byte, "-1" or at most 19
+	// digits, CRLF. go-redis reads the whole line as a number (leading zeros and all),
+	// so a longer one is not a header this guard could read the same way.
+	maxHeaderBytes = 1 + 20 + 2
+	// maxDepth bounds how deep aggregates nest: go-redis reads each level with a call.
+	maxDepth = 64
 )
 
-// ErrReplyTooLarge is the error of a read that found a reply over these bounds; the
+// ErrReplyTooLarge is the error of a read that found a reply over these bounds (or
+// aggregates nested deeper than maxDepth, or a length header padded past its digits); the
 // connection is dropped (go-redis discards a connection whose read failed).
 var ErrReplyTooLarge = fmt.Errorf("redis reply over lockedcron's bounds (a line of at most %d bytes, at most %d bytes announced per reply): not a Redis server this project talks to, or a hostile one", maxLineBytes, maxReplyBytes)
 
@@ -94,10 +102,17 @@ func (f *respFrame) scan(b []byte) error {
 	return nil
 }
 
-// header acts on a line just ended (f.line: its type byte and up to 31 more bytes).
+// header acts on a line just ended (f.line: its type byte and up to 31 more bytes;
+// f.lineLen: the whole line's length).
 func (f *respFrame) header() error {
 	if len(f.line) == 0 {
 		return nil // a bare "\n": not RESP; go-redis says so
+	}
+	switch f.line[0] {
+	case '$', '!', '=', '*', '~', '>', '%', '|':
+		if f.lineLen > maxHeaderBytes {
+			return ErrReplyTooLarge
+		}
 	}
 	n, numErr := strconv.ParseInt(string(trimCR(f.line[1:])), 10, 64)
 	switch f.line[0] {
@@ -130,9 +145,15 @@ func (f *respFrame) header() error {
 		if err := f.announce(16 * n); err != nil {
 			return err
 		}
+		if len(f.open) >= maxDepth {
+			return ErrReplyTooLarge
+		}
 		f.open = append(f.open, openAggregate{left: n, attr: f.line[0] == '|'})
 		return nil
-	default: // a simple value: one element
+	default: // a simple value: one element, which go-redis keeps
+		if err := f.announce(int64(f.lineLen)); err != nil {
+			return err
+		}
 		f.done()
 		return nil
 	}

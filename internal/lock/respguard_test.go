@@ -68,6 +68,10 @@ func TestHostileRepliesAreRefused(t *testing.T) {
 		{"map of 2^62", "%4611686018427387904\r\n", false},
 		{"arrays of arrays", "*3\r\n*200000\r\n" + strings.Repeat(":1\r\n", 200000) + "*200000\r\n", false},
 		{"strings adding up", "*8\r\n" + strings.Repeat("$1000000\r\n"+strings.Repeat("x", 1000000)+"\r\n", 8), false},
+		{"string of 2^63-1 bytes, zero-padded", "$" + strings.Repeat("0", 31) + "9223372036854775807\r\n", false},
+		{"array of 100 million, zero-padded", "*" + strings.Repeat("0", 31) + "100000000\r\n", false},
+		{"simple strings adding up", "*100\r\n" + strings.Repeat("+"+strings.Repeat("a", 60000)+"\r\n", 100), false},
+		{"aggregates nested 100,000 deep", strings.Repeat("*1\r\n", 100000) + ":1\r\n", false},
 		{"endless simple string", "+a", true},
 		{"endless error", "-a", true},
 	} {
