@@ -293,7 +293,7 @@ func hostName(host string) bool {
 	if addr, zone, _ := strings.Cut(host, "%"); net.ParseIP(addr) != nil {
 		return !strings.ContainsAny(zone, " /\\@[]=")
 	}
-	return strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._") == ""
+	return strings.Trim(host, alnum+"-._") == ""
 }
 
 func parseSeconds(v string) (time.Duration, error) {
@@ -321,7 +321,7 @@ func redactURL(raw string) string {
 	// unencoded '/', '?' or '#'.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
-			b.WriteString(shown(user, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._%") + ":")
+			b.WriteString(shown(user, alnum+"-._%") + ":")
 		}
 		b.WriteString("xxxxx@")
 		rest = rest[at+1:]
@@ -360,7 +360,7 @@ func redactURL(raw string) string {
 			}
 			switch dn {
 			case "master", "master_name", "client_name", "sentinel_username", "dial_timeout", "read_timeout", "write_timeout":
-				b.WriteString(name + "=" + shown(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._%+"))
+				b.WriteString(name + "=" + shown(v, alnum+"-._%+"))
 			default:
 				b.WriteString(name + "=xxxxx")
 			}
@@ -383,8 +383,12 @@ func shownScheme(scheme string) string {
 	if len(scheme) == 0 || len(scheme) > 20 || !unicode.IsLetter(rune(scheme[0])) {
 		return "xxxxx"
 	}
-	return shown(scheme, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+	return shown(scheme, alnum+"+.-")
 }
+
+// alnum: the ASCII letters and digits, of which hosts, schemes, user and option names
+// are made (with a few more characters each).
+const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
 // shown is s if it is made of allowed's characters only, else xxxxx.
 func shown(s, allowed string) string {
@@ -397,5 +401,5 @@ func shown(s, allowed string) string {
 // optionName: name looks like an option's name (as go-redis' and other clients' are),
 // not like a password put where an option goes.
 func optionName(name string) bool {
-	return name != "" && len(name) <= 40 && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == ""
+	return name != "" && len(name) <= 40 && strings.Trim(name, alnum+"_-.") == ""
 }
