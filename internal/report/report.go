@@ -115,15 +115,33 @@ var ErrTooLarge = errors.New("report: does not fit the termination message limit
 // too.
 func Encode(r Report) ([]byte, error) {
 	r.V = Version
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
+	// Encoding never makes a string shorter: over MaxBytes of text cannot fit, and is not
+	// encoded whole only to find that out.
+	text := len(r.Message) + len(r.Key) + len(r.Holder) + len(r.HeldBy) + len(r.Occurrence) + len(r.AcquiredAt) +
+		len(r.StartedAt) + len(r.ReleasedAt) + len(r.Watermark) + len(r.PreviousWatermark)
+	for _, w := range r.Warnings {
+		text += len(w)
 	}
-	if len(b) <= MaxBytes {
-		return b, nil
+	if text <= MaxBytes {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) <= MaxBytes {
+			return b, nil
+		}
 	}
-	msg := r.Message
+	// No part longer than MaxBytes can be in the report: those are cut to it at once, so
+	// that the rounds below encode at most a few kilobytes (a report of three 1 MiB
+	// fields took half a second, and a fuzz run's minimizing of one took minutes).
+	msg := TruncateRunes(r.Message, MaxBytes)
 	r.Message = ""
+	for _, f := range []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.StartedAt, &r.ReleasedAt,
+		&r.Watermark, &r.PreviousWatermark} {
+		if len(*f) > MaxBytes {
+			*f = TruncateRunes(*f, MaxBytes) + "…"
+		}
+	}
 	// Warnings are short, fixed sentences; should there be many or long ones, keep the
 	// first few, each shortened.
 	r.Warnings = append([]string(nil), r.Warnings[:min(len(r.Warnings), maxWarnings)]...)
@@ -145,13 +163,20 @@ func Encode(r Report) ([]byte, error) {
 	for i := range r.Warnings {
 		fields = append(fields, &r.Warnings[i])
 	}
+	// Each field's encoded length, kept up to date: encoding every field again on every
+	// round made a report of two 1 MiB fields take seconds (a fuzz run found it).
+	enc := make([]int, len(fields))
+	for i, f := range fields {
+		enc[i] = encodedLen(*f)
+	}
 	for len(base) > MaxBytes {
-		longest := fields[0]
-		for _, f := range fields[1:] {
-			if encodedLen(*f) > encodedLen(*longest) {
-				longest = f
+		li := 0
+		for i := range fields {
+			if enc[i] > enc[li] {
+				li = i
 			}
 		}
+		longest := fields[li]
 		if len(*longest) == 0 {
 			return nil, fmt.Errorf("%w: %d bytes without message", ErrTooLarge, len(base))
 		}
@@ -160,6 +185,7 @@ func Encode(r Report) ([]byte, error) {
 		} else {
 			*longest = TruncateRunes(*longest, len(*longest)/2) + ellipsis
 		}
+		enc[li] = encodedLen(*longest)
 		if base, err = json.Marshal(r); err != nil {
 			return nil, err
 		}

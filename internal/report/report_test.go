@@ -173,3 +173,17 @@ func TestEncodeBoundsWarnings(t *testing.T) {
 		t.Fatalf("%v: %d warnings; input changed: %v", err, len(out.Warnings), len(r.Warnings[0]) != 1000)
 	}
 }
+
+// BenchmarkEncodeHuge: a report whose free-text fields are far over the limit (a forged
+// or broken holder of 1 MiB of control characters, twice) is shortened in one pass over
+// each field's halvings, not by encoding every field again each time.
+// go test ./internal/report -run '^$' -bench EncodeHuge -benchmem
+func BenchmarkEncodeHuge(b *testing.B) {
+	huge := strings.Repeat("\x01", 1<<20)
+	r := Report{Outcome: Failed, Key: "k", Holder: huge, HeldBy: huge, Message: huge}
+	for b.Loop() {
+		if _, err := Encode(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
