@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,29 +242,7 @@ func TestHealthWakesWhoAskedDuringAFailedFirstRead(t *testing.T) {
 // manager on every replica (each probes). Its answer is now a failure like any other,
 // and so is a panic in a probe.
 func TestHealthHostileRedisIsAnAnswer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-					_, _ = c.Write([]byte("$9223372036854775807\r\n"))
-				}
-			}()
-		}
-	}()
+	addr := redistest.StartHostile(t, "$9223372036854775807\r\n", false)
 	job := types.NamespacedName{Namespace: "ns", Name: "a"}
 	for _, tc := range []struct {
 		name  string
@@ -280,7 +257,7 @@ func TestHealthHostileRedisIsAnAnswer(t *testing.T) {
 		}, "the client failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := newTestHealth(t, "redis://"+l.Addr().String(), time.Now)
+			h, _ := newTestHealth(t, "redis://"+addr, time.Now)
 			if tc.probe != nil {
 				h.probe = tc.probe(h)
 			}

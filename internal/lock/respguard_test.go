@@ -1,55 +1,17 @@
 package lock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
 )
-
-// hostile serves on a loopback port a "Redis" that answers every command it reads with
-// reply, then, when endless, with that byte repeated until the client goes.
-func hostile(t *testing.T, reply string, endless bool) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					if _, err := r.ReadString('\n'); err != nil { // a piece of the command is enough
-						return
-					}
-					if _, err := c.Write([]byte(reply)); err != nil {
-						return
-					}
-					for endless {
-						if _, err := c.Write([]byte(strings.Repeat(reply[len(reply)-1:], 64<<10))); err != nil {
-							return
-						}
-					}
-				}
-			}()
-		}
-	}()
-	return l.Addr().String()
-}
 
 // A Redis endpoint is a tenant's to choose (the Secret's url), so its replies are input:
 // a reply announcing more than the bounds (a 2^63-byte string panicked go-redis's reader:
@@ -76,7 +38,7 @@ func TestHostileRepliesAreRefused(t *testing.T) {
 		{"endless error", "-a", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := lock.NewClient(lock.ClientConfig{URL: "redis://" + hostile(t, tc.reply, tc.endless) + "?read_timeout=5s"})
+			c, err := lock.NewClient(lock.ClientConfig{URL: "redis://" + redistest.StartHostile(t, tc.reply, tc.endless) + "?read_timeout=5s"})
 			if err != nil {
 				t.Fatal(err)
 			}
