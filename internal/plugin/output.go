@@ -56,6 +56,7 @@ func (t *table) write(w io.Writer, wide bool) error {
 			if v == "" {
 				v = "<none>"
 			}
+			v = cellText(v)
 			out = append(out, v)
 		}
 		fmt.Fprintln(tw, strings.Join(out, "\t"))
@@ -73,17 +74,17 @@ func (t *table) write(w io.Writer, wide bool) error {
 
 // printData prints v as JSON or YAML (-o json|yaml).
 func printData(w io.Writer, format string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = escapeJSONControls(b)
 	switch format {
 	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
+		if b, err = yaml.JSONToYAML(b); err != nil {
 			return err
 		}
 		_, err = w.Write(b)

@@ -107,6 +107,9 @@ type Options struct {
 	AllNamespaces bool
 	Output        string
 	RedisTimeout  time.Duration
+	// RedisAllowedHosts are the Redis endpoints the plugin may dial (lock.ParseAllowedHosts);
+	// empty: any but link-local ones.
+	RedisAllowedHosts string
 	// Now is the clock (tests fix it).
 	Now func() time.Time
 }
@@ -116,11 +119,15 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 	cf := genericclioptions.NewConfigFlags(true)
 	// --token is unlock's (the lock's token); a bearer token comes from the kubeconfig.
 	cf.BearerToken = nil
+	// Everything printed shows terminal controls escaped (terminal.go).
+	streams.Out, streams.ErrOut = safeWriter(streams.Out), safeWriter(streams.ErrOut)
 	return &Options{
 		Config:       cf,
 		IOStreams:    streams,
 		RedisTimeout: 5 * time.Second,
-		Now:          time.Now,
+		// The same variable lockwrap reads: an admin's shell can share the manager's list.
+		RedisAllowedHosts: os.Getenv("LOCKEDCRON_REDIS_ALLOWED_HOSTS"),
+		Now:               time.Now,
 	}
 }
 
@@ -141,6 +148,8 @@ func Execute(cmd *cobra.Command, args []string, o *Options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := cmd.ExecuteContext(ctx)
+	defer flush(streams.ErrOut)
+	defer flush(streams.Out)
 	if err == nil {
 		return ExitOK
 	}
@@ -190,6 +199,9 @@ names (spec.lock.redis.secretRef), which you must be allowed to get.
 	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the LockedCronJobs of all namespaces (status, history, next without NAME).")
 	fs.StringVarP(&o.Output, "output", "o", "", "Output format: wide, json or yaml (default: a table).")
 	fs.DurationVar(&o.RedisTimeout, "redis-timeout", o.RedisTimeout, "How long to wait for Redis.")
+	fs.StringVar(&o.RedisAllowedHosts, "redis-allowed-hosts", o.RedisAllowedHosts, "Comma list of the Redis endpoints the plugin may dial, as the manager's flag of that name "+
+		"(host names, globs, IPs, CIDRs); a job's Secret naming another is refused before any connection. Empty: any, but link-local "+
+		"addresses (169.254.0.0/16, fe80::/10) are always refused unless a CIDR here allows them. Default: $LOCKEDCRON_REDIS_ALLOWED_HOSTS.")
 	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
 	})

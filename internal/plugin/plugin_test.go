@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -611,5 +612,127 @@ func TestCompletion(t *testing.T) {
 	r = kl(time.Time{}, "__complete", "status", "-n", e.ns, "")
 	if r.code != 0 || !strings.Contains(r.out, "report\n") {
 		t.Fatalf("name completion: %v", r)
+	}
+}
+
+// unsafeForTerminal finds in s what a terminal would act on rather than show: C0
+// controls other than newline and tab, DEL, C1 controls (U+0080–U+009F, CSI among them),
+// and bytes that are not UTF-8.
+func unsafeForTerminal(s string) (rune, bool) {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			return rune(s[i]), true
+		case r == '\n' || r == '\t':
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// What a job's status, its Redis's lock and its Redis's errors hold is written by others
+// (a tenant's job, a tenant's Redis server): printed as it is, an escape sequence in it
+// would reach the terminal of the admin who runs the plugin (retitle it, rewrite what is
+// on the screen, set the clipboard with OSC 52). The plugin shows such characters escaped,
+// in every output form, and JSON still decodes to what the object holds.
+func TestOutputCannotDriveTheTerminal(t *testing.T) {
+	const forged = "done\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[2J\r\b\u009b31m \x7f\xff!"
+	e := newEnv(t, "")
+	ctx := ctxT(t)
+	job := &v1alpha1.LockedCronJob{}
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job))
+	job.Status.Recent = []v1alpha1.RunRecord{{Occurrence: metav1.NewTime(occ), Outcome: "Failed", Pod: "report-1796018400",
+		Holder: "c/ns/report-1796018400", Message: strings.ToValidUTF8(forged, "\uFFFD")}}
+	must(t, k8s.Status().Update(ctx, job))
+
+	c, err := lock.NewClient(lock.ClientConfig{URL: e.redis.URL()})
+	must(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = lock.New(c).Acquire(ctx, lock.Request{Key: e.ns + "/report", Occurrence: occ, Holder: "evil" + forged, TTL: 5 * time.Minute})
+	must(t, err)
+
+	for _, args := range [][]string{
+		{"history", "report", "-o", "wide"}, {"history", "report", "-o", "yaml"}, {"history", "report", "-o", "json"},
+		{"status", "report", "-o", "wide"}, {"status", "report", "-o", "yaml"}, {"status", "report", "-o", "json"},
+	} {
+		r := kl(time.Time{}, append(args, "-n", e.ns)...)
+		if r.code != 0 {
+			t.Fatalf("%v: %v", args, r)
+		}
+		for _, s := range []string{r.out, r.errOut} {
+			if ch, bad := unsafeForTerminal(s); bad {
+				t.Errorf("%v prints %U raw: %q", args, ch, s)
+			}
+		}
+		shown, format := `\u001b]52;c;`, args[len(args)-1]
+		if format == "yaml" {
+			shown = `\e]52;c;` // YAML's own escape
+		}
+		if !strings.Contains(r.out, shown) {
+			t.Errorf("%v does not show the escape as %s: %q", args, shown, r.out)
+		}
+		if args[0] == "status" && format != "wide" {
+			var js plugin.JobStatus
+			if format == "json" {
+				must(t, json.Unmarshal([]byte(r.out), &js))
+			} else {
+				must(t, yaml.Unmarshal([]byte(r.out), &js))
+			}
+			if js.Lock == nil || js.Lock.Holder != strings.ToValidUTF8("evil"+forged, "\uFFFD") {
+				t.Errorf("status -o %s: the holder decodes to %+v, want it as Redis holds it", format, js.Lock)
+			}
+		}
+	}
+
+	// A server's error text, in the plugin's error.
+	addr := redistest.StartHostile(t, "-ERR "+strings.NewReplacer("\r", "", "\n", "").Replace(forged)+"\r\n", false)
+	sec := &corev1.Secret{}
+	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "redis"}, sec))
+	sec.Data = map[string][]byte{"url": []byte("redis://" + addr)}
+	must(t, k8s.Update(ctx, sec))
+	r := kl(time.Time{}, "status", "report", "-n", e.ns)
+	if r.code != plugin.ExitRedis || !strings.Contains(r.errOut, `answered ERR done\u001b]52`) {
+		t.Fatalf("a hostile server's error: %v", r)
+	}
+	if ch, bad := unsafeForTerminal(r.errOut); bad {
+		t.Errorf("the error prints %U raw: %q", ch, r.errOut)
+	}
+}
+
+// The plugin dials the Redis a Secret names, from the admin's machine: a tenant's Secret
+// must not make it dial cloud metadata (link-local: refused, as by the controller and
+// lockwrap), nor, with --redis-allowed-hosts (or LOCKEDCRON_REDIS_ALLOWED_HOSTS), an
+// endpoint outside the list.
+func TestRedisEndpointsTheAdminAllows(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := ctxT(t)
+	setURL := func(url string) {
+		sec := &corev1.Secret{}
+		must(t, k8s.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "redis"}, sec))
+		sec.Data = map[string][]byte{"url": []byte(url)}
+		must(t, k8s.Update(ctx, sec))
+	}
+	setURL("redis://169.254.169.254:6379")
+	r := kl(time.Time{}, "status", "report", "-n", e.ns, "--redis-timeout", "30s")
+	if r.code != plugin.ExitSecret || !strings.Contains(r.errOut, "169.254.169.254 is link-local") {
+		t.Fatalf("link-local: %v", r)
+	}
+
+	setURL(e.redis.URL())
+	if r = kl(time.Time{}, "status", "report", "-n", e.ns, "--redis-allowed-hosts", "redis.internal,10.0.0.0/8"); r.code != plugin.ExitSecret ||
+		!strings.Contains(r.errOut, "127.0.0.1 is not in the allowed hosts") || !strings.Contains(r.errOut, "--redis-allowed-hosts") {
+		t.Fatalf("outside the list: %v", r)
+	}
+	t.Setenv("LOCKEDCRON_REDIS_ALLOWED_HOSTS", "redis.internal")
+	if r = kl(time.Time{}, "status", "report", "-n", e.ns); r.code != plugin.ExitSecret || !strings.Contains(r.errOut, "not in the allowed hosts") {
+		t.Fatalf("outside the list from the environment: %v", r)
+	}
+	if r = kl(time.Time{}, "status", "report", "-n", e.ns, "--redis-allowed-hosts", "127.0.0.0/8"); r.code != 0 {
+		t.Fatalf("in the list: %v", r)
+	}
+	if r = kl(time.Time{}, "status", "report", "-n", e.ns, "--redis-allowed-hosts", "a b"); r.code != plugin.ExitGeneric ||
+		!strings.Contains(r.errOut, "--redis-allowed-hosts") {
+		t.Fatalf("a bad list: %v", r)
 	}
 }

@@ -43,18 +43,26 @@ func (o *Options) redisFor(ctx context.Context, c client.Client, job *v1alpha1.L
 		Password: string(s.Data[runpod.SecretKeyPassword]),
 		CACert:   s.Data[runpod.SecretKeyCACert],
 	}
+	allowed, err := lock.ParseAllowedHosts(o.RedisAllowedHosts)
+	if err != nil {
+		return nil, exitf(ExitGeneric, "--redis-allowed-hosts (or LOCKEDCRON_REDIS_ALLOWED_HOSTS): %v", err)
+	}
 	opts, err := lock.ParseURL(cfg)
 	if err != nil {
 		return nil, exitf(ExitSecret, "Secret %s: %v", ref, err)
 	}
-	rc, err := lock.NewClient(cfg)
+	// The Secret is the job's owner's to write: the endpoint is checked before any dial.
+	rc, err := lock.NewGuardedClient(cfg, allowed)
 	if err != nil {
-		return nil, exitf(ExitSecret, "Secret %s: %v", ref, err)
+		return nil, exitf(ExitSecret, "Secret %s: %v%s", ref, err, notAllowedHint(err))
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.RedisTimeout)
 	defer cancel()
 	if err := rc.Ping(pctx).Err(); err != nil {
 		_ = rc.Close()
+		if errors.Is(err, lock.ErrNotAllowed) { // a name that resolved to a link-local address, a Sentinel's master
+			return nil, exitf(ExitSecret, "Secret %s: %v%s", ref, err, notAllowedHint(err))
+		}
 		return nil, redisError(err, strings.Join(opts.Addrs, ","), ref)
 	}
 	return rc, nil
@@ -73,4 +81,13 @@ func redisError(err error, addrs, ref string) error {
 	}
 	return exitf(ExitRedis, "cannot reach Redis at %s (Secret %s): %s; the plugin dials Redis from this machine, "+
 		"so an address only reachable inside the cluster needs a port-forward", addrs, ref, why)
+}
+
+// notAllowedHint says, for an endpoint refused by the allowed hosts, where the list comes
+// from.
+func notAllowedHint(err error) string {
+	if !errors.Is(err, lock.ErrNotAllowed) {
+		return ""
+	}
+	return "; the plugin dials only the endpoints --redis-allowed-hosts (or LOCKEDCRON_REDIS_ALLOWED_HOSTS) allows, never a link-local one unless a CIDR there allows it"
 }
