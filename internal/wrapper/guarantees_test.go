@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -524,6 +525,89 @@ func TestNothingOfTheCommandOutlivesIt(t *testing.T) {
 			eventually(t, "no live process left in the command's group", func() bool { return liveInGroup(t, pgid) == 0 })
 		})
 	}
+}
+
+// A command's process that leaves its group (setsid, as a daemon does) is still the
+// command's: it, and what it started, are killed before the run is recorded and the lock
+// released. It used to run on past the release (outside a pod until it ended, in a pod
+// until lockwrap, PID 1, exited), alongside the next holder's run.
+func TestNothingOfTheCommandOutlivesItsLockOutsideItsGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		down bool
+	}{{"ended", false}, {"stopped for a lost lock", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// The stray leaves the group and the session, ignores SIGTERM, and starts a child of
+			// its own; the command waits for both pids, then ends (or is stopped).
+			stray := `trap '' TERM; sleep 1000 & echo $! > "$1/child"; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
+			cmd := `setsid sh -c '` + stray + `' sh "$1" & while [ ! -s "$1/stray" ] || [ ! -s "$1/child" ]; do sleep 0.01; done; ` +
+				map[bool]string{false: "exit 0", true: "sleep 1000"}[tc.down]
+			var alive []string
+			l := &finishHook{flakyLease: &flakyLease{down: func() bool { return tc.down }}, at: func() {
+				for _, f := range []string{"stray", "child"} {
+					if pid := readPid(t, filepath.Join(dir, f)); processLive(pid) {
+						alive = append(alive, fmt.Sprintf("%s %d", f, pid))
+					}
+				}
+			}}
+			t.Cleanup(func() { // should the fix fail: nothing of it outlives the test
+				for _, f := range []string{"stray", "child"} {
+					if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+						if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+							_ = syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
+				}
+			})
+			cfg := fakeCfg(t, "--kill-grace", "300ms")
+			rep, code := wrapper.Run(context.Background(), cfg, []string{"sh", "-c", cmd, "sh", dir},
+				wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
+			t.Logf("lockwrap → %d %s %q", code, rep.Outcome, rep.Message)
+			if l.calls == 0 {
+				t.Fatal("the run was never recorded")
+			}
+			if len(alive) > 0 {
+				t.Errorf("alive when the run was recorded, before the release: %v", alive)
+			}
+		})
+	}
+}
+
+// finishHook is a lease that calls at when the run is recorded (before the release).
+type finishHook struct {
+	*flakyLease
+	at    func()
+	calls int
+}
+
+func (l *finishHook) FinishWith(ctx context.Context, st string, o lock.FinishOptions) (lock.FinishResult, error) {
+	l.calls++
+	l.at()
+	return l.flakyLease.FinishWith(ctx, st, o)
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// processLive: pid exists and is not a zombie (killed, not reaped yet).
+func processLive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
 }
 
 // TestGivingUpLeavesNoLock: A's only acquire attempt (--contention skip) takes the lock in

@@ -1,10 +1,15 @@
 package wrapper
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
+
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
 // Runner starts the command.
@@ -45,18 +50,19 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &process{c: c, pgid: c.Process.Pid, exit: exit}, nil
+		return &process{c: c, pgid: c.Process.Pid, exit: exit, mark: runMark(env)}, nil
 	}
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
-	return &process{c: c, pgid: c.Process.Pid}, nil
+	return &process{c: c, pgid: c.Process.Pid, mark: runMark(env)}, nil
 }
 
 type process struct {
 	c    *exec.Cmd
 	pgid int                       // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
+	mark string                    // the EnvRunMark entry of its environment ("" if none)
 }
 
 func (p *process) Signal(sig syscall.Signal) error {
@@ -73,11 +79,25 @@ func (p *process) Signal(sig syscall.Signal) error {
 // PID 1, and its end kills the rest of the container, but only after the lock is released;
 // outside a pod nothing did: a member that ignored the SIGTERM of a lost lock's stop, or
 // one left in the background, ran on past the kill point and the release, alongside the
-// next holder's run.
+// next holder's run. So does every process that left the group (setsid) and carries the
+// run's mark (killStrays).
 func (p *process) Wait() int {
 	code := p.wait()
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH: nothing left
+	if p.mark != "" {
+		killStrays(p.mark)
+	}
 	return code
+}
+
+// runMark is env's EnvRunMark entry ("NAME=value"), or "".
+func runMark(env []string) string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, config.EnvRunMark+"=") {
+			return kv
+		}
+	}
+	return ""
 }
 
 func (p *process) wait() int {
@@ -101,4 +121,11 @@ func (p *process) wait() int {
 		return ee.ExitCode()
 	}
 	return ExitInternal
+}
+
+// newRunMark is a run's EnvRunMark value: 128 random bits.
+func newRunMark() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }

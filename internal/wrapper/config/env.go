@@ -55,6 +55,11 @@ const (
 	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
 	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
 
+	// EnvRunMark is set for the child only: random, one per run. Every process that
+	// carries it in its environment is the run's, and is killed before the run is recorded
+	// and the lock released, whatever group or session it moved to.
+	EnvRunMark = "LOCKEDCRON_RUN_MARK"
+
 	// EnvFencingToken is set for the child only: the token lockwrap acquired.
 	EnvFencingToken = "LOCKEDCRON_FENCING_TOKEN"
 
