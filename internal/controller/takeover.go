@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -115,27 +116,52 @@ func (c *caughtUp) list(ctx context.Context, api client.Reader) error {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	for _, ns := range namespaces {
-		var jl metav1.PartialObjectMetadataList
-		jl.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("LockedCronJobList"))
-		if err := api.List(ctx, &jl, client.InNamespace(ns)); err != nil {
+		err := listPages(ctx, api, v1alpha1.GroupVersion.WithKind("LockedCronJobList"), []client.ListOption{client.InNamespace(ns)},
+			func(j *metav1.PartialObjectMetadata) {
+				jobs[types.NamespacedName{Namespace: j.Namespace, Name: j.Name}] = j.ResourceVersion
+			})
+		if err != nil {
 			return fmt.Errorf("listing LockedCronJobs to see the caches catch up after election: %w", err)
 		}
-		for _, j := range jl.Items {
-			jobs[types.NamespacedName{Namespace: j.Namespace, Name: j.Name}] = j.ResourceVersion
-		}
-		var pl metav1.PartialObjectMetadataList
-		pl.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-		if err := api.List(ctx, &pl, client.InNamespace(ns), client.HasLabels{runpod.LabelJob}); err != nil {
+		err = listPages(ctx, api, corev1.SchemeGroupVersion.WithKind("PodList"), []client.ListOption{client.InNamespace(ns), client.HasLabels{runpod.LabelJob}},
+			func(p *metav1.PartialObjectMetadata) {
+				// A job's pods as a pass lists them: those it controls (the owner index).
+				if name, ok := ownerJob(p); ok {
+					key := types.NamespacedName{Namespace: p.Namespace, Name: name}
+					pods[key] = append(pods[key], p.Name)
+				}
+			})
+		if err != nil {
 			return fmt.Errorf("listing job pods to see the caches catch up after election: %w", err)
-		}
-		for i := range pl.Items {
-			// A job's pods as a pass lists them: those it controls (the owner index).
-			if name, ok := ownerJob(&pl.Items[i]); ok {
-				key := types.NamespacedName{Namespace: pl.Items[i].Namespace, Name: name}
-				pods[key] = append(pods[key], pl.Items[i].Name)
-			}
 		}
 	}
 	c.jobs, c.pods, c.listed = jobs, pods, true
 	return nil
+}
+
+// listPageSize bounds what one page of listPages holds (the objects' metadata, their
+// managed fields included: about 2 KB each).
+const listPageSize = 500
+
+// listPages lists the metadata of gvk's objects a page at a time (one consistent list: the
+// pages after the first are read at the first's resourceVersion), calling each for each.
+func listPages(ctx context.Context, api client.Reader, gvk schema.GroupVersionKind, opts []client.ListOption, each func(*metav1.PartialObjectMetadata)) error {
+	cont := ""
+	for {
+		page := &metav1.PartialObjectMetadataList{} // a fresh one: a decode leaves alone what the answer omits
+		page.SetGroupVersionKind(gvk)
+		o := append(opts[:len(opts):len(opts)], client.Limit(listPageSize))
+		if cont != "" {
+			o = append(o, client.Continue(cont))
+		}
+		if err := api.List(ctx, page, o...); err != nil {
+			return err
+		}
+		for i := range page.Items {
+			each(&page.Items[i])
+		}
+		if cont = page.Continue; cont == "" {
+			return nil
+		}
+	}
 }

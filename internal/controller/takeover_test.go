@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -165,5 +168,47 @@ func TestReconcileWaitsForTheCachesAfterElection(t *testing.T) {
 	var now v1alpha1.LockedCronJob
 	if err := api.Get(ctx, types.NamespacedName{Namespace: "a", Name: "nightly"}, &now); err != nil || now.ResourceVersion != fresh.ResourceVersion {
 		t.Fatalf("the job was written from a stale cache: %v %s", err, now.ResourceVersion)
+	}
+}
+
+// pagingReader answers a List two items a page, as an API server does with a limit.
+type pagingReader struct {
+	client.Reader
+	names []string
+	calls int
+}
+
+func (r *pagingReader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.calls++
+	var o client.ListOptions
+	o.ApplyOptions(opts)
+	if o.Limit != listPageSize {
+		return fmt.Errorf("limit %d, want %d", o.Limit, listPageSize)
+	}
+	start := 0
+	if o.Continue != "" {
+		start, _ = strconv.Atoi(o.Continue)
+	}
+	page := list.(*metav1.PartialObjectMetadataList)
+	for _, n := range r.names[start:min(start+2, len(r.names))] {
+		page.Items = append(page.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	if start+2 < len(r.names) {
+		page.Continue = strconv.Itoa(start + 2)
+	}
+	return nil
+}
+
+// listPages reads every page, each once.
+func TestListPages(t *testing.T) {
+	r := &pagingReader{names: []string{"a", "b", "c", "d", "e"}}
+	var got []string
+	if err := listPages(context.Background(), r, corev1.SchemeGroupVersion.WithKind("PodList"), nil, func(p *metav1.PartialObjectMetadata) {
+		got = append(got, p.Name)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, r.names) || r.calls != 3 {
+		t.Fatalf("listed %v in %d calls, want %v in 3", got, r.calls, r.names)
 	}
 }
