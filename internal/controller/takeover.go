@@ -35,8 +35,12 @@ import (
 // cache is current: it changed since), and each pod listed for it is in the pod cache (or
 // is gone); until then its passes are put off for a moment. That is two lists per
 // namespace set, once per leadership, and a read for a job or pod that changed meanwhile.
-// caughtUpRetry is how soon a job's pass held back by caughtUp is tried again.
-const caughtUpRetry = 200 * time.Millisecond
+// caughtUpRetry is how soon a job's pass held back by caughtUp is tried again; listRetry
+// how soon the lists are read again after they failed.
+const (
+	caughtUpRetry = 200 * time.Millisecond
+	listRetry     = 2 * time.Second
+)
 
 type caughtUp struct {
 	// namespaces are those the manager acts in (--watch-namespaces); none: all.
@@ -44,8 +48,13 @@ type caughtUp struct {
 
 	mu     sync.Mutex
 	listed bool
-	jobs   map[types.NamespacedName]string   // resourceVersion at the list
-	pods   map[types.NamespacedName][]string // the job's pods at the list
+	// failed is when the lists last failed, and why: every job's pass waits for them, and
+	// while the API server fails each would list again (a storm of pages when it can least
+	// take it), so for listRetry they fail at once instead.
+	failed    time.Time
+	failedErr error
+	jobs      map[types.NamespacedName]string   // resourceVersion at the list
+	pods      map[types.NamespacedName][]string // the job's pods at the list
 }
 
 // wait reports whether job's pass must wait for the caches (the job as cached, its pods
@@ -54,7 +63,13 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	c.mu.Lock()
 	if !c.listed {
+		if !c.failed.IsZero() && time.Since(c.failed) < listRetry {
+			err := c.failedErr
+			c.mu.Unlock()
+			return false, err
+		}
 		if err := c.list(ctx, api); err != nil {
+			c.failed, c.failedErr = time.Now(), err
 			c.mu.Unlock()
 			return false, err
 		}

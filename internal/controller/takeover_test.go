@@ -212,3 +212,30 @@ func TestListPages(t *testing.T) {
 		t.Fatalf("listed %v in %d calls, want %v in 3", got, r.calls, r.names)
 	}
 }
+
+// failingReader fails every List.
+type failingReader struct {
+	client.Reader
+	lists int
+}
+
+func (r *failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	r.lists++
+	return fmt.Errorf("the API server is down")
+}
+
+// While the lists fail, the passes of every job fail at once for a while instead of each
+// listing again.
+func TestCaughtUpListsAgainOnlyAfterAWhile(t *testing.T) {
+	r := &failingReader{}
+	var c caughtUp
+	job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nightly"}}
+	for range 100 {
+		if _, err := c.wait(context.Background(), r, job, nil); err == nil {
+			t.Fatal("no error while the lists fail")
+		}
+	}
+	if r.lists != 1 {
+		t.Fatalf("%d lists for 100 passes within %s, want 1", r.lists, listRetry)
+	}
+}
