@@ -17,6 +17,13 @@ import (
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
+// caughtUpRetry is how soon a job's pass held back by caughtUp is tried again; listRetry
+// how soon the lists are read again after they failed.
+const (
+	caughtUpRetry = 200 * time.Millisecond
+	listRetry     = 2 * time.Second
+)
+
 // caughtUp holds back a new leader's passes until its caches show what the leaders before
 // it wrote.
 //
@@ -34,14 +41,8 @@ import (
 // is reconciled once its cached version is the listed one (or a read of the job says the
 // cache is current: it changed since), and each pod listed for it is in the pod cache (or
 // is gone); until then its passes are put off for a moment. That is two lists per
-// namespace set, once per leadership, and a read for a job or pod that changed meanwhile.
-// caughtUpRetry is how soon a job's pass held back by caughtUp is tried again; listRetry
-// how soon the lists are read again after they failed.
-const (
-	caughtUpRetry = 200 * time.Millisecond
-	listRetry     = 2 * time.Second
-)
-
+// namespace set, once per leadership (a manager that loses its lease exits), and a read
+// for a job or pod that changed meanwhile.
 type caughtUp struct {
 	// namespaces are those the manager acts in (--watch-namespaces); none: all.
 	namespaces []string
