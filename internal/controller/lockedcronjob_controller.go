@@ -320,10 +320,10 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 2b: after an election, nothing until the caches show what the leaders before wrote
 	// (takeover.go).
-	if wait, err := r.caughtUp.wait(ctx, r.APIReader, &job, pods.Items); err != nil {
+	if after, err := r.caughtUp.wait(ctx, r.APIReader, &job, pods.Items, p.now, log); err != nil {
 		return ctrl.Result{}, err
-	} else if wait {
-		return ctrl.Result{RequeueAfter: caughtUpRetry}, nil
+	} else if after > 0 {
+		return ctrl.Result{RequeueAfter: after}, nil
 	}
 
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never

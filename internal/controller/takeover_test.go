@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/go-logr/logr"
+
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
@@ -25,7 +27,8 @@ import (
 // A new leader's caches may be behind what the old leader wrote last (controller-runtime
 // starts a standby's caches before its election). Its passes wait until they show it: a
 // job's status write (an occurrence counted missed, which a stale pass would give a pod),
-// a pod the old leader created (which a stale pass would count missed while it runs).
+// a pod the old leader created (which a stale pass would count missed while it runs), a
+// pod it labelled counted or deleted (which a stale pass would count again).
 func TestCaughtUpAfterElection(t *testing.T) {
 	ctx := context.Background()
 	job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nightly"},
@@ -35,70 +38,157 @@ func TestCaughtUpAfterElection(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name, Labels: map[string]string{runpod.LabelJob: "nightly"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly", UID: "u", Controller: &isController}}}}
 	}
-	t.Run("the old leader's status write", func(t *testing.T) {
-		api := fakeAPI(t, job.DeepCopy())
-		var stale v1alpha1.LockedCronJob // as the new leader's cache has it
-		if err := api.Get(ctx, keyOf(job), &stale); err != nil {
+	get := func(t *testing.T, api client.Client, o client.Object) {
+		t.Helper()
+		if err := api.Get(ctx, keyOf(o), o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	waits := func(t *testing.T, c *caughtUp, api client.Reader, j *v1alpha1.LockedCronJob, pods []corev1.Pod, now time.Time) bool {
+		t.Helper()
+		after, err := c.wait(ctx, api, j, pods, now, logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return after > 0
+	}
+
+	t.Run("the old leader's status write", func(t *testing.T) {
+		api := fakeAPI(t, job.DeepCopy())
+		stale := job.DeepCopy() // as the new leader's cache has it
+		get(t, api, stale)
 		fresh := stale.DeepCopy() // the old leader's last write
 		fresh.Status.LastScheduleTime = &metav1.Time{Time: t0}
 		if err := api.Update(ctx, fresh); err != nil { // (the fake API server has no status subresource)
 			t.Fatal(err)
 		}
 		var c caughtUp
-		if wait, err := c.wait(ctx, api, &stale, nil); err != nil || !wait {
-			t.Fatalf("a cache behind the old leader's status write: wait %v, %v; want to wait", wait, err)
+		if !waits(t, &c, api, stale, nil, t0) {
+			t.Fatal("a cache behind the old leader's status write: no wait")
 		}
-		if wait, err := c.wait(ctx, api, fresh, nil); err != nil || wait {
-			t.Fatalf("the cache caught up: wait %v, %v", wait, err)
+		if waits(t, &c, api, fresh, nil, t0) {
+			t.Fatal("the cache caught up: still waits")
 		}
 		// Caught up once is enough: what this leader writes, decided covers.
-		if wait, err := c.wait(ctx, api, &stale, nil); err != nil || wait {
-			t.Fatalf("after catching up: wait %v, %v", wait, err)
+		if waits(t, &c, api, stale, nil, t0) {
+			t.Fatal("after catching up: waits again")
 		}
 	})
 
-	t.Run("the old leader's pod", func(t *testing.T) {
-		// A pod with the job's label that the job does not control is not its pod.
-		notOurs := jobPod("nightly-not-ours")
-		notOurs.OwnerReferences = nil
-		api := fakeAPI(t, job.DeepCopy(), jobPod("nightly-1"), jobPod("nightly-2"), jobPod("nightly-gone"), notOurs)
-		var cached v1alpha1.LockedCronJob
-		if err := api.Get(ctx, keyOf(job), &cached); err != nil {
-			t.Fatal(err)
-		}
-		var c caughtUp
-		have := []corev1.Pod{*jobPod("nightly-1")}
-		if wait, err := c.wait(ctx, api, &cached, have); err != nil || !wait {
-			t.Fatalf("a pod cache without the old leader's pod nightly-2: wait %v, %v; want to wait", wait, err)
-		}
-		if err := api.Delete(ctx, jobPod("nightly-gone")); err != nil {
-			t.Fatal(err)
-		}
-		have = append(have, *jobPod("nightly-2"))
-		if wait, err := c.wait(ctx, api, &cached, have); err != nil || wait {
-			t.Fatalf("every listed pod cached or gone: wait %v, %v", wait, err)
-		}
-	})
-
-	t.Run("a job changed since the list, and one made after it", func(t *testing.T) {
+	t.Run("a job changed since the list, deleted since, made after it", func(t *testing.T) {
 		api := fakeAPI(t, job.DeepCopy())
 		var c caughtUp
-		var cached v1alpha1.LockedCronJob
-		if err := api.Get(ctx, keyOf(job), &cached); err != nil {
+		cached := job.DeepCopy()
+		get(t, api, cached)
+		c.listedAt = time.Time{}
+		if err := c.list(ctx, api); err != nil {
 			t.Fatal(err)
 		}
-		if wait, err := c.wait(ctx, api, &cached, nil); err != nil || wait { // lists
-			t.Fatalf("a current cache: wait %v, %v", wait, err)
+		c.listedAt = t0
+		cached.Spec.Schedule = "@hourly" // a user's edit after the list, which the cache has
+		if err := api.Update(ctx, cached); err != nil {
+			t.Fatal(err)
+		}
+		if waits(t, &c, api, cached, nil, t0) {
+			t.Fatal("a job changed since the list, cached as it is now: waits")
+		}
+		gone := job.DeepCopy()
+		gone.Name = "gone"
+		if err := api.Create(ctx, gone); err != nil {
+			t.Fatal(err)
+		}
+		c = caughtUp{}
+		if waits(t, &c, api, gone, nil, t0) { // lists it
+			t.Fatal("a current cache: waits")
+		}
+		c = caughtUp{}
+		_ = waits(t, &c, api, cached, nil, t0) // lists both
+		if err := api.Delete(ctx, gone.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		// Deleted since the list: cached as listed, the cache has caught up with what was
+		// written before (the deletion comes through the watch as any later change does);
+		// cached as it was before, it has not.
+		staleGone := gone.DeepCopy()
+		staleGone.ResourceVersion = "999"
+		if !waits(t, &c, api, staleGone, nil, t0) {
+			t.Fatal("a job deleted since the list, cached as it was before it: no wait")
+		}
+		if waits(t, &c, api, gone, nil, t0) {
+			t.Fatal("a job deleted since the list, cached as listed: waits")
 		}
 		later := job.DeepCopy()
 		later.Name = "later"
 		if err := api.Create(ctx, later); err != nil {
 			t.Fatal(err)
 		}
-		if wait, err := c.wait(ctx, api, later, nil); err != nil || wait {
-			t.Fatalf("a job made after the list: wait %v, %v", wait, err)
+		if waits(t, &c, api, later, nil, t0) {
+			t.Fatal("a job made after the list: waits")
+		}
+	})
+
+	t.Run("the old leader's pods", func(t *testing.T) {
+		notOurs := jobPod("nightly-not-ours") // the job's label, not its controller
+		notOurs.OwnerReferences = nil
+		api := fakeAPI(t, job.DeepCopy(), jobPod("nightly-1"), jobPod("nightly-2"), jobPod("nightly-gone"), jobPod("nightly-unlabelled"), notOurs)
+		cached := job.DeepCopy()
+		get(t, api, cached)
+		p1, p2, pg, pu := jobPod("nightly-1"), jobPod("nightly-2"), jobPod("nightly-gone"), jobPod("nightly-unlabelled")
+		for _, p := range []*corev1.Pod{p1, p2, pg, pu} {
+			get(t, api, p)
+		}
+		// The old leader's last writes: nightly-2 labelled counted (the pod cache has it as
+		// it was), nightly-3 deleted (the pod cache still has it).
+		stale2 := p2.DeepCopy()
+		p2.Labels[runpod.LabelCounted] = "true"
+		if err := api.Update(ctx, p2); err != nil {
+			t.Fatal(err)
+		}
+		p3 := jobPod("nightly-3")
+		p3.ResourceVersion = "999"
+		var c caughtUp
+		if !waits(t, &c, api, cached, []corev1.Pod{*p1, *pg, *pu}, t0) {
+			t.Fatal("a pod cache without the old leader's pod nightly-2: no wait")
+		}
+		if !waits(t, &c, api, cached, []corev1.Pod{*p1, *stale2, *pg, *pu}, t0) {
+			t.Fatal("a pod cache behind the old leader's label on nightly-2: no wait")
+		}
+		if !waits(t, &c, api, cached, []corev1.Pod{*p1, *p2, *p3, *pg, *pu}, t0) {
+			t.Fatal("a pod cache that still has a pod the old leader deleted: no wait")
+		}
+		// Since the list: a pod deleted, one unlabelled (both out of the pod cache).
+		if err := api.Delete(ctx, jobPod("nightly-gone")); err != nil {
+			t.Fatal(err)
+		}
+		unlabelled := pu.DeepCopy()
+		delete(unlabelled.Labels, runpod.LabelJob)
+		if err := api.Update(ctx, unlabelled); err != nil {
+			t.Fatal(err)
+		}
+		if waits(t, &c, api, cached, []corev1.Pod{*p1, *p2}, t0) {
+			t.Fatal("every pod cached as the API server has it: waits")
+		}
+	})
+
+	t.Run("at most trustAfter", func(t *testing.T) {
+		api := fakeAPI(t, job.DeepCopy())
+		stale := job.DeepCopy()
+		get(t, api, stale)
+		fresh := stale.DeepCopy()
+		fresh.Status.LastScheduleTime = &metav1.Time{Time: t0}
+		if err := api.Update(ctx, fresh); err != nil {
+			t.Fatal(err)
+		}
+		stale.ResourceVersion = "1"
+		var c caughtUp
+		if !waits(t, &c, api, stale, nil, t0) {
+			t.Fatal("a stale cache: no wait")
+		}
+		if !waits(t, &c, api, stale, nil, t0.Add(trustAfter-time.Second)) {
+			t.Fatal("before trustAfter: no wait")
+		}
+		if waits(t, &c, api, stale, nil, t0.Add(trustAfter)) {
+			t.Fatalf("%s after the list: still waits", trustAfter)
 		}
 	})
 
@@ -107,13 +197,11 @@ func TestCaughtUpAfterElection(t *testing.T) {
 		other.Namespace = "b"
 		api := fakeAPI(t, job.DeepCopy(), other)
 		c := caughtUp{namespaces: []string{"a"}}
-		var stale v1alpha1.LockedCronJob
-		if err := api.Get(ctx, keyOf(job), &stale); err != nil {
-			t.Fatal(err)
-		}
+		stale := job.DeepCopy()
+		get(t, api, stale)
 		stale.ResourceVersion = "1" // behind
-		if wait, err := c.wait(ctx, api, &stale, nil); err != nil || !wait {
-			t.Fatalf("namespace a: wait %v, %v; want to wait", wait, err)
+		if !waits(t, &c, api, stale, nil, t0) {
+			t.Fatal("namespace a: no wait")
 		}
 		if _, listed := c.jobs[keyOf(other)]; listed {
 			t.Fatal("listed a namespace it does not act in")
@@ -224,18 +312,22 @@ func (r *failingReader) List(context.Context, client.ObjectList, ...client.ListO
 	return fmt.Errorf("the API server is down")
 }
 
-// While the lists fail, the passes of every job fail at once for a while instead of each
-// listing again.
+// While the lists fail, every job's pass waits (without an error: each would count in the
+// work queue's shared rate limiter), and the lists are read again only after listRetry.
 func TestCaughtUpListsAgainOnlyAfterAWhile(t *testing.T) {
 	r := &failingReader{}
 	var c caughtUp
 	job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nightly"}}
-	for range 100 {
-		if _, err := c.wait(context.Background(), r, job, nil); err == nil {
-			t.Fatal("no error while the lists fail")
+	for i := range 100 {
+		after, err := c.wait(context.Background(), r, job, nil, t0.Add(time.Duration(i)*time.Millisecond), logr.Discard())
+		if err != nil || after < listRetry/2 {
+			t.Fatalf("while the lists fail: wait %s, %v; want a wait of about %s and no error", after, err, listRetry)
 		}
 	}
 	if r.lists != 1 {
 		t.Fatalf("%d lists for 100 passes within %s, want 1", r.lists, listRetry)
+	}
+	if _, _ = c.wait(context.Background(), r, job, nil, t0.Add(listRetry), logr.Discard()); r.lists != 2 {
+		t.Fatalf("%d lists %s after the failure, want 2", r.lists, listRetry)
 	}
 }
