@@ -89,7 +89,11 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 	if !listed {
 		return 0, nil // caught up before, or made after the list: the cache has it
 	}
-	behind, err := c.behind(ctx, api, job, rv, cached, pods)
+	behind := "(not looked at: too late)"
+	var err error
+	if !late {
+		behind, err = c.behind(ctx, api, job, rv, cached, pods)
+	}
 	switch {
 	case err != nil:
 		return 0, err
