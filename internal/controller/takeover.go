@@ -58,6 +58,9 @@ type caughtUp struct {
 	failed   time.Time                                  // when they last failed
 	jobs     map[types.NamespacedName]string            // resourceVersion at the list
 	pods     map[types.NamespacedName]map[string]string // the job's pods at the list: name → resourceVersion
+	// behindAt is what a job's last look found behind, while it waits ("" or absent: it
+	// has not been looked at, or was not behind).
+	behindAt map[types.NamespacedName]string
 }
 
 // wait is how long job's pass must wait for the caches (0: not at all), given the job as
@@ -85,26 +88,35 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 	rv, listed := c.jobs[key]
 	pods := c.pods[key]
 	late := now.Sub(c.listedAt) >= trustAfter
+	lastBehind := c.behindAt[key]
 	c.mu.Unlock()
 	if !listed {
 		return 0, nil // caught up before, or made after the list: the cache has it
 	}
-	behind := "(not looked at: too late)"
-	var err error
 	if !late {
-		behind, err = c.behind(ctx, api, job, rv, cached, pods)
-	}
-	switch {
-	case err != nil:
-		return 0, err
-	case behind != "" && !late:
-		return caughtUpRetry, nil
-	case behind != "":
-		log.Info("after the election, the caches did not catch up with the API server in time; going on with them", "after", trustAfter, "behind", behind)
+		behind, err := c.behind(ctx, api, job, rv, cached, pods)
+		if err != nil {
+			return 0, err
+		}
+		if behind != "" {
+			c.mu.Lock()
+			if c.behindAt == nil {
+				c.behindAt = map[types.NamespacedName]string{}
+			}
+			c.behindAt[key] = behind
+			c.mu.Unlock()
+			return caughtUpRetry, nil
+		}
+	} else if lastBehind != "" {
+		// Waited trustAfter for it: the caches are taken as they are. (A job whose first
+		// pass comes that late, behind a deep work queue, is not looked at: its caches have
+		// had the time; nothing to say.)
+		log.Info("after the election, the caches did not catch up with the API server in time; going on with them", "after", trustAfter, "behind", lastBehind)
 	}
 	c.mu.Lock()
 	delete(c.jobs, key)
 	delete(c.pods, key)
+	delete(c.behindAt, key)
 	c.mu.Unlock()
 	return 0, nil
 }
@@ -204,7 +216,7 @@ func (c *caughtUp) list(ctx context.Context, api client.Reader) error {
 			return fmt.Errorf("listing job pods to see the caches catch up after election: %w", err)
 		}
 	}
-	c.jobs, c.pods = jobs, pods
+	c.jobs, c.pods, c.behindAt = jobs, pods, map[types.NamespacedName]string{}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -187,8 +189,22 @@ func TestCaughtUpAfterElection(t *testing.T) {
 		if !waits(t, &c, api, stale, nil, t0.Add(trustAfter-time.Second)) {
 			t.Fatal("before trustAfter: no wait")
 		}
-		if waits(t, &c, api, stale, nil, t0.Add(trustAfter)) {
-			t.Fatalf("%s after the list: still waits", trustAfter)
+		var logged []string
+		capture := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
+		if after, err := c.wait(ctx, api, stale, nil, t0.Add(trustAfter), capture); err != nil || after > 0 {
+			t.Fatalf("%s after the list: still waits (%v, %v)", trustAfter, after, err)
+		}
+		if len(logged) != 1 || !strings.Contains(logged[0], "did not catch up") || !strings.Contains(logged[0], `"behind"="job a/nightly"`) {
+			t.Fatalf("logged %q, want what was behind at the last look", logged)
+		}
+
+		// A job whose first pass comes that late (a deep work queue) was never seen behind:
+		// it goes on, and nothing is said about it.
+		d := caughtUp{listedAt: t0, jobs: map[types.NamespacedName]string{keyOf(stale): "listed-before"}}
+		logged = nil
+		late := stale
+		if after, err := d.wait(ctx, api, late, nil, t0.Add(trustAfter), capture); err != nil || after > 0 || len(logged) != 0 {
+			t.Fatalf("a first pass after trustAfter: wait %v, %v, logged %q; want on at once, nothing logged", after, err, logged)
 		}
 	})
 
