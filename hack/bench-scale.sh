@@ -11,6 +11,7 @@
 #   hack/bench-scale.sh                      N=20,1000 (20 is the idle case)
 #   N=1000,5000,10000 hack/bench-scale.sh
 #   WINDOW=3 WARMUP=1 QPS=100 BURST=200 PREPARE_AHEAD=10 N=5000 hack/bench-scale.sh
+#   WARMUP=2 WINDOW=1 N=1000 BENCH_ARGS="-native=false -takeover-before 20s" hack/bench-scale.sh   (a takeover)
 # Needs go and redis-server; builds kube-controller-manager into the cache once if missing.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"

@@ -165,6 +165,9 @@ func run() error {
 			RedisAllowedHosts:      allowed,
 		},
 	}
+	for ns := range cacheOpts.DefaultNamespaces {
+		r.WatchNamespaces = append(r.WatchNamespaces, ns)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

@@ -137,6 +137,7 @@ type LockedCronJobReconciler struct {
 	backends      *backends
 	health        *health
 	decided       decided
+	caughtUp      caughtUp
 	stopRecording func() // the recorder SetupWithManager made (newRecorder); nil if given one
 	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
 	// kube-controller-manager's --concurrent-cron-job-syncs).
@@ -148,6 +149,9 @@ type LockedCronJobReconciler struct {
 	// workloads caches the Deployments, StatefulSets and DaemonSets that blackouts
 	// reference (see blackout.go).
 	workloads cache.Cache
+	// WatchNamespaces are the namespaces the manager acts in (--watch-namespaces); none:
+	// all. A new leader lists them to see its caches catch up (takeover.go).
+	WatchNamespaces []string
 }
 
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
@@ -312,6 +316,14 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{ownerIndex: job.Name}); err != nil {
 		return ctrl.Result{}, err
+	}
+
+	// 2b: after an election, nothing until the caches show what the leaders before wrote
+	// (takeover.go).
+	if after, err := r.caughtUp.wait(ctx, r.APIReader, &job, pods.Items, p.now, log); err != nil {
+		return ctrl.Result{}, err
+	} else if after > 0 {
+		return ctrl.Result{RequeueAfter: after}, nil
 	}
 
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never
@@ -827,6 +839,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 			}
 		}()
 	}
+	r.caughtUp.namespaces = r.WatchNamespaces
 	r.backends = newBackends(r.APIReader)
 	r.backends.allowed = r.Pod.RedisAllowedHosts // the same endpoints as lockwrap
 	r.health = newHealth(r.backends)

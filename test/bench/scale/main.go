@@ -90,6 +90,7 @@ type config struct {
 	gogc          string
 	finishAfter   time.Duration
 	kubeletStatus bool
+	takeover      time.Duration
 }
 
 func main() {
@@ -115,6 +116,7 @@ func main() {
 	flag.StringVar(&c.memLimit, "manager-gomemlimit", "", "GOMEMLIMIT of the manager process only (e.g. 230MiB: what --memory-limit-ratio 0.9 sets in a container limited to 256Mi, config/manager's limit). Empty: none, as outside a container.")
 	flag.BoolVar(&c.kubeletStatus, "kubelet-status", false, "Write pod statuses as a v1.37 kubelet does: besides the containers' states, the five conditions, host and pod IPs, and per container image and container IDs, resources, volume mounts and user (the manager's cache holds finished pods: their size is what memory at thousands of jobs depends on). Off: only what the controllers read.")
 	flag.DurationVar(&c.finishAfter, "finish-after", 0, "Also play the end of each lockedcron run: this long after the harness marks a pod running (after its instant, for a pod prepared ahead: lockwrap waits for it), it marks it Succeeded with a lockwrap report in the termination message, and the manager counts it (status, Event, the pod released). With -native-pods the Jobs' pods run and end the same way, so the job controller completes each Job and the CronJob controller sees it (status, Event, old Jobs deleted), and those calls count in the native column. 0: pods never end (the creation path only).")
+	flag.DurationVar(&c.takeover, "takeover-before", 0, "Kill the manager (SIGKILL) this long before the window's first occurrence and start a new one in its place, as a standby takes over (here its caches start with it: the harness runs without leader election); its first passes list what the old one wrote (internal/controller/takeover.go). The manager's calls, work queue adds and CPU then count from the new process's start, the takeover's included. 0: no takeover.")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through it; the figures are what matters here
 	for _, s := range strings.Split(ns, ",") {
@@ -129,6 +131,9 @@ func main() {
 	}
 	if c.window < 1 || c.namespaces < 1 || c.warmup < 0 {
 		fatalf("-window and -namespaces must be ≥ 1, -warmup ≥ 0")
+	}
+	if c.takeover < 0 || c.takeover >= time.Minute || (c.takeover > 0 && c.warmup < 1) {
+		fatalf("-takeover-before must be under 1m, and needs -warmup ≥ 1 (the old manager's runs, for the new one to take over)")
 	}
 	printMachine(c)
 	var results []result
@@ -566,7 +571,7 @@ func run(c config, n int) (res []result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer mgr.stop()
+	defer func() { mgr.stop() }() // the one running at the end (-takeover-before starts another)
 	kcmMetrics := fmt.Sprintf("https://127.0.0.1:%d/metrics", kcmPort)
 	mgrMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	if err := waitHTTP(ctx, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), 2*time.Minute); err != nil {
@@ -657,6 +662,17 @@ func run(c config, n int) (res []result, err error) {
 	from, to := window[0].Add(-time.Second), window[len(window)-1].Add(59*time.Second)
 	logf("N=%d: measuring occurrences %s … %s (window %s – %s)", n, window[0].Format("15:04:05"), window[len(window)-1].Format("15:04:05"), from.Format("15:04:05"), to.Format("15:04:05"))
 
+	var restarted time.Time
+	if c.takeover > 0 {
+		if err := sleepUntil(ctx, window[0].Add(-c.takeover), kcm, mgr); err != nil {
+			return nil, err
+		}
+		if mgr, err = takeOver(ctx, mgr, dir, mgrEnv, c.manager, mgrArgs, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)); err != nil {
+			return nil, err
+		}
+		restarted = time.Now()
+		logf("N=%d: takeover: the manager killed at %s, a new one (pid %d) ready %s later", n, window[0].Add(-c.takeover).Format("15:04:05.000"), mgr.cmd.Process.Pid, restarted.Sub(window[0].Add(-c.takeover)).Round(time.Millisecond))
+	}
 	if err := sleepUntil(ctx, from, kcm, mgr); err != nil {
 		return nil, err
 	}
@@ -667,6 +683,9 @@ func run(c config, n int) (res []result, err error) {
 	before, err := snapshot(kcm, mgr, kcmMetrics, mgrMetrics)
 	if err != nil {
 		return nil, err
+	}
+	if !restarted.IsZero() {
+		before[kindLocked] = procFigures{} // the new manager's counters start at its start: the takeover counts
 	}
 	profiled := make(chan error, 2)
 	if c.profiles != "" {
@@ -812,6 +831,22 @@ func run(c config, n int) (res []result, err error) {
 	}
 	logf("N=%d: done; stopping", n)
 	return res, nil
+}
+
+// takeOver kills old (the whole process group, SIGKILL: a crash, nothing handed over) and
+// starts another manager with the same arguments, returning it once readyURL answers.
+func takeOver(ctx context.Context, old *proc, dir string, env []string, bin string, args []string, readyURL string) (*proc, error) {
+	_ = syscall.Kill(-old.cmd.Process.Pid, syscall.SIGKILL)
+	<-old.done
+	p, err := start("manager-after-takeover", dir, env, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, p, readyURL, 2*time.Minute); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
 }
 
 // markRunning plays the kubelet for the manager's pods, and with -native-pods for the Jobs'
