@@ -56,7 +56,7 @@ func (t *table) write(w io.Writer, wide bool) error {
 			if v == "" {
 				v = "<none>"
 			}
-			v = cellText(v)
+			v = oneLine(v)
 			out = append(out, v)
 		}
 		fmt.Fprintln(tw, strings.Join(out, "\t"))

@@ -637,7 +637,7 @@ func unsafeForTerminal(s string) (rune, bool) {
 // on the screen, set the clipboard with OSC 52). The plugin shows such characters escaped,
 // in every output form, and JSON still decodes to what the object holds.
 func TestOutputCannotDriveTheTerminal(t *testing.T) {
-	const forged = "done\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[2J\r\b\u009b31m \x7f\xff!"
+	const forged = "done\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[2J\r\b\u009b31m \x7f\xff!\f2026-11-30T05:00:00Z   Succeeded\v\n"
 	e := newEnv(t, "")
 	ctx := ctxT(t)
 	job := &v1alpha1.LockedCronJob{}
@@ -666,6 +666,9 @@ func TestOutputCannotDriveTheTerminal(t *testing.T) {
 			}
 		}
 		shown, format := `\u001b]52;c;`, args[len(args)-1]
+		if format == "wide" && strings.Count(r.out, "\n") != 2 {
+			t.Errorf("%v: want a header and one row (a form feed, vertical tab or newline in a field must not make rows): %q", args, r.out)
+		}
 		if format == "yaml" {
 			shown = `\e]52;c;` // YAML's own escape
 		}

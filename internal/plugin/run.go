@@ -358,7 +358,7 @@ func kindOf(obj client.Object) string {
 func printRun(w io.Writer, res RunResult) {
 	fmt.Fprintf(w, "Run:           %s (lockedcronjob %s/%s)\n", res.ID, res.Namespace, res.Name)
 	if res.Refused != "" {
-		fmt.Fprintf(w, "Refused:       %s\n", res.Refused)
+		fmt.Fprintf(w, "Refused:       %s\n", oneLine(res.Refused))
 		return
 	}
 	fmt.Fprintf(w, "Pod:           %s\n", res.Pod)
@@ -368,7 +368,7 @@ func printRun(w io.Writer, res RunResult) {
 	}
 	line := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-15s%s\n", k+":", v)
+			fmt.Fprintf(w, "%-15s%s\n", k+":", oneLine(v)) // a field cannot forge the next
 		}
 	}
 	line("Outcome", string(r.Outcome))

@@ -84,9 +84,9 @@ counted as recovered.`,
 			if err != nil {
 				return exitf(ExitRedis, "%v", err)
 			}
-			fmt.Fprintf(o.Out, "lock %q released (was held by %s)\n", key, holder)
+			fmt.Fprintf(o.Out, "lock %q released (was held by %s)\n", key, oneLine(holder))
 			fmt.Fprintf(o.ErrOut, "warning: %s may still be running: another run of %s/%s can now start alongside it\n",
-				holder, job.Namespace, job.Name)
+				oneLine(holder), job.Namespace, job.Name)
 			return nil
 		},
 	}

@@ -37,27 +37,48 @@ func (t *terminalSafe) Write(p []byte) (int, error) {
 		b = append(t.pending, p...)
 		t.pending = nil
 	}
+	if n := incompleteTail(b); n > 0 {
+		t.pending = append([]byte(nil), b[len(b)-n:]...) // the rest of it comes with the next write
+		b = b[:len(b)-n]
+	}
 	var out strings.Builder
+	escapeTo(&out, b, isControl)
+	if _, err := io.WriteString(t.w, out.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// incompleteTail is how many bytes at b's end begin a UTF-8 character that is not complete
+// (0 if none).
+func incompleteTail(b []byte) int {
+	for n := 1; n <= utf8.UTFMax-1 && n <= len(b); n++ {
+		tail := b[len(b)-n:]
+		if utf8.RuneStart(tail[0]) {
+			if !utf8.FullRune(tail) {
+				return n
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// escapeTo writes b to out with each rune escape says to escape shown as controlEscape,
+// and each byte that is not UTF-8 as \xff.
+func escapeTo(out *strings.Builder, b []byte, escape func(rune) bool) {
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
 		switch {
-		case r == utf8.RuneError && size <= 1 && !utf8.FullRune(b[i:]):
-			t.pending = append([]byte(nil), b[i:]...) // the rest of it comes with the next write
-			i = len(b)
-			continue
 		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(&out, `\x%02x`, b[i])
-		case isControl(r):
+			fmt.Fprintf(out, `\x%02x`, b[i])
+		case escape(r):
 			out.WriteString(controlEscape(r))
 		default:
 			out.Write(b[i : i+size])
 		}
 		i += size
 	}
-	if _, err := io.WriteString(t.w, out.String()); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
 
 // Flush writes what a write left incomplete (escaped: it is not UTF-8).
@@ -92,13 +113,17 @@ func flush(w io.Writer) {
 	}
 }
 
-// cellText is v as a table cell shows it: on one line, a tab or newline escaped like the
-// controls (they would break the columns).
-func cellText(v string) string {
-	if !strings.ContainsAny(v, "\n\t") {
+// oneLine is v as one line shows it (a table cell, a field of a form): every control
+// escaped, tab and newline included, and bytes that are not UTF-8. A table's tabwriter
+// must not see them either: a form feed or vertical tab would end its row or cell, a
+// 0xff is its escape character.
+func oneLine(v string) string {
+	if !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == utf8.RuneError }) {
 		return v
 	}
-	return strings.NewReplacer("\n", controlEscape('\n'), "\t", controlEscape('\t')).Replace(v)
+	var out strings.Builder
+	escapeTo(&out, []byte(v), func(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) })
+	return out.String()
 }
 
 // escapeJSONControls escapes, in JSON that encoding/json wrote (valid UTF-8, controls
