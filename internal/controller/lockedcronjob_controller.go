@@ -298,6 +298,14 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	var job v1alpha1.LockedCronJob
 	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		if apierrors.IsNotFound(err) {
+			// The job cache can be behind the job's creation (its pod's event came first; a
+			// new leader's caches): releasing the pods of a job that exists would let one be
+			// deleted uncounted. The server says.
+			if live, err := liveMeta(ctx, r.APIReader, v1alpha1.GroupVersion.WithKind("LockedCronJob"), req.NamespacedName); err != nil {
+				return ctrl.Result{}, err
+			} else if live != nil {
+				return ctrl.Result{RequeueAfter: caughtUpRetry}, nil
+			}
 			metrics.Forget(req.Namespace, req.Name)
 			r.health.forget(req.NamespacedName)
 			r.decided.forget(req.NamespacedName)

@@ -26,6 +26,7 @@ import (
 const (
 	caughtUpRetry = 200 * time.Millisecond
 	listRetry     = 2 * time.Second
+	listTimeout   = 20 * time.Second
 	trustAfter    = 30 * time.Second
 )
 
@@ -54,13 +55,15 @@ type caughtUp struct {
 	namespaces []string
 
 	mu       sync.Mutex
-	listedAt time.Time                                  // zero until the lists are read
+	listedAt time.Time                                  // zero until the lists are read (or given up on)
+	tried    time.Time                                  // when they were first tried
 	failed   time.Time                                  // when they last failed
 	jobs     map[types.NamespacedName]string            // resourceVersion at the list
 	pods     map[types.NamespacedName]map[string]string // the job's pods at the list: name → resourceVersion
-	// behindAt is what a job's last look found behind, while it waits ("" or absent: it
-	// has not been looked at, or was not behind).
-	behindAt map[types.NamespacedName]string
+	// firstLook is when each job was first looked at; behindAt what its last look found
+	// behind, while it waits ("" or absent: not looked at, or not behind).
+	firstLook map[types.NamespacedName]time.Time
+	behindAt  map[types.NamespacedName]string
 }
 
 // wait is how long job's pass must wait for the caches (0: not at all), given the job as
@@ -70,11 +73,23 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 	key := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
 	c.mu.Lock()
 	if c.listedAt.IsZero() {
+		if c.tried.IsZero() {
+			c.tried = now
+		}
 		if !c.failed.IsZero() && now.Sub(c.failed) < listRetry && !now.Before(c.failed) {
 			c.mu.Unlock()
 			return wait.Jitter(listRetry, 0.5), nil
 		}
-		if err := c.list(ctx, api); err != nil {
+		// Every worker waits on c.mu meanwhile: a list that hangs must not hold them all.
+		lctx, cancel := context.WithTimeout(ctx, listTimeout)
+		err := c.list(lctx, api)
+		cancel()
+		switch {
+		case err != nil && now.Sub(c.tried) >= trustAfter:
+			// As long as a job waits at most: the caches are taken as they are.
+			c.listedAt = now
+			log.Error(err, "after the election, listing to see the caches catch up failed for too long; going on with the caches", "after", trustAfter)
+		case err != nil:
 			// Every job's pass waits for the lists: each one that failed would count as a
 			// failure in the work queue's shared rate limiter, and 5,000 of them would
 			// spread the jobs' next passes over minutes. They wait here instead.
@@ -82,12 +97,23 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 			c.mu.Unlock()
 			log.Error(err, "after the election, listing to see the caches catch up; trying again", "in", listRetry)
 			return wait.Jitter(listRetry, 0.5), nil
+		default:
+			c.listedAt = now
 		}
-		c.listedAt = now
 	}
 	rv, listed := c.jobs[key]
 	pods := c.pods[key]
-	late := now.Sub(c.listedAt) >= trustAfter
+	first, looked := c.firstLook[key]
+	if listed && !looked {
+		if c.firstLook == nil {
+			c.firstLook = map[types.NamespacedName]time.Time{}
+		}
+		first = now
+		c.firstLook[key] = now
+	}
+	// A job waits at most trustAfter from its first look (one that a deep work queue
+	// reaches late is still looked at once).
+	late := looked && now.Sub(first) >= trustAfter
 	lastBehind := c.behindAt[key]
 	c.mu.Unlock()
 	if !listed {
@@ -108,14 +134,13 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 			return caughtUpRetry, nil
 		}
 	} else if lastBehind != "" {
-		// Waited trustAfter for it: the caches are taken as they are. (A job whose first
-		// pass comes that late, behind a deep work queue, is not looked at: its caches have
-		// had the time; nothing to say.)
+		// Waited trustAfter for it: the caches are taken as they are.
 		log.Info("after the election, the caches did not catch up with the API server in time; going on with them", "after", trustAfter, "behind", lastBehind)
 	}
 	c.mu.Lock()
 	delete(c.jobs, key)
 	delete(c.pods, key)
+	delete(c.firstLook, key)
 	delete(c.behindAt, key)
 	c.mu.Unlock()
 	return 0, nil

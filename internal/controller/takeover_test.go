@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/go-logr/logr"
@@ -198,13 +199,19 @@ func TestCaughtUpAfterElection(t *testing.T) {
 			t.Fatalf("logged %q, want what was behind at the last look", logged)
 		}
 
-		// A job whose first pass comes that late (a deep work queue) was never seen behind:
-		// it goes on, and nothing is said about it.
+		// A job whose first pass comes after trustAfter (a deep work queue) is still looked
+		// at: a cache behind holds it, for trustAfter from that look.
 		d := caughtUp{listedAt: t0, jobs: map[types.NamespacedName]string{keyOf(stale): "listed-before"}}
 		logged = nil
-		late := stale
-		if after, err := d.wait(ctx, api, late, nil, t0.Add(trustAfter), capture); err != nil || after > 0 || len(logged) != 0 {
-			t.Fatalf("a first pass after trustAfter: wait %v, %v, logged %q; want on at once, nothing logged", after, err, logged)
+		late := t0.Add(2 * trustAfter)
+		if !waits(t, &d, api, stale, nil, late) {
+			t.Fatal("a first pass after trustAfter, its cache behind: no wait")
+		}
+		if !waits(t, &d, api, stale, nil, late.Add(trustAfter-time.Second)) {
+			t.Fatal("before trustAfter from its first look: no wait")
+		}
+		if after, err := d.wait(ctx, api, stale, nil, late.Add(trustAfter), capture); err != nil || after > 0 || len(logged) != 1 {
+			t.Fatalf("trustAfter after its first look: wait %v, %v, logged %q; want on, said once", after, err, logged)
 		}
 	})
 
@@ -272,6 +279,49 @@ func TestReconcileWaitsForTheCachesAfterElection(t *testing.T) {
 	var now v1alpha1.LockedCronJob
 	if err := api.Get(ctx, types.NamespacedName{Namespace: "a", Name: "nightly"}, &now); err != nil || now.ResourceVersion != fresh.ResourceVersion {
 		t.Fatalf("the job was written from a stale cache: %v %s", err, now.ResourceVersion)
+	}
+}
+
+// A job the cache does not have yet (its pod's event came before it; a new leader's caches)
+// is not taken for deleted: its pods keep the tracking finalizer (released, one deleted
+// before it is counted would go uncounted), and the pass comes again.
+func TestReconcileAskTheServerBeforeReleasingPods(t *testing.T) {
+	ctx := context.Background()
+	isController := true
+	job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nightly", UID: "u"},
+		Spec: v1alpha1.LockedCronJobSpec{Schedule: "* * * * *"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "nightly-1796497080", Labels: map[string]string{runpod.LabelJob: "nightly"},
+		Finalizers:      []string{runpod.FinalizerTracking},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly", UID: "u", Controller: &isController}}}}
+	for _, tc := range []struct {
+		name      string
+		onServer  bool
+		wantFinal bool
+	}{{"the job exists", true, true}, {"the job is gone", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			if tc.onServer {
+				objs = append(objs, job.DeepCopy())
+			}
+			api := fakeAPI(t, objs...)
+			cached := fakeAPI(t, pod.DeepCopy()) // the pod, not the job
+			h, _ := newTestHealth(t, "redis://127.0.0.1:1", time.Now)
+			r := &LockedCronJobReconciler{Client: cached, APIReader: api, Clock: clocktesting.NewFakeClock(t0), health: h}
+			res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: keyOf(job)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Pod
+			if err := cached.Get(ctx, keyOf(pod), &got); err != nil {
+				t.Fatal(err)
+			}
+			if has := controllerutil.ContainsFinalizer(&got, runpod.FinalizerTracking); has != tc.wantFinal {
+				t.Fatalf("tracking finalizer kept: %v, want %v", has, tc.wantFinal)
+			}
+			if tc.onServer && res.RequeueAfter == 0 {
+				t.Fatalf("%+v: want the pass again soon", res)
+			}
+		})
 	}
 }
 
@@ -345,5 +395,14 @@ func TestCaughtUpListsAgainOnlyAfterAWhile(t *testing.T) {
 	}
 	if _, _ = c.wait(context.Background(), r, job, nil, t0.Add(listRetry), logr.Discard()); r.lists != 2 {
 		t.Fatalf("%d lists %s after the failure, want 2", r.lists, listRetry)
+	}
+	// Lists that fail for as long as a job waits at most: the passes go on, and nothing is
+	// listed again.
+	if after, err := c.wait(context.Background(), r, job, nil, t0.Add(trustAfter), logr.Discard()); err != nil || after != 0 {
+		t.Fatalf("lists failing for %s: wait %s, %v; want the passes to go on", trustAfter, after, err)
+	}
+	lists := r.lists
+	if after, _ := c.wait(context.Background(), r, job, nil, t0.Add(trustAfter+listRetry), logr.Discard()); after != 0 || r.lists != lists {
+		t.Fatalf("after giving up: wait %s, %d more lists", after, r.lists-lists)
 	}
 }
