@@ -540,7 +540,7 @@ func TestNothingOfTheCommandOutlivesItsLockOutsideItsGroup(t *testing.T) {
 			dir := t.TempDir()
 			// The stray leaves the group and the session, ignores SIGTERM, and starts a child of
 			// its own; the command waits for both pids, then ends (or is stopped).
-			stray := `trap '' TERM; sleep 1000 & echo $! > "$1/child"; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
+			stray := `trap "" TERM; sleep 1000 & echo $! > "$1/child"; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
 			cmd := `setsid sh -c '` + stray + `' sh "$1" & while [ ! -s "$1/stray" ] || [ ! -s "$1/child" ]; do sleep 0.01; done; ` +
 				map[bool]string{false: "exit 0", true: "sleep 1000"}[tc.down]
 			var alive []string

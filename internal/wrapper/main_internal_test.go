@@ -3,7 +3,11 @@ package wrapper
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
 // TestWriteReportFileCreatesOnlyWhenAllowed: the default termination log is opened
@@ -40,5 +44,32 @@ func TestWriteReportFileCreatesOnlyWhenAllowed(t *testing.T) {
 	// Other errors than a missing file are reported.
 	if err := writeReportFile(filepath.Join(dir, "no", "such", "dir"), []byte("{}"), true); err == nil {
 		t.Fatal("no error for a path in a missing directory")
+	}
+}
+
+// Each run's processes carry a mark of its own, named for the run; a lockwrap run by the
+// command keeps its runner's beside its own (its runner then finds the inner run's
+// processes too), and its process stops by its own.
+func TestRunMarkNamesTheRun(t *testing.T) {
+	cfg := config.Config{Holder: "h", Occurrence: time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)}
+	outer := childEnv([]string{"PATH=/bin"}, cfg, 1, nil, "")
+	inner := childEnv(outer, cfg, 2, nil, "")
+	marks := func(env []string) (out []string) {
+		for _, kv := range env {
+			if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.EnvRunMark+"_") {
+				if v != "1" || len(name) != len(config.EnvRunMark)+1+32 {
+					t.Errorf("mark %q", kv)
+				}
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	o, i := marks(outer), marks(inner)
+	if len(o) != 1 || len(i) != 2 || i[0] != o[0] || i[1] == o[0] {
+		t.Fatalf("outer's marks %v, inner's %v: want one, then the outer's and a new one", o, i)
+	}
+	if got := runMark(inner); got != i[1] {
+		t.Fatalf("the inner run's process stops by %q, want its own %q", got, i[1])
 	}
 }

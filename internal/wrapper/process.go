@@ -62,7 +62,7 @@ type process struct {
 	c    *exec.Cmd
 	pgid int                       // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
-	mark string                    // the EnvRunMark entry of its environment ("" if none)
+	mark string                    // the name of its EnvRunMark variable ("" if none)
 }
 
 func (p *process) Signal(sig syscall.Signal) error {
@@ -90,14 +90,16 @@ func (p *process) Wait() int {
 	return code
 }
 
-// runMark is env's EnvRunMark entry ("NAME=value"), or "".
+// runMark is the name of the last EnvRunMark variable in env (the run's own: a runner's
+// comes before it), or "".
 func runMark(env []string) string {
+	mark := ""
 	for _, kv := range env {
-		if strings.HasPrefix(kv, config.EnvRunMark+"=") {
-			return kv
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, config.EnvRunMark+"_") {
+			mark = name
 		}
 	}
-	return ""
+	return mark
 }
 
 func (p *process) wait() int {
@@ -123,7 +125,7 @@ func (p *process) wait() int {
 	return ExitInternal
 }
 
-// newRunMark is a run's EnvRunMark value: 128 random bits.
+// newRunMark is the random part of a run's EnvRunMark variable: 128 bits.
 func newRunMark() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails

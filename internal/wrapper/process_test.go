@@ -139,6 +139,35 @@ func TestReapsOrphans(t *testing.T) {
 	}
 }
 
+// A process the command moved out of its group and session (setsid), and its child, are
+// gone when lockwrap, an ordinary process and so a child subreaper here, has ended: found
+// among its descendants by the run's mark (before the release: see
+// TestNothingOfTheCommandOutlivesItsLockOutsideItsGroup, which runs the wrapper in the test).
+func TestStraysAmongTheDescendantsAreKilled(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for _, f := range []string{"stray", "child"} {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
+	stray := `trap "" TERM; sleep 1000 & echo $! > "$1/child"; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
+	cmd := `setsid sh -c '` + stray + `' sh "$1" & while [ ! -s "$1/stray" ] || [ ! -s "$1/child" ]; do sleep 0.01; done`
+	code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "strays", "a"), "--", "sh", "-c", cmd, "sh", dir)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, f := range []string{"stray", "child"} {
+		if pid := readPid(t, filepath.Join(dir, f)); processLive(pid) {
+			t.Errorf("the command's %s (pid %d) outlived lockwrap", f, pid)
+		}
+	}
+}
+
 // TestSignalledCommandUnderReaper: with the reaper on, a command killed by a signal
 // still yields 128+signal.
 func TestSignalledCommandUnderReaper(t *testing.T) {

@@ -2,6 +2,9 @@ package wrapper
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,47 +12,119 @@ import (
 	"time"
 )
 
-// strayRounds bounds killStrays: a round finds the marked processes and kills them, the
-// next finds those they forked meanwhile; killed ones are zombies, whose environment reads
-// empty.
+// strayRounds bounds killStrays's looks: a look finds the run's processes and kills them,
+// the next those they forked meanwhile (a killed one is a zombie, whose environment reads
+// empty and which has no children). strayDeadline bounds it in time: reading a process's
+// environment waits for its memory map, which one stuck in the kernel (a hung NFS or FUSE
+// mount) can hold for ever.
 const (
-	strayRounds = 200
-	strayPause  = 5 * time.Millisecond
+	strayRounds   = 200
+	strayPause    = 5 * time.Millisecond
+	strayDeadline = 5 * time.Second
 )
 
-// killStrays kills (SIGKILL) every process but this one whose environment holds mark (an
-// "EnvRunMark=value" entry), until a look finds none: the command's processes that left its
-// process group and session (setsid, a daemon's double fork), and all they started, unless
-// they emptied their environment (then they are the command's own doing). A process this
-// user may not read the environment of is not this run's (lockwrap's user started it).
+// killStrays kills (SIGKILL) the processes of the run named mark (an EnvRunMark variable's
+// name) that are left once its command's leader has ended and its group was killed: those
+// that moved to a group or session of their own (setsid, a daemon's double fork), and all
+// they started. lockwrap is PID 1 or a child subreaper, so all of them are its descendants:
+// those that carry the mark in their environment, and those whose environment it may not
+// read (one that made itself non-dumpable, a set-user-ID program: lockwrap starts nothing
+// else). Without the reaper (it could not become a subreaper) every process carrying the
+// mark is killed, wherever it is. It looks again until none is left, for at most
+// strayRounds looks and strayDeadline, and says so on stderr when it gives up.
 func killStrays(mark string) {
-	needle := []byte("\x00" + mark + "\x00")
-	self := os.Getpid()
-	for range strayRounds {
-		dirs, err := filepath.Glob("/proc/[0-9]*")
+	descendantsOnly := currentReaper() != nil
+	done := make(chan error, 1)
+	go func() { done <- killMarked(mark, descendantsOnly) }()
+	select {
+	case err := <-done:
 		if err != nil {
-			return
+			fmt.Fprintf(os.Stderr, "lockwrap: %v\n", err)
+		}
+	case <-time.After(strayDeadline):
+		fmt.Fprintf(os.Stderr, "lockwrap: still looking for the command's processes after %s (a process whose memory cannot be read?); going on\n", strayDeadline)
+	}
+}
+
+func killMarked(mark string, descendantsOnly bool) error {
+	needle := []byte("\x00" + mark + "=")
+	self := os.Getpid()
+	buf := []byte{0}
+	for range strayRounds {
+		pids, err := processes(self, descendantsOnly)
+		if err != nil {
+			return fmt.Errorf("looking for the command's processes: %w", err)
 		}
 		found := 0
-		buf := []byte{0}
-		for _, d := range dirs {
-			pid, err := strconv.Atoi(filepath.Base(d))
-			if err != nil || pid == self {
-				continue
-			}
-			env, err := os.ReadFile(d + "/environ")
-			if err != nil {
-				continue // gone, or not ours
-			}
+		for _, pid := range pids {
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 			buf = append(buf[:1], env...)
-			if bytes.Contains(buf, needle) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			switch {
+			case err == nil && bytes.Contains(buf, needle):
+			case err != nil && descendantsOnly && errors.Is(err, fs.ErrPermission):
+			default:
+				continue // not the run's, or gone
+			}
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
 				found++
 			}
 		}
 		if found == 0 {
-			return
+			return nil
 		}
-		time.Sleep(strayPause) // for the killed to die (a zombie's environment reads empty)
+		time.Sleep(strayPause) // for the killed to die
 	}
+	return fmt.Errorf("processes of the command still alive after %d rounds of SIGKILL", strayRounds)
+}
+
+// processes lists the pids but self's: with descendantsOnly, self's descendants only.
+func processes(self int, descendantsOnly bool) ([]int, error) {
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	var all []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil || pid == self {
+			continue
+		}
+		all = append(all, pid)
+		if descendantsOnly {
+			if ppid, ok := parentOf(d); ok {
+				children[ppid] = append(children[ppid], pid)
+			}
+		}
+	}
+	if !descendantsOnly {
+		return all, nil
+	}
+	var out []int
+	for todo := children[self]; len(todo) > 0; {
+		pid := todo[len(todo)-1]
+		todo = append(todo[:len(todo)-1], children[pid]...)
+		out = append(out, pid)
+	}
+	return out, nil
+}
+
+// parentOf reads a process's parent pid from its /proc/<pid>/stat (which, unlike its
+// environ, does not wait for its memory map).
+func parentOf(dir string) (int, bool) {
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	return ppid, err == nil
 }

@@ -833,7 +833,7 @@ func earliest(a, b time.Time) time.Time {
 // (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
 func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success, wmFile string) []string {
 	env := make([]string, 0, len(base)+8)
-	drop := map[string]bool{config.EnvRunMark: true, config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true, config.EnvRunID: true,
+	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true, config.EnvRunID: true,
 		config.EnvLastSuccessOccurrence: true, config.EnvLastSuccessAt: true, config.EnvLastSuccessFence: true,
 		config.EnvWatermark: true, config.EnvWatermarkFile: true}
 	for _, kv := range base {
@@ -843,7 +843,7 @@ func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success,
 		}
 	}
 	env = append(env,
-		config.EnvRunMark+"="+newRunMark(),
+		config.EnvRunMark+"_"+newRunMark()+"=1", // after base's: a runner's mark is kept
 		config.EnvFencingToken+"="+strconv.FormatInt(fence, 10),
 		config.EnvOccurrence+"="+cfg.Occurrence.UTC().Format(time.RFC3339),
 		config.EnvHolder+"="+cfg.Holder,

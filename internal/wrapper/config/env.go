@@ -55,9 +55,11 @@ const (
 	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
 	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
 
-	// EnvRunMark is set for the child only: random, one per run. Every process that
-	// carries it in its environment is the run's, and is killed before the run is recorded
-	// and the lock released, whatever group or session it moved to.
+	// EnvRunMark is the prefix of a variable set for the child only, named for the run:
+	// EnvRunMark + "_" + 32 random hex digits, "=1". Every process that carries it in its
+	// environment is the run's, and is killed before the run is recorded and the lock
+	// released, whatever group or session it moved to. The name, not the value, holds the
+	// mark, so that a lockwrap run by the command keeps its runner's mark beside its own.
 	EnvRunMark = "LOCKEDCRON_RUN_MARK"
 
 	// EnvFencingToken is set for the child only: the token lockwrap acquired.
