@@ -162,6 +162,12 @@ func FuzzParseURL(f *testing.F) {
 			for _, part := range strings.FieldsFunc(raw, func(r rune) bool { return strings.ContainsRune("?&;,#", r) }) {
 				name, v, ok := strings.Cut(part, "=")
 				name = strings.ToLower(name)
+				// What follows an '@' in a value may be what follows the user info's
+				// last '@': the hosts, shown on purpose when they are host names
+				// ("A://=@00000", "A://#=@00000").
+				if at := strings.LastIndex(v, "@"); at >= 0 {
+					v = v[:at]
+				}
 				if ok && len(v) >= 6 && !strings.Contains(name, "timeout") && !strings.Contains(name, "master") &&
 					!strings.Contains(name, "name") && strings.Contains(err.Error(), v) && !strings.Contains(strings.Replace(raw, v, "", 1), v) {
 					// Not when the message says it of itself (a hint's "ssl=True"): the
