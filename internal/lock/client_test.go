@@ -162,11 +162,12 @@ func FuzzParseURL(f *testing.F) {
 			for _, part := range strings.FieldsFunc(raw, func(r rune) bool { return strings.ContainsRune("?&;,#", r) }) {
 				name, v, ok := strings.Cut(part, "=")
 				name = strings.ToLower(name)
-				// What follows an '@' in a value may be what follows the user info's
-				// last '@': the hosts, shown on purpose when they are host names
-				// ("A://=@00000", "A://#=@00000").
-				if at := strings.LastIndex(v, "@"); at >= 0 {
-					v = v[:at]
+				// An '=' may also stand in the user info, the hosts or the path, where an
+				// '@' or a '/' after it ends what it could be a value of: hosts that are
+				// host names and a database number are shown on purpose ("A://=@00000",
+				// "A://#=@00000", "A://=/00000").
+				if end := strings.IndexAny(v, "@/"); end >= 0 {
+					v = v[:end]
 				}
 				if ok && len(v) >= 6 && !strings.Contains(name, "timeout") && !strings.Contains(name, "master") &&
 					!strings.Contains(name, "name") && strings.Contains(err.Error(), v) && !strings.Contains(strings.Replace(raw, v, "", 1), v) {
