@@ -189,6 +189,8 @@ func (p *pass) withdrawUnstarted(blackout string) {
 // count folds one pod's result into status, exactly once: status.countedPods names it
 // until the pod is marked counted and released (after the status write, in this pass).
 func (p *pass) count(pod *corev1.Pod, res runstatus.Result) {
+	// Its text as status, Events and logs may show it: a job can write its own report.
+	res.Report = res.Report.Printable()
 	runstatus.Fold(p.status, res)
 	p.counted = append(p.counted, res)
 	p.countedPods = append(p.countedPods, pod.Name)

@@ -18,6 +18,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
@@ -448,6 +449,28 @@ var _ = Describe("LockedCronJob controller", func() {
 		Expect(getJob(job).Status.Counters.Runs).To(Equal(int64(1)), "the Error pod never ran the job")
 	})
 
+	It("shows a report's controls escaped in status and Events, never as a terminal would act on them", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "esc", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		// A job can write its own termination message, and kubectl escapes only ESC and
+		// CR of what get and describe show: OSC 52 sets the reader's clipboard, CSI 2J
+		// (C1 or ESC) clears the screen, CR and BS overwrite what is shown.
+		occ := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+		finishPod(createPodFor(job, occ), corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded,
+			Occurrence: occ.Format(time.RFC3339), Holder: "h\x1b[2J", Message: "\x1b]52;c;ZXZpbA==\x07done\r\b\u009b2J\nline two",
+			Warnings: []string{"w\x7f"}}))
+		Eventually(func() []string { return eventNotes(job, string(report.Succeeded)) }).Should(HaveLen(1))
+		st := getJob(job).Status
+		Expect(st.Recent).To(HaveLen(1))
+		Expect(st.Recent[0].Message).To(Equal(`\u001b]52;c;ZXZpbA==\u0007done\u000d\u0008\u009b2J` + "\nline two; warning: w" + `\u007f`))
+		Expect(st.Recent[0].Holder).To(Equal(`h\u001b[2J`))
+		Expect(st.LastHolder.Identity).To(Equal(`h\u001b[2J`))
+		note := eventNotes(job, string(report.Succeeded))[0]
+		Expect(note).To(ContainSubstring(`\u001b]52`))
+		Expect(strings.ContainsFunc(note, printable.IsControl)).To(BeFalse(), "event note %q", note)
+	})
 	It("reports an unparsable schedule as Ready=False naming the field", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
+
+	"github.com/lockedcron/lockedcron/internal/printable"
 )
 
 // table is rows of columns; wide columns are shown only with -o wide.
@@ -56,7 +58,9 @@ func (t *table) write(w io.Writer, wide bool) error {
 			if v == "" {
 				v = "<none>"
 			}
-			v = oneLine(v)
+			// Every control escaped, tab and newline included: a form feed or vertical
+			// tab would end the tabwriter's row or cell, a 0xff is its escape character.
+			v = printable.OneLine(v)
 			out = append(out, v)
 		}
 		fmt.Fprintln(tw, strings.Join(out, "\t"))

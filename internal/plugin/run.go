@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
@@ -358,7 +359,7 @@ func kindOf(obj client.Object) string {
 func printRun(w io.Writer, res RunResult) {
 	fmt.Fprintf(w, "Run:           %s (lockedcronjob %s/%s)\n", res.ID, res.Namespace, res.Name)
 	if res.Refused != "" {
-		fmt.Fprintf(w, "Refused:       %s\n", oneLine(res.Refused))
+		fmt.Fprintf(w, "Refused:       %s\n", printable.OneLine(res.Refused))
 		return
 	}
 	fmt.Fprintf(w, "Pod:           %s\n", res.Pod)
@@ -368,7 +369,7 @@ func printRun(w io.Writer, res RunResult) {
 	}
 	line := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-15s%s\n", k+":", oneLine(v)) // a field cannot forge the next
+			fmt.Fprintf(w, "%-15s%s\n", k+":", printable.OneLine(v)) // a field cannot forge the next
 		}
 	}
 	line("Outcome", string(r.Outcome))

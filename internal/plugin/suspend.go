@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -84,9 +85,9 @@ counted as recovered.`,
 			if err != nil {
 				return exitf(ExitRedis, "%v", err)
 			}
-			fmt.Fprintf(o.Out, "lock %q released (was held by %s)\n", key, oneLine(holder))
+			fmt.Fprintf(o.Out, "lock %q released (was held by %s)\n", key, printable.OneLine(holder))
 			fmt.Fprintf(o.ErrOut, "warning: %s may still be running: another run of %s/%s can now start alongside it\n",
-				oneLine(holder), job.Namespace, job.Name)
+				printable.OneLine(holder), job.Namespace, job.Name)
 			return nil
 		},
 	}

@@ -5,25 +5,15 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lockedcron/lockedcron/internal/printable"
 )
 
-// What the plugin prints is partly written by others: a job's status (a tenant's job
-// reports its own messages), the holder in a tenant's Redis, a tenant's Redis server's
-// error text. A terminal acts on some characters rather than showing them — ESC and the
-// C1 controls start sequences that retitle the window, rewrite the screen or set the
-// clipboard (OSC 52); CR and BS overwrite what is shown —, so everything the plugin
-// writes goes through terminalSafe, which shows them escaped.
+// What the plugin prints is partly written by others (package printable says who and
+// why it matters), so everything it writes goes through terminalSafe, which shows the
+// characters a terminal acts on escaped.
 
-// controlEscape is how c, a control, is shown: \u001b. Inside a JSON or YAML double-
-// quoted string that is the same character's escape, so machine output keeps its meaning.
-func controlEscape(c rune) string { return fmt.Sprintf(`\u%04x`, c) }
-
-// isControl: C0 controls but newline and tab, DEL and the C1 controls.
-func isControl(r rune) bool {
-	return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f)
-}
-
-// terminalSafe is a writer that shows controls escaped (controlEscape) and bytes that are
+// terminalSafe is a writer that shows controls escaped (printable.Escape) and bytes that are
 // not UTF-8 as \xff. A character split between two writes is held back until the next
 // (Flush writes what is held at the end).
 type terminalSafe struct {
@@ -42,7 +32,7 @@ func (t *terminalSafe) Write(p []byte) (int, error) {
 		b = b[:len(b)-n]
 	}
 	var out strings.Builder
-	escapeTo(&out, b, isControl)
+	printable.WriteEscaped(&out, b, printable.IsControl)
 	if _, err := io.WriteString(t.w, out.String()); err != nil {
 		return 0, err
 	}
@@ -62,23 +52,6 @@ func incompleteTail(b []byte) int {
 		}
 	}
 	return 0
-}
-
-// escapeTo writes b to out with each rune escape says to escape shown as controlEscape,
-// and each byte that is not UTF-8 as \xff.
-func escapeTo(out *strings.Builder, b []byte, escape func(rune) bool) {
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		switch {
-		case r == utf8.RuneError && size <= 1:
-			fmt.Fprintf(out, `\x%02x`, b[i])
-		case escape(r):
-			out.WriteString(controlEscape(r))
-		default:
-			out.Write(b[i : i+size])
-		}
-		i += size
-	}
 }
 
 // Flush writes what a write left incomplete (escaped: it is not UTF-8).
@@ -113,30 +86,17 @@ func flush(w io.Writer) {
 	}
 }
 
-// oneLine is v as one line shows it (a table cell, a field of a form): every control
-// escaped, tab and newline included, and bytes that are not UTF-8. A table's tabwriter
-// must not see them either: a form feed or vertical tab would end its row or cell, a
-// 0xff is its escape character.
-func oneLine(v string) string {
-	if !strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == utf8.RuneError }) {
-		return v
-	}
-	var out strings.Builder
-	escapeTo(&out, []byte(v), func(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) })
-	return out.String()
-}
-
 // escapeJSONControls escapes, in JSON that encoding/json wrote (valid UTF-8, controls
 // below 0x20 already escaped), DEL and the C1 controls, which it leaves as they are: the
 // same JSON, and YAML made from it can be parsed (a YAML reader refuses them).
 func escapeJSONControls(b []byte) []byte {
-	if !strings.ContainsFunc(string(b), isControl) {
+	if !strings.ContainsFunc(string(b), printable.IsControl) {
 		return b
 	}
 	var out strings.Builder
 	for _, r := range string(b) {
-		if isControl(r) {
-			out.WriteString(controlEscape(r))
+		if printable.IsControl(r) {
+			out.WriteString(printable.Escape(r))
 		} else {
 			out.WriteRune(r)
 		}

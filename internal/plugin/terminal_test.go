@@ -31,19 +31,3 @@ func TestTerminalSafeWrites(t *testing.T) {
 		}
 	}
 }
-
-// A field shown on one line: tabwriter's row and cell ends (\n, \f, \v, \t) and its
-// escape character (0xff) escaped too.
-func TestOneLine(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain café":        "plain café",
-		"a\nb\tc":           `a\u000ab\u0009c`,
-		"row\fforged\vcell": `row\u000cforged\u000bcell`,
-		"\xffesc\x1b[31m":   `\xffesc\u001b[31m`,
-		"\u009b2J \u00a0ok": `\u009b2J ` + "\u00a0ok",
-	} {
-		if got := oneLine(in); got != want {
-			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

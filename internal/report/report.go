@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/lockedcron/lockedcron/internal/printable"
 )
 
 // Version is the report format version written in "v".
@@ -225,6 +227,25 @@ func TruncateRunes(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// Printable is r with its text as printable.Text shows it: a report is what the job's
+// container wrote (a job can write its own termination message), and its text goes on to
+// status, Events and logs, where a terminal must not act on it.
+func (r Report) Printable() Report {
+	for _, f := range []*string{&r.Occurrence, &r.Key, &r.Holder, &r.HeldBy, &r.AcquiredAt, &r.StartedAt,
+		&r.ReleasedAt, &r.Watermark, &r.PreviousWatermark, &r.Message} {
+		*f = printable.Text(*f)
+	}
+	r.Outcome = Outcome(printable.Text(string(r.Outcome)))
+	if len(r.Warnings) > 0 {
+		w := make([]string, len(r.Warnings))
+		for i, s := range r.Warnings {
+			w[i] = printable.Text(s)
+		}
+		r.Warnings = w
+	}
+	return r
 }
 
 // Decode parses a termination message. It fails for anything that is not a version-1

@@ -187,3 +187,35 @@ func BenchmarkEncodeHuge(b *testing.B) {
 		}
 	}
 }
+
+// Every text field of a report, this one's and any added later, comes out of Printable
+// with its controls escaped; newlines are kept.
+func TestPrintableEscapesEveryTextField(t *testing.T) {
+	var r Report
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.String:
+			f.SetString("a\x1b]52;c;x\x07\nb\u009b")
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"w\r\b"}))
+		}
+	}
+	out := reflect.ValueOf(r.Printable())
+	for i := range out.NumField() {
+		name := out.Type().Field(i).Name
+		switch f := out.Field(i); f.Kind() {
+		case reflect.String:
+			if got := f.String(); got != `a\u001b]52;c;x\u0007`+"\nb"+`\u009b` {
+				t.Errorf("%s: %q", name, got)
+			}
+		case reflect.Slice:
+			if got := f.Interface().([]string); len(got) != 1 || got[0] != `w\u000d\u0008` {
+				t.Errorf("%s: %q", name, got)
+			}
+		}
+	}
+	if r.Message != "a\x1b]52;c;x\x07\nb\u009b" || r.Warnings[0] != "w\r\b" {
+		t.Errorf("the report itself changed: %q %q", r.Message, r.Warnings)
+	}
+}
