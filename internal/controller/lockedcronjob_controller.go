@@ -136,6 +136,7 @@ type LockedCronJobReconciler struct {
 
 	backends      *backends
 	health        *health
+	ledger        *ledgerLookups
 	decided       decided
 	caughtUp      caughtUp
 	stopRecording func() // the recorder SetupWithManager made (newRecorder); nil if given one
@@ -851,6 +852,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	r.backends = newBackends(r.APIReader)
 	r.backends.allowed = r.Pod.RedisAllowedHosts // the same endpoints as lockwrap
 	r.health = newHealth(r.backends)
+	r.ledger = newLedgerLookups(func(job types.NamespacedName) { r.health.wakeJobs([]types.NamespacedName{job}) })
 	if r.SecretTTL > 0 {
 		r.health.secretTTL = r.SecretTTL
 	}

@@ -192,11 +192,17 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	}
 	key := runpod.LockKey(job)
 	if !m.Occurrence.IsZero() && backend != nil && berr == nil {
-		done, err := r.backends.succeeded(ctx, backend, key, m.Occurrence)
+		a, ok := r.ledger.answer(ctx, ledgerQuestion{client.ObjectKeyFromObject(job), id, key, m.Occurrence.UnixNano()}, func(ctx context.Context) (bool, error) {
+			return r.backends.succeeded(ctx, backend, key, m.Occurrence)
+		})
 		switch {
-		case err != nil:
-			p.log.V(1).Info("ledger check failed; the wrapper decides", "occurrence", m.Occurrence.Format(time.RFC3339), "error", err.Error())
-		case done:
+		case !ok:
+			// Asked off this worker; the answer wakes the job.
+			p.log.V(1).Info("run request waits for the ledger's answer", "id", id)
+			return nil
+		case a.err != nil:
+			p.log.V(1).Info("ledger check failed; the wrapper decides", "occurrence", m.Occurrence.Format(time.RFC3339), "error", a.err.Error())
+		case a.succeeded:
 			return refuse(fmt.Sprintf("occurrence %s already succeeded (the ledger of lock key %q says so); only an occurrence that did not succeed can be run again: remove annotation %s to run it as a run of its own",
 				m.Occurrence.Format(time.RFC3339), key, v1alpha1.AnnotationRunOccurrence))
 		}

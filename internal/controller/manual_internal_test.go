@@ -1,13 +1,20 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
 
@@ -87,5 +94,110 @@ func TestRequestedBy(t *testing.T) {
 	job.ManagedFields = job.ManagedFields[:2]
 	if got := requestedBy(job); got != "" {
 		t.Errorf("requestedBy without an owner = %q, want empty", got)
+	}
+}
+
+// TestRunRequestLedgerLookupHoldsNoWorker: a run request for an occurrence asks the
+// ledger whether the occurrence succeeded. A tenant's Redis that does not answer (frozen
+// here, and the look-up's timeout an hour) must hold no reconcile worker, and so no other
+// tenant's job: the pass goes on without the answer, the look-up wakes the job when it
+// has one, and the pass after that takes it. One look-up per request, however many
+// passes come meanwhile.
+func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+	job := passJob("0 3 * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
+	lease, err := lock.New(srv.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Client().ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	backend, err := lock.NewClient(lock.ClientConfig{URL: proxy.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = backend.Close() })
+
+	cl := fakeAPI(t)
+	woken := make(chan types.NamespacedName, 4)
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"},
+		backends: newBackends(cl), ledger: newLedgerLookups(func(j types.NamespacedName) { woken <- j })}
+	r.backends.timeout = time.Hour
+	runOnce := func() *pass {
+		p := newPass(job.DeepCopy(), passAt, logr.Discard())
+		r.manualRun(ctx, p, backend, nil)
+		return p
+	}
+
+	proxy.Freeze()
+	for range 3 {
+		done := make(chan *pass, 1)
+		go func() { done <- runOnce() }()
+		select {
+		case p := <-done:
+			if p.status.LastRunRequest != nil || len(p.active) != 0 {
+				t.Fatalf("handled without the ledger's answer: %+v, %d pods", p.status.LastRunRequest, len(p.active))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the pass waits for the frozen Redis's answer, holding its worker")
+		}
+	}
+	proxy.Thaw()
+	select {
+	case j := <-woken:
+		if j != client.ObjectKeyFromObject(job) {
+			t.Fatalf("woke %v", j)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the answer did not wake the job")
+	}
+	rr := runOnce().status.LastRunRequest
+	if rr == nil || rr.Pod != "" || !strings.Contains(rr.Refused, "already succeeded") {
+		t.Fatalf("want the request refused (the occurrence succeeded), got %+v", rr)
+	}
+	stats, err := srv.Client().Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stats, "cmdstat_hget:calls=1,") {
+		t.Errorf("want one ledger read for the request, commandstats:\n%s", stats)
+	}
+}
+
+// TestLedgerAnswersNotTakenAreForgotten: an answer no pass takes (its job deleted while
+// the look-up ran) is dropped after answerKeep, so the look-ups of deleted jobs do not
+// pile up in the manager.
+func TestLedgerAnswersNotTakenAreForgotten(t *testing.T) {
+	ctx := context.Background()
+	now := passAt
+	woken := make(chan types.NamespacedName, 1)
+	l := newLedgerLookups(func(j types.NamespacedName) { woken <- j })
+	l.now = func() time.Time { return now }
+	yes := func(context.Context) (bool, error) { return true, nil }
+	gone := ledgerQuestion{job: types.NamespacedName{Namespace: "ns", Name: "gone"}, id: "x"}
+	if _, ok := l.answer(ctx, gone, yes); ok {
+		t.Fatal("answered before the look-up")
+	}
+	<-woken
+	now = now.Add(answerKeep + time.Second)
+	other := ledgerQuestion{job: types.NamespacedName{Namespace: "ns", Name: "other"}, id: "x"}
+	l.answer(ctx, other, yes)
+	<-woken
+	if a, ok := l.answer(ctx, other, yes); !ok || !a.succeeded {
+		t.Fatalf("the other job's answer: %+v, %t", a, ok)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.byQ) != 0 {
+		t.Fatalf("kept: %v", l.byQ)
 	}
 }
