@@ -53,6 +53,12 @@ func runPass(t *testing.T, job *v1alpha1.LockedCronJob, now time.Time, objs ...c
 // fakeAPI is a fake API server holding objs.
 func fakeAPI(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
+	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
+}
+
+// testScheme knows Kubernetes' built-in kinds and ours.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -60,7 +66,7 @@ func fakeAPI(t *testing.T, objs ...client.Object) client.Client {
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	return s
 }
 
 // passWith runs a pass's planning steps for job at now with r, as Reconcile does: what r

@@ -11,9 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -253,14 +251,7 @@ func TestReconcileWaitsForTheCachesAfterElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The new leader's cache: the job before that write.
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	cached := fake.NewClientBuilder().WithScheme(s).WithObjects(&stale).
+	cached := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&stale).
 		WithIndex(&corev1.Pod{}, ownerIndex, func(o client.Object) []string {
 			if name, ok := ownerJob(o); ok {
 				return []string{name}
