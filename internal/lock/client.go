@@ -320,6 +320,12 @@ func redactURL(raw string) string {
 	// The user info ends at the last '@' anywhere, in case a password holds an
 	// unencoded '/', '?' or '#'.
 	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if end := strings.IndexAny(rest, "/?#"); end >= 0 && end < at {
+			// That '@' stands after the hosts: what follows it is not a host for sure,
+			// and may be the end of a password (?password=alpha@bravo), so none of it
+			// is shown (the message says to percent-encode).
+			return strconv.Quote(scheme + "://xxxxx")
+		}
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
 			b.WriteString(shown(user, alnum+"-._%") + ":")
 		}

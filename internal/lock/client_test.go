@@ -87,6 +87,10 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis+sentinel://s?master=m&sentinel_password=alpha%zzbravo", "query is not valid"},
 		{"redis+sentinel://s?master=m&sentinel_password=alpha@bravo&pool=1", "percent-encode"},
 		{"redis+sentinel://s?master=m&sentinel_password=alpha#bravo", "fragment"},
+		// An '@' after the hosts: what follows it is no host, and may be a password's end.
+		{"redis://h:6379?password=alpha@bravo", "percent-encode"},
+		{"redis://h/0#alpha@bravo", "percent-encode"},
+		{"redis://h/alpha@bravo:6379", "percent-encode"},
 		{"redis://h?dial_timeout=1;read_timeout=2", "query is not valid"},
 		// Passwords where this project's URLs have none, in forms other clients take:
 		// StackExchange.Redis' connection string (Azure's portal gives it), a password
@@ -159,17 +163,8 @@ func FuzzParseURL(f *testing.F) {
 			}
 			// Any option's value: only those of master, client_name, the user names and
 			// the timeouts are shown.
-			for _, part := range strings.FieldsFunc(raw, func(r rune) bool { return strings.ContainsRune("?&;,#", r) }) {
-				name, v, ok := strings.Cut(part, "=")
-				name = strings.ToLower(name)
-				// An '=' may also stand in the user info, the hosts or the path, where an
-				// '@' or a '/' after it ends what it could be a value of: hosts that are
-				// host names and a database number are shown on purpose ("A://=@00000",
-				// "A://#=@00000", "A://=/00000").
-				if end := strings.IndexAny(v, "@/"); end >= 0 {
-					v = v[:end]
-				}
-				if ok && len(v) >= 6 && !strings.Contains(name, "timeout") && !strings.Contains(name, "master") &&
+			leaked := func(name, v string) {
+				if len(v) >= 6 && !strings.Contains(name, "timeout") && !strings.Contains(name, "master") &&
 					!strings.Contains(name, "name") && strings.Contains(err.Error(), v) && !strings.Contains(strings.Replace(raw, v, "", 1), v) {
 					// Not when the message says it of itself (a hint's "ssl=True"): the
 					// same input with another value in its place.
@@ -178,6 +173,44 @@ func FuzzParseURL(f *testing.F) {
 						t.Fatalf("%q: the value of %s in error %v", raw, name, err)
 					}
 				}
+			}
+			// The authority: from "://" to the first '/', '?' or '#' after it.
+			authFrom, authTo := -1, len(raw)
+			if i := strings.Index(raw, "://"); i >= 0 {
+				authFrom = i + 3
+				if j := strings.IndexAny(raw[authFrom:], "/?#"); j >= 0 {
+					authTo = authFrom + j
+				}
+			}
+			for off := 0; off < len(raw); {
+				n := strings.IndexAny(raw[off:], "?&;,#")
+				if n < 0 {
+					n = len(raw) - off
+				}
+				part := raw[off : off+n]
+				eq := strings.Index(part, "=")
+				if eq >= 0 {
+					name, v := strings.ToLower(part[:eq]), part[eq+1:]
+					if at := off + eq; authFrom >= 0 && at >= authFrom && at < authTo {
+						// An '=' in the user info or the hosts: an '@' or '/' after it ends
+						// what it could be a value of; the hosts after the user info's '@'
+						// and a database number are shown on purpose ("A://=@00000",
+						// "A://=/00000").
+						if end := strings.IndexAny(v, "@/"); end >= 0 {
+							v = v[:end]
+						}
+						leaked(name, v)
+					} else {
+						// An option's value, whole, and what follows each '@' in it: an
+						// '@' after the hosts must not make its end read as a host.
+						leaked(name, v)
+						for rest := v; strings.Contains(rest, "@"); {
+							_, rest, _ = strings.Cut(rest, "@")
+							leaked(name, rest)
+						}
+					}
+				}
+				off += n + 1
 			}
 			return
 		}
