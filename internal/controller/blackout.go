@@ -184,10 +184,9 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 	bs, err := r.readBlackout(ctx, p)
 	if err != nil {
 		msg := err.Error()
-		if c := meta.FindStatusCondition(st.Conditions, ConditionReady); c == nil || c.Reason != ReasonInvalidBlackout || c.Message != msg {
+		if p.setCondition(ConditionReady, false, ReasonInvalidBlackout, msg) {
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidBlackout, "%s", msg)
 		}
-		p.setCondition(ConditionReady, false, ReasonInvalidBlackout, msg)
 		p.setCondition(ConditionBlackout, false, ReasonInvalidBlackout, "spec.blackout is invalid; no occurrence starts until it is fixed: "+msg)
 		st.Upcoming = nil
 		return nil

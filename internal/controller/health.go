@@ -218,12 +218,15 @@ func (s *secretHealth) jobNames() []types.NamespacedName {
 
 // wakeJobs queues a pass of each job.
 func (h *health) wakeJobs(jobs []types.NamespacedName) {
+	h.mu.Lock()
+	done := h.ctx.Done() // Start sets h.ctx under h.mu
+	h.mu.Unlock()
 	for _, j := range jobs {
 		obj := &v1alpha1.LockedCronJob{}
 		obj.Namespace, obj.Name = j.Namespace, j.Name
 		select {
 		case h.wake <- ctrlevent.TypedGenericEvent[*v1alpha1.LockedCronJob]{Object: obj}:
-		case <-h.ctx.Done():
+		case <-done:
 			return
 		}
 	}

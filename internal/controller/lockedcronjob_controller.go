@@ -40,6 +40,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/metrics"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
@@ -263,7 +264,8 @@ func (p *pass) eventf(typ, reason, format string, args ...any) {
 // causedEventf is eventf for a series reason whose cause can change while the condition
 // lasts (a Missed for a missing Secret, then for a pod that does not start).
 func (p *pass) causedEventf(typ, reason, cause, format string, args ...any) {
-	note := fmt.Sprintf(format, args...)
+	// Escaped, as in status: a note may quote what a tenant or a kubelet wrote.
+	note := printable.Text(fmt.Sprintf(format, args...))
 	if len(note) > maxEventNote {
 		// The API server refuses a longer note, and the Event with it (a kubelet's pull
 		// error, Pod Security's refusal and a report's warnings can be that long).
@@ -281,14 +283,21 @@ func (p *pass) requeueAt(d time.Duration) {
 	}
 }
 
-func (p *pass) setCondition(typ string, ok bool, reason, msg string) {
+// setCondition sets the condition, its message with the controls a terminal acts on
+// escaped (it may quote what a tenant, a kubelet or a Redis server wrote), and reports
+// whether its status, reason or message changed.
+func (p *pass) setCondition(typ string, ok bool, reason, msg string) (changed bool) {
 	s := metav1.ConditionFalse
 	if ok {
 		s = metav1.ConditionTrue
 	}
+	msg = printable.Text(msg)
+	prev := meta.FindStatusCondition(p.status.Conditions, typ)
+	changed = prev == nil || prev.Status != s || prev.Reason != reason || prev.Message != msg
 	meta.SetStatusCondition(&p.status.Conditions, metav1.Condition{
 		Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: p.job.Generation,
 	})
+	return changed
 }
 
 // Reconcile runs one pass for one LockedCronJob.
@@ -536,11 +545,9 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	sched, err := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
 	if err != nil {
 		msg := fmt.Sprintf("spec.schedule/spec.timeZone: %v", err)
-		if !meta.IsStatusConditionPresentAndEqual(st.Conditions, ConditionReady, metav1.ConditionFalse) ||
-			meta.FindStatusCondition(st.Conditions, ConditionReady).Message != msg {
+		if p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg) {
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", msg)
 		}
-		p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg)
 		st.NextScheduleTime, st.Upcoming = nil, nil
 		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.schedule is invalid")
 		return nil

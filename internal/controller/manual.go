@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
@@ -137,7 +138,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		rr.Occurrence = &metav1.Time{Time: m.Occurrence}
 	}
 	refuse := func(msg string) *corev1.Pod {
-		rr.Refused = msg
+		rr.Refused = printable.Text(msg) // it may quote the API server or a webhook
 		st.LastRunRequest = rr
 		p.eventf(corev1.EventTypeWarning, ReasonManualRunRefused, "run request %q: %s", id, msg)
 		p.log.Info("run request refused", "id", id, "reason", msg)

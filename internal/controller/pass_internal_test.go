@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -553,4 +555,36 @@ func TestStatusFarAheadIsNotTrusted(t *testing.T) {
 			t.Fatalf("at %s: active %v, want the occurrence's pod", at, p.active)
 		}
 	})
+}
+
+// TestStatusAndEventsShowControlsEscaped: text the controller does not write itself — a
+// schedule the tenant typed, a kubelet's or a registry's message about a pod — reaches
+// conditions, status.recent and Events with the controls a terminal acts on escaped; and
+// the same text on the next pass is no change, so it is not said again.
+func TestStatusAndEventsShowControlsEscaped(t *testing.T) {
+	raw := func(s string) bool { return strings.ContainsFunc(s, printable.IsControl) }
+	job := passJob("0 3 * * *\x1b]52;c;eA==\x07", false)
+	_, p := runPass(t, job, passAt)
+	ready := meta.FindStatusCondition(p.status.Conditions, ConditionReady)
+	if ready == nil || ready.Reason != ReasonInvalidSchedule || raw(ready.Message) || !strings.Contains(ready.Message, `\u001b]52`) {
+		t.Fatalf("Ready: %+v", ready)
+	}
+	if len(p.events) != 1 || raw(p.events[0].note) || !strings.Contains(p.events[0].note, `\u001b]52`) {
+		t.Fatalf("events: %+v", p.events)
+	}
+	job.Status = *p.status
+	if _, again := runPass(t, job, passAt.Add(time.Minute)); len(again.events) != 0 {
+		t.Fatalf("the same invalid schedule said again: %+v", again.events)
+	}
+
+	// A pod that never started, counted missed with its kubelet's reason (a registry's
+	// answer to a pull is in it).
+	p = newPass(passJob("0 3 * * *", false), passAt, logr.Discard())
+	p.recordN(runstatus.OutcomeMissed, "ErrImagePull", passAt, 1, "pod waiting: ErrImagePull: \u009b2J\x1b[8m")
+	if rec := p.status.Recent[0]; raw(rec.Message) || !strings.Contains(rec.Message, `\u009b2J\u001b[8m`) {
+		t.Fatalf("recent: %q", rec.Message)
+	}
+	if len(p.events) != 1 || raw(p.events[0].note) {
+		t.Fatalf("events: %+v", p.events)
+	}
 }

@@ -240,7 +240,8 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 	if err != nil {
 		return 0, err
 	}
-	r := runstatus.ResultOf(final).Report
+	// As status shows it (fromRecent): its text with controls escaped.
+	r := runstatus.ResultOf(final).Report.Printable()
 	res.Report = &r
 	return exitFor(r), nil
 }

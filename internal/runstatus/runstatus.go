@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/tracking"
@@ -234,6 +235,8 @@ func Message(rep report.Report) string {
 // AddRecent records a finished occurrence in status.recent, newest first, at most
 // RecentLimit entries.
 func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
+	// Its text escaped (package printable): a report, a kubelet's message may be in it.
+	rec.Message, rec.Holder = printable.Text(rec.Message), printable.Text(rec.Holder)
 	st.Recent = append(st.Recent, rec)
 	sort.SliceStable(st.Recent, func(i, j int) bool {
 		return st.Recent[j].Occurrence.Before(&st.Recent[i].Occurrence)
