@@ -90,16 +90,5 @@ func flush(w io.Writer) {
 // below 0x20 already escaped), DEL and the C1 controls, which it leaves as they are: the
 // same JSON, and YAML made from it can be parsed (a YAML reader refuses them).
 func escapeJSONControls(b []byte) []byte {
-	if !strings.ContainsFunc(string(b), printable.IsControl) {
-		return b
-	}
-	var out strings.Builder
-	for _, r := range string(b) {
-		if printable.IsControl(r) {
-			out.WriteString(printable.Escape(r))
-		} else {
-			out.WriteRune(r)
-		}
-	}
-	return []byte(out.String())
+	return []byte(printable.Text(string(b))) // valid UTF-8: only the controls change
 }
