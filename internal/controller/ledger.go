@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -21,12 +22,15 @@ type ledgerLookups struct {
 	now  func() time.Time
 }
 
-// ledgerQuestion is one run request's question: the job, the request's id, and what it
-// asks about (an id's occurrence annotation can be edited while the look-up runs).
+// ledgerQuestion is one run request's question: the job, the request's id, what it asks
+// about (an id's occurrence annotation can be edited while the look-up runs) and whom:
+// the Secret's client, new when the Secret changes (it may point at another Redis, whose
+// ledger knows other occurrences). go-redis's clients are pointers, so comparable.
 type ledgerQuestion struct {
 	job             types.NamespacedName
 	id, key         string
 	occurrenceNanos int64
+	backend         redis.UniversalClient
 }
 
 // ledgerAnswer is what the ledger said: succeeded, or err if the look-up failed.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -200,5 +201,67 @@ func TestLedgerAnswersNotTakenAreForgotten(t *testing.T) {
 	defer l.mu.Unlock()
 	if len(l.byQ) != 0 {
 		t.Fatalf("kept: %v", l.byQ)
+	}
+}
+
+// TestLedgerAnswerIsTheBackendsItAsked: an answer is for the backend (the Secret's
+// client) it was asked of. A Secret edited to point at another Redis while an answer
+// waits asks again: the old Redis's answer ("succeeded") must not refuse a run that the
+// new Redis's ledger does not know.
+func TestLedgerAnswerIsTheBackendsItAsked(t *testing.T) {
+	ctx := context.Background()
+	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+	job := passJob("0 3 * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
+
+	old, fresh := redistest.Start(t), redistest.Start(t)
+	lease, err := lock.New(old.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	backendOf := func(s *redistest.Server) redis.UniversalClient {
+		c, err := lock.NewClient(lock.ClientConfig{URL: "redis://" + s.Addr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+
+	cl := fakeAPI(t)
+	woken := make(chan types.NamespacedName, 4)
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"},
+		backends: newBackends(cl), ledger: newLedgerLookups(func(j types.NamespacedName) { woken <- j })}
+	// handled runs passes until one handles the request (ask, then take).
+	handled := func(backend redis.UniversalClient) *v1alpha1.RunRequest {
+		for range 3 {
+			p := newPass(job.DeepCopy(), passAt, logr.Discard())
+			r.manualRun(ctx, p, backend, nil)
+			if p.status.LastRunRequest != nil {
+				return p.status.LastRunRequest
+			}
+			select {
+			case <-woken:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the answer did not wake the job")
+			}
+		}
+		t.Fatal("the request was never handled")
+		return nil
+	}
+
+	// The old Redis's answer is asked for, and the Secret changes before a pass takes it.
+	p := newPass(job.DeepCopy(), passAt, logr.Discard())
+	r.manualRun(ctx, p, backendOf(old), nil)
+	if p.status.LastRunRequest != nil {
+		t.Fatalf("handled before the ledger answered: %+v", p.status.LastRunRequest)
+	}
+	<-woken
+	if rr := handled(backendOf(fresh)); rr.Pod == "" || rr.Refused != "" {
+		t.Fatalf("the new Redis's ledger does not know the occurrence; want its pod, got %+v (the old Redis's answer)", rr)
 	}
 }
