@@ -55,13 +55,23 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		authority, tail = rest[:i], rest[i:]
 	}
 	// A password with an unencoded '/', '?' or '#' ends the authority early, and the
-	// '@' meant to close it lands after it. Whatever a strict reading of such a URL
-	// then says would quote pieces of the password, so it is not said.
+	// '@' meant to close it lands after it. Any piece of such a URL may then be a piece
+	// of the password: the reason is said without what it would quote (but its
+	// safeText), and the hint with it.
 	misplacedAt := strings.LastIndex(tail, "@") >= 0
 	bad := func(format string, a ...any) error {
+		if misplacedAt {
+			for i, x := range a {
+				switch x.(type) {
+				case int, safeText:
+				default:
+					a[i] = "xxxxx"
+				}
+			}
+		}
 		why := fmt.Sprintf(format, a...)
 		if misplacedAt {
-			why = `it has an "@" after "/", "?" or "#"; if the password holds one of these, ` +
+			why += `; it has an "@" after "/", "?" or "#": if the password holds one of these, ` +
 				`percent-encode it ("/" %2F, "?" %3F, "#" %23, "@" %40)`
 		}
 		return fmt.Errorf("%w %s: %s", ErrBadURL, redactURL(cfg.URL), why)
@@ -91,7 +101,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	case "rediss+cluster":
 		cluster, useTLS = true, true
 	default:
-		return nil, bad("unknown scheme %s (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", shownScheme(scheme))
+		return nil, bad("unknown scheme %s (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", safeText(shownScheme(scheme)))
 	}
 
 	userinfo, hostlist := "", authority
@@ -104,8 +114,8 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	if userinfo != "" {
 		ph += userinfo + "@"
 		if _, err := url.Parse(ph + "placeholder"); err != nil {
-			return nil, bad("%s", `the user name or password is not valid in a URL: percent-encode its special characters `+
-				`(" " %20, "%" %25, "@" %40, "/" %2F, "?" %3F, "#" %23, and ":" %3A in a user name)`)
+			return nil, bad("%s", safeText(`the user name or password is not valid in a URL: percent-encode its special characters `+
+				`(" " %20, "%" %25, "@" %40, "/" %2F, "?" %3F, "#" %23, and ":" %3A in a user name)`))
 		}
 	}
 	u, err := url.Parse(ph + "placeholder" + tail)
@@ -115,7 +125,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 			err = ue.Err
 		}
 		// Not quoted: net/url's errors quote the bad escape they found.
-		return nil, bad("%s", `the path or the query is not valid in a URL: percent-encode "%" as %25 and spaces as %20`)
+		return nil, bad("%s", safeText(`the path or the query is not valid in a URL: percent-encode "%" as %25 and spaces as %20`))
 	}
 	if u.Fragment != "" {
 		return nil, bad("unexpected fragment")
@@ -138,7 +148,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	for i, h := range hosts {
 		addr, err := hostPort(h, sentinel)
 		if err != nil {
-			return nil, bad("host %d of %d: %v", i+1, len(hosts), err)
+			return nil, bad("host %d of %d: %s", i+1, len(hosts), safeText(err.Error())) // hostPort quotes nothing
 		}
 		o.Addrs = append(o.Addrs, addr)
 	}
@@ -164,19 +174,19 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	query, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		// Not quoted: the bad escape may sit in sentinel_password=.
-		return nil, bad("%s", `the query is not valid: percent-encode "%" as %25 and ";" as %3B in its values`)
+		return nil, bad("%s", safeText(`the query is not valid: percent-encode "%" as %25 and ";" as %3B in its values`))
 	}
 	for name, vals := range query {
 		v := vals[len(vals)-1]
 		switch name {
 		case "master", "master_name":
 			if !sentinel {
-				return nil, bad("%s= is only for redis+sentinel://", name)
+				return nil, bad("%s= is only for redis+sentinel://", safeText(name))
 			}
 			o.MasterName = v
 		case "sentinel_username", "sentinel_password":
 			if !sentinel {
-				return nil, bad("%s= is only for redis+sentinel://", name)
+				return nil, bad("%s= is only for redis+sentinel://", safeText(name))
 			}
 			if name == "sentinel_username" {
 				o.SentinelUsername = v
@@ -188,7 +198,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		case "dial_timeout", "read_timeout", "write_timeout":
 			d, err := parseSeconds(v)
 			if err != nil {
-				return nil, bad("%s=%q: %v", name, v, err)
+				return nil, bad("%s=%q: %v", safeText(name), v, err)
 			}
 			switch name {
 			case "dial_timeout":
@@ -221,7 +231,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		o.Password = cfg.Password
 	}
 	if len(cfg.CACert) > 0 && !useTLS {
-		return nil, bad("a CA certificate was given but the scheme %q is not TLS (use rediss…)", scheme)
+		return nil, bad("a CA certificate was given but the scheme %q is not TLS (use rediss…)", safeText(scheme))
 	}
 	if useTLS {
 		// ServerName stays empty: go-redis dials with tls.DialWithDialer, which verifies
@@ -395,6 +405,10 @@ func shownScheme(scheme string) string {
 // alnum: the ASCII letters and digits, of which hosts, schemes, user and option names
 // are made (with a few more characters each).
 const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// safeText is text that bad shows even when any piece of the URL may be a password's:
+// this package's own, or a piece of the URL checked to be one of a few known names.
+type safeText string
 
 // shown is s if it is made of allowed's characters only, else xxxxx.
 func shown(s, allowed string) string {

@@ -91,6 +91,16 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:6379?password=alpha@bravo", "percent-encode"},
 		{"redis://h/0#alpha@bravo", "percent-encode"},
 		{"redis://h/alpha@bravo:6379", "percent-encode"},
+		// Such an '@' may also be a valid one in a value: the reason is said as well as
+		// the hint, what it would quote from the URL hidden ("bravo" may be a password's
+		// first part, the user name "alpha" read as a host).
+		{"redis+sentinel://s?master=m&sentinel_password=alpha@bravo&pool=1", "unknown option"},
+		{"redis+sentinel://s/x?master=m&sentinel_password=alpha@bravo", "not a database number"},
+		{"redis+sentinel://s/x?master=m&sentinel_password=alpha@bravo", "percent-encode"},
+		{"redis://alpha:6379?bravo=charlie@h", "unknown option"},
+		{"redis://alpha:6379?bravo=charlie@h", "percent-encode"},
+		{"redis://alpha:6379?dial_timeout=bravo@h", "dial_timeout"},
+		{"redis://alpha:6379?dial_timeout=bravo@h", "percent-encode"},
 		{"redis://h?dial_timeout=1;read_timeout=2", "query is not valid"},
 		// Passwords where this project's URLs have none, in forms other clients take:
 		// StackExchange.Redis' connection string (Azure's portal gives it), a password
