@@ -284,6 +284,19 @@ func hostPort(h string, sentinel bool) (string, error) {
 	if host == "" {
 		return "", errors.New("bad host: no name")
 	}
+	if addr, zone, ok := strings.Cut(host, "%"); ok && net.ParseIP(addr) != nil {
+		// An IPv6 zone is "%25<zone>" in a URL (RFC 6874, as net/url reads it), "%<zone>"
+		// to the dialler; a bare "%<zone>" is taken as it is.
+		if z, encoded := strings.CutPrefix(zone, "25"); encoded {
+			if zone, err = url.PathUnescape(z); err != nil {
+				return "", errors.New(`bad host: an IPv6 zone that is not valid percent-encoding ([fe80::1%25eth0])`)
+			}
+		}
+		if zone == "" {
+			return "", errors.New("bad host: an empty IPv6 zone ([fe80::1%25eth0])")
+		}
+		host = addr + "%" + zone
+	}
 	if strings.Contains(host, "=") {
 		return "", errors.New(`bad host: it holds "=" (options go after "?"; a password in the user info, redis://:PASSWORD@host, or the Secret's password key)`)
 	}

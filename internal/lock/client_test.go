@@ -20,6 +20,10 @@ func TestParseURLForms(t *testing.T) {
 		{"redis://h", redis.UniversalOptions{Addrs: []string{"h:6379"}}, false},
 		{"redis://u:p%40ss@h:7/3", redis.UniversalOptions{Addrs: []string{"h:7"}, Username: "u", Password: "p@ss", DB: 3}, false},
 		{"redis://:secret@[::1]:6380", redis.UniversalOptions{Addrs: []string{"[::1]:6380"}, Password: "secret"}, false},
+		// A zone is "%25" in a URL (RFC 6874), "%" to the dialler; a bare "%" is taken too.
+		{"redis://[fe80::1%25eth0]:6380", redis.UniversalOptions{Addrs: []string{"[fe80::1%eth0]:6380"}}, false},
+		{"redis+sentinel://[fe80::1%25br-lan],[fe80::2%eth1]:1?master=m", redis.UniversalOptions{
+			Addrs: []string{"[fe80::1%br-lan]:26379", "[fe80::2%eth1]:1"}, MasterName: "m"}, false},
 		{"rediss://h:6380?dial_timeout=2&read_timeout=500ms", redis.UniversalOptions{Addrs: []string{"h:6380"}}, true},
 		{"redis+sentinel://s1,s2:26380/1?master=mymaster", redis.UniversalOptions{
 			Addrs: []string{"s1:26379", "s2:26380"}, MasterName: "mymaster", DB: 1}, false},
@@ -74,6 +78,9 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h?dial_timeout=soon", "dial_timeout"},
 		{"redis://u:topsecret@h:1/x", "database"},
 		{"redis://h:1,,h2", "empty host"},
+		{"redis://[fe80::1%25]:1", "empty IPv6 zone"},
+		{"redis://[fe80::1%25%zz]:1", "IPv6 zone that is not valid"},
+		{"redis://[fe80::1%25eth%2F0]:1", "want a DNS name"},
 		{"redis://h#frag", "fragment"},
 		// A password holding an unencoded '/', '?' or '#' ends the authority early for
 		// a URL parser; the message must neither echo it nor its pieces.
