@@ -600,14 +600,20 @@ func readPid(t *testing.T, path string) int {
 	return pid
 }
 
-// processLive: pid exists and is not a zombie (killed, not reaped yet).
+// processLive: pid has a thread that is not a zombie (one killed and not reaped yet is
+// one; so is, in its own stat, the leader thread of a process whose other threads run).
 func processLive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, stat := range stats {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			continue
+		}
+		if fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(fields) > 0 && fields[0] != "Z" {
+			return true
+		}
 	}
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
+	return false
 }
 
 // TestGivingUpLeavesNoLock: A's only acquire attempt (--contention skip) takes the lock in

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,6 +167,68 @@ func TestStraysAmongTheDescendantsAreKilled(t *testing.T) {
 		if pid := readPid(t, filepath.Join(dir, f)); processLive(pid) {
 			t.Errorf("the command's %s (pid %d) outlived lockwrap", f, pid)
 		}
+	}
+}
+
+// leaderlessArg makes the test binary a process whose leader thread ends while its other
+// threads run on (as a program whose main thread calls pthread_exit does): its own
+// /proc/<pid>/environ then reads as "no such process". `<test binary> leaderlessArg DIR`
+// writes its pid to DIR/leaderless and lives until DIR is gone.
+const leaderlessArg = "__leaderless"
+
+func init() {
+	if len(os.Args) == 3 && os.Args[1] == leaderlessArg {
+		// main then runs on the leader thread (LockOSThread in an init), which it ends.
+		runtime.LockOSThread()
+	}
+}
+
+func leaderlessMain(dir string) {
+	// No collection: one would wait for ever for the goroutine of the ended thread.
+	debug.SetGCPercent(-1)
+	go func() {
+		for {
+			if _, err := os.Stat(dir); err != nil {
+				os.Exit(0)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(dir, "leaderless.tmp"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.Exit(1)
+	}
+	if err := os.Rename(filepath.Join(dir, "leaderless.tmp"), filepath.Join(dir, "leaderless")); err != nil {
+		os.Exit(1)
+	}
+	if syscall.Gettid() != os.Getpid() {
+		os.Exit(2) // not on the leader thread: the command waits for a Z in vain, and says so
+	}
+	syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0) // this thread only (os.Exit ends them all)
+}
+
+// TestStrayWhoseLeaderThreadEndedIsKilled: a process of the command that left its group
+// (setsid) and whose leader thread ended, its other threads running on, is one of the
+// run's strays. Its /proc/<pid>/environ reads as "no such process"; its threads' do not.
+func TestStrayWhoseLeaderThreadEndedIsKilled(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(dir, "leaderless")); err == nil {
+			if pid, err := strconv.Atoi(string(b)); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	// The command waits until the stray's leader thread has ended (its stat reads Z).
+	cmd := `setsid "$2" ` + leaderlessArg + ` "$1" >/dev/null 2>&1 & while [ ! -s "$1/leaderless" ]; do sleep 0.01; done; ` +
+		`pid=$(cat "$1/leaderless"); n=0; ` +
+		`until grep -q '^State:.*Z' /proc/$pid/status; do n=$((n+1)); [ $n -lt 1000 ] || exit 3; sleep 0.01; done`
+	code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "leaderless", "a"), "--", "sh", "-c", cmd, "sh", dir, os.Args[0])...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if pid := readPid(t, filepath.Join(dir, "leaderless")); processLive(pid) {
+		t.Errorf("the command's process whose leader thread ended (pid %d) outlived lockwrap", pid)
 	}
 }
 

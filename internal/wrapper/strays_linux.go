@@ -57,7 +57,7 @@ func killMarked(mark string, descendantsOnly bool) error {
 		}
 		found := 0
 		for _, pid := range pids {
-			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			env, err := environ(pid)
 			buf = append(buf[:1], env...)
 			switch {
 			case err == nil && bytes.Contains(buf, needle):
@@ -75,6 +75,24 @@ func killMarked(mark string, descendantsOnly bool) error {
 		time.Sleep(strayPause) // for the killed to die
 	}
 	return fmt.Errorf("processes of the command still alive after %d rounds of SIGKILL", strayRounds)
+}
+
+// environ reads pid's environment. A process whose leader thread has ended while its
+// other threads run on (pthread_exit in main) has its own environ read as "no such
+// process": it is read through one of those threads.
+func environ(pid int) ([]byte, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	env, err := os.ReadFile(dir + "/environ")
+	if err == nil || errors.Is(err, fs.ErrPermission) {
+		return env, err
+	}
+	tasks, _ := os.ReadDir(dir + "/task")
+	for _, task := range tasks {
+		if tenv, terr := os.ReadFile(dir + "/task/" + task.Name() + "/environ"); terr == nil || errors.Is(terr, fs.ErrPermission) {
+			return tenv, terr
+		}
+	}
+	return env, err
 }
 
 // processes lists the pids but self's: with descendantsOnly, self's descendants only.
