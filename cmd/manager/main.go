@@ -52,7 +52,7 @@ func run() error {
 		burst, workers                                                int
 		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
 		pprofAddr                                                     string
-		leaseDuration, renewDeadline, retryPeriod                     time.Duration
+		leaseDuration, renewDeadline, retryPeriod, reconcileTimeout   time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to clients the API server authenticates (a bearer token, TokenReview) and authorizes (get on the non-resource URL /metrics, SubjectAccessReview: the metrics-reader ClusterRole). --metrics-secure=false serves plain HTTP to anyone who can reach the port.")
@@ -67,6 +67,7 @@ func run() error {
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server, all of the manager's calls together (leader election has a budget of its own).")
 	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server, with --kube-api-qps.")
+	flag.DurationVar(&reconcileTimeout, "reconcile-timeout", time.Minute, "How long one reconcile may take: a pass whose API call is never answered (an API server or network that stalls) is cancelled, its worker freed for other jobs, and the job tried again. A pass takes milliseconds; the bound is for calls that hang.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 5, "How many LockedCronJobs are reconciled at once (kube-controller-manager's --concurrent-cron-job-syncs is 5 too).")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
@@ -82,6 +83,9 @@ func run() error {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
 		return fmt.Errorf("--wrapper-image-pull-policy %q: want Always, IfNotPresent or Never", pullPolicy)
+	}
+	if reconcileTimeout < time.Second {
+		return fmt.Errorf("--reconcile-timeout %s: want at least 1s (a pass's API calls must have time to be answered)", reconcileTimeout)
 	}
 	if workers < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles %d: want at least 1", workers)
@@ -157,6 +161,7 @@ func run() error {
 
 	r := &controller.LockedCronJobReconciler{
 		MaxConcurrentReconciles: workers,
+		ReconcileTimeout:        reconcileTimeout,
 		Client:                  mgr.GetClient(),
 		Pod: runpod.Options{
 			ClusterName:            clusterName,

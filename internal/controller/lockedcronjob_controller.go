@@ -144,6 +144,9 @@ type LockedCronJobReconciler struct {
 	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
 	// kube-controller-manager's --concurrent-cron-job-syncs).
 	MaxConcurrentReconciles int
+	// ReconcileTimeout bounds one reconcile (default one minute): a pass whose API call
+	// is never answered is cancelled, its worker freed, and the job tried again.
+	ReconcileTimeout time.Duration
 	// SecretTTL is how long a Secret read is reused (default one minute): a changed
 	// Secret is seen within it and one ProbeInterval. ProbeInterval is how often each
 	// Secret's Redis is pinged in the background (default 10s).
@@ -872,6 +875,9 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	if r.MaxConcurrentReconciles <= 0 {
 		r.MaxConcurrentReconciles = 5
 	}
+	if r.ReconcileTimeout <= 0 {
+		r.ReconcileTimeout = time.Minute
+	}
 	// Not waiting for the informer to sync, as IndexField does not: set up before the
 	// manager starts, it has not started.
 	pods, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Pod{}, cache.BlockUntilSynced(false))
@@ -891,7 +897,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 		b = b.WatchesRawSource(src)
 	}
 	b = b.WatchesRawSource(source.Channel(r.health.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.LockedCronJob]{}))
-	return b.Named("lockedcronjob").WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).Complete(r)
+	return b.Named("lockedcronjob").WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles, ReconciliationTimeout: r.ReconcileTimeout}).Complete(r)
 }
 
 // ownerJob names the LockedCronJob that controls a pod (its controller owner reference),

@@ -123,7 +123,13 @@ func startManagerWith(clk clock.PassiveClock, cacheOpts cache.Options) (stop fun
 // startManagerWrapped is startManagerWith whose reconciler's client is wrap(the manager's
 // client) (nil: unwrapped): a spec can make the cache lag, or a call fail.
 func startManagerWrapped(clk clock.PassiveClock, cacheOpts cache.Options, wrap func(client.Client) client.Client) (stop func()) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return startManagerOn(cfg, clk, cacheOpts, wrap, nil)
+}
+
+// startManagerOn is startManagerWrapped talking to the API server at restCfg, its
+// reconciler changed by tune (nil: as is) before it is set up.
+func startManagerOn(restCfg *rest.Config, clk clock.PassiveClock, cacheOpts cache.Options, wrap func(client.Client) client.Client, tune func(*LockedCronJobReconciler)) (stop func()) {
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -141,6 +147,9 @@ func startManagerWrapped(clk clock.PassiveClock, cacheOpts cache.Options, wrap f
 		Pod:    runpod.Options{ClusterName: "test", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullNever},
 		// Specs change Secrets and wait for the condition to follow: read and probe often.
 		SecretTTL: 2 * time.Second, ProbeInterval: time.Second,
+	}
+	if tune != nil {
+		tune(r)
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	mctx, mcancel := context.WithCancel(ctx)
