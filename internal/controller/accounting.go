@@ -384,10 +384,8 @@ func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name stri
 		if ref := metav1.GetControllerOf(pod); ref != nil && uid != "" && ref.UID != uid {
 			continue // another job of the same name
 		}
-		patch := client.StrategicMergeFrom(pod.DeepCopy())
-		controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
-		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("releasing pod %s: %w", pod.Name, err)
+		if err := r.releasePod(ctx, pod); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -347,17 +347,23 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{RequeueAfter: after}, nil
 	}
 
+	// 2c: only the job's own pods, not those of an earlier job of its name (released).
+	own, foreign := ownPods(pods.Items, job.UID)
+	if err := r.releaseForeign(ctx, &job, foreign); err != nil {
+		return ctrl.Result{}, err
+	}
+
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never
 	// started (deleted, or past their deadline) missed; the rest are active.
-	p.track(pods.Items)
+	p.track(own)
 	if err := r.resolveUnsure(ctx, &job, p.now); err != nil {
 		return ctrl.Result{}, err
 	}
 	// lastScheduleTime up to the newest occurrence decided (catchup.go).
 	written, created := r.decided.of(&job)
-	p.catchUp(p.standing(pods.Items), written, created)
-	for i := range pods.Items {
-		p.seen = append(p.seen, pods.Items[i].Name)
+	p.catchUp(p.standing(own), written, created)
+	for i := range own {
+		p.seen = append(p.seen, own[i].Name)
 	}
 
 	// 4: is the lock backend usable? (As last seen: no Redis round trip here, and the

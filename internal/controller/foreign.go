@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+// ownPods splits the pods listed for a job (the owner index has them by the job's name)
+// into those the job controls and the others: those of an earlier job of the same name,
+// deleted and created again (kubectl replace --force, delete and apply), whose pods are
+// still there until the garbage collector deletes them. Those are not the job's runs, its
+// active pods or its occurrences.
+func ownPods(pods []corev1.Pod, uid types.UID) (own, foreign []corev1.Pod) {
+	for i := range pods {
+		if ref := metav1.GetControllerOfNoCopy(&pods[i]); ref != nil && ref.UID == uid {
+			own = append(own, pods[i])
+		} else {
+			foreign = append(foreign, pods[i])
+		}
+	}
+	return own, foreign
+}
+
+// releaseForeign releases the tracking finalizer of pods of an earlier job of job's name
+// (ownPods): no job is left to count them, and the garbage collector waits for it. Their
+// own job's last pass, which releases its pods, may never have come: the pass that finds
+// its job gone finds this one instead. The server says first which job of that name
+// exists: a job cache behind may show one deleted since, and the pods of the one there
+// now are that one's to count.
+func (r *LockedCronJobReconciler) releaseForeign(ctx context.Context, job *v1alpha1.LockedCronJob, foreign []corev1.Pod) error {
+	var held []*corev1.Pod
+	for i := range foreign {
+		if controllerutil.ContainsFinalizer(&foreign[i], runpod.FinalizerTracking) {
+			held = append(held, &foreign[i])
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	live, err := liveMeta(ctx, r.APIReader, v1alpha1.GroupVersion.WithKind("LockedCronJob"), client.ObjectKeyFromObject(job))
+	if err != nil {
+		return err
+	}
+	for _, pod := range held {
+		if ref := metav1.GetControllerOfNoCopy(pod); live != nil && ref != nil && ref.UID == live.UID {
+			continue // the job there now controls it: this pass's job is one the cache still shows
+		}
+		if err := r.releasePod(ctx, pod); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releasePod takes the tracking finalizer off pod (gone already: nothing to do).
+func (r *LockedCronJobReconciler) releasePod(ctx context.Context, pod *corev1.Pod) error {
+	patch := client.StrategicMergeFrom(pod.DeepCopy())
+	controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
+	if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("releasing pod %s: %w", pod.Name, err)
+	}
+	return nil
+}

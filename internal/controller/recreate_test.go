@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"k8s.io/utils/clock"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+var _ = Describe("A job deleted and created again under the same name", func() {
+	// `kubectl replace --force`, or delete and apply: the new job (a new UID) can be the
+	// first the manager sees of that name, its pass never learning that the old one went.
+	// The old job's pods are still there (the garbage collector deletes them, and waits
+	// for the tracking finalizer). They are not the new job's: not its runs, not its
+	// active pods, not its occurrences; and no job is left to count them, so their
+	// finalizer is released.
+	It("takes none of the old job's pods as its own, and releases them", func() {
+		ns := newNamespace()
+		old := newJob(ns, "replaced", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, old)).To(Succeed())
+		ran := createPodFor(old, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		finishPod(ran, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: ns + "/replaced",
+			Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + ns + "/" + ran.Name, Message: "the old job's run"}))
+		running := createPodFor(old, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
+		replacement := newJob(ns, "replaced", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, replacement)).To(Succeed())
+		Expect(replacement.UID).NotTo(Equal(old.UID))
+
+		startManager(clock.RealClock{})
+		for _, pod := range []*corev1.Pod{ran, running} {
+			Eventually(func() []string {
+				p, err := getPod(ns, pod.Name)
+				Expect(err).NotTo(HaveOccurred())
+				return p.Finalizers
+			}, 15*time.Second).ShouldNot(ContainElement(runpod.FinalizerTracking), "pod %s of the old job released", pod.Name)
+		}
+		Eventually(func() *v1alpha1.LockedCronJobStatus { return &getJob(replacement).Status }).Should(
+			HaveField("Conditions", Not(BeEmpty())), "the new job reconciled")
+		Consistently(func() v1alpha1.LockedCronJobStatus { return getJob(replacement).Status }, 3*time.Second).Should(And(
+			HaveField("Recent", BeEmpty()),
+			HaveField("Active", BeEmpty()),
+			HaveField("LastSuccessfulTime", BeNil()),
+			HaveField("Counters.Succeeded", BeZero()),
+		), "the old job's pods counted as the new job's")
+	})
+
+	// The old job had prepared the pod of its next occurrence (spec.prepareAheadSeconds),
+	// and the new one has the same schedule: that pod has the name the new job's pod
+	// takes. It is not the new job's run. Until the garbage collector deletes it (here:
+	// after the instant) the new job says the name is taken; then it runs the occurrence
+	// in a pod of its own.
+	It("runs an occurrence the old job had prepared a pod for in a pod of its own", func() {
+		stop := startManager(clock.RealClock{})
+		ns := newNamespace()
+		at := time.Now().Add(10 * time.Second).Truncate(time.Second)
+		old := newJob(ns, "prepared", dailyAt(at))
+		old.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+		createBefore(old, at)
+		name := runpod.Name("prepared", at)
+		Eventually(func() error { _, err := getPod(ns, name); return err }, 10*time.Second).Should(Succeed(), "prepared ahead")
+		stop()
+
+		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
+		replacement := newJob(ns, "prepared", dailyAt(at))
+		replacement.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+		createBefore(replacement, at)
+		startManager(clock.RealClock{})
+		Eventually(func() []string { return eventReasons(replacement) }, time.Until(at)+10*time.Second, 100*time.Millisecond).Should(
+			ContainElement(ReasonPodNameTaken), "the old job's prepared pod taken for the new job's")
+		Expect(getJob(replacement).Status.LastScheduleTime).To(BeNil(), "the occurrence is not the new job's yet")
+
+		prepared, err := getPod(ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Delete(ctx, prepared)).To(Succeed()) // as the garbage collector does
+		Eventually(func() types.UID {
+			p, err := getPod(ns, name)
+			if err != nil {
+				return ""
+			}
+			if ref := metav1.GetControllerOf(p); ref != nil {
+				return ref.UID
+			}
+			return ""
+		}, 15*time.Second, 100*time.Millisecond).Should(Equal(replacement.UID), "the occurrence runs in a pod of the new job")
+	})
+})
