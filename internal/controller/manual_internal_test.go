@@ -260,7 +260,11 @@ func TestLedgerAnswerIsTheBackendsItAsked(t *testing.T) {
 	if p.status.LastRunRequest != nil {
 		t.Fatalf("handled before the ledger answered: %+v", p.status.LastRunRequest)
 	}
-	<-woken
+	select {
+	case <-woken:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old Redis's answer did not wake the job")
+	}
 	if rr := handled(backendOf(fresh)); rr.Pod == "" || rr.Refused != "" {
 		t.Fatalf("the new Redis's ledger does not know the occurrence; want its pod, got %+v (the old Redis's answer)", rr)
 	}

@@ -184,8 +184,10 @@ func init() {
 }
 
 func leaderlessMain(dir string) {
-	// No collection: one would wait for ever for the goroutine of the ended thread.
+	// No collection: one would wait for ever for the goroutine of the ended thread. And a
+	// second P, as that goroutine holds the first for good.
 	debug.SetGCPercent(-1)
+	runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))
 	go func() {
 		for {
 			if _, err := os.Stat(dir); err != nil {
@@ -220,7 +222,9 @@ func TestStrayWhoseLeaderThreadEndedIsKilled(t *testing.T) {
 		}
 	})
 	// The command waits until the stray's leader thread has ended (its stat reads Z).
-	cmd := `setsid "$2" ` + leaderlessArg + ` "$1" >/dev/null 2>&1 & while [ ! -s "$1/leaderless" ]; do sleep 0.01; done; ` +
+	// Each wait gives up after 10 s, exiting 3: the test fails rather than hangs.
+	cmd := `setsid "$2" ` + leaderlessArg + ` "$1" >/dev/null 2>&1 & ` +
+		`n=0; until [ -s "$1/leaderless" ]; do n=$((n+1)); [ $n -lt 1000 ] || exit 3; sleep 0.01; done; ` +
 		`pid=$(cat "$1/leaderless"); n=0; ` +
 		`until grep -q '^State:.*Z' /proc/$pid/status; do n=$((n+1)); [ $n -lt 1000 ] || exit 3; sleep 0.01; done`
 	code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "leaderless", "a"), "--", "sh", "-c", cmd, "sh", dir, os.Args[0])...)

@@ -79,11 +79,12 @@ func killMarked(mark string, descendantsOnly bool) error {
 
 // environ reads pid's environment. A process whose leader thread has ended while its
 // other threads run on (pthread_exit in main) has its own environ read as "no such
-// process": it is read through one of those threads.
+// process" (Linux 6.14 and later) or as empty (before): it is read through one of those
+// threads.
 func environ(pid int) ([]byte, error) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	env, err := os.ReadFile(dir + "/environ")
-	if err == nil || errors.Is(err, fs.ErrPermission) {
+	if (err == nil && len(env) > 0) || errors.Is(err, fs.ErrPermission) {
 		return env, err
 	}
 	tasks, _ := os.ReadDir(dir + "/task")
