@@ -59,8 +59,11 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	// of the password: the reason is said without what it would quote (but its
 	// safeText), and the hint with it.
 	misplacedAt := strings.LastIndex(tail, "@") >= 0
+	// So may any piece of the query once it holds a sentinel_password: an unencoded "&"
+	// in it starts what reads as another option.
+	secretQuery := false
 	bad := func(format string, a ...any) error {
-		if misplacedAt {
+		if misplacedAt || secretQuery {
 			for i, x := range a {
 				switch x.(type) {
 				case int, safeText:
@@ -73,6 +76,9 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		if misplacedAt {
 			why += `; it has an "@" after "/", "?" or "#": if the password holds one of these, ` +
 				`percent-encode it ("/" %2F, "?" %3F, "#" %23, "@" %40)`
+		}
+		if secretQuery {
+			why += `; if the sentinel password holds "&", "+", "#" or "%", percent-encode it ("&" %26, "+" %2B, "#" %23, "%" %25)`
 		}
 		return fmt.Errorf("%w %s: %s", ErrBadURL, redactURL(cfg.URL), why)
 	}
@@ -146,9 +152,9 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	}
 	hosts := strings.Split(hostlist, ",")
 	for i, h := range hosts {
-		addr, err := hostPort(h, sentinel)
-		if err != nil {
-			return nil, bad("host %d of %d: %s", i+1, len(hosts), safeText(err.Error())) // hostPort quotes nothing
+		addr, why := hostPort(h, sentinel)
+		if why != "" {
+			return nil, bad("host %d of %d: %s", i+1, len(hosts), why)
 		}
 		o.Addrs = append(o.Addrs, addr)
 	}
@@ -176,6 +182,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		// Not quoted: the bad escape may sit in sentinel_password=.
 		return nil, bad("%s", safeText(`the query is not valid: percent-encode "%" as %25 and ";" as %3B in its values`))
 	}
+	_, secretQuery = query["sentinel_password"]
 	for name, vals := range query {
 		v := vals[len(vals)-1]
 		switch name {
@@ -260,13 +267,13 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(o), nil
 }
 
-// hostPort is h as an address to dial, the default port added. Its errors do not quote
-// h: a host list may hold a password put where a host goes (StackExchange.Redis'
-// "host:port,password=…").
-func hostPort(h string, sentinel bool) (string, error) {
+// hostPort is h as an address to dial, the default port added, or why it is not one
+// (bad). bad is safeText, never a piece of h: a host list may hold a password put where a
+// host goes (StackExchange.Redis' "host:port,password=…").
+func hostPort(h string, sentinel bool) (addr string, bad safeText) {
 	h = strings.TrimSpace(h)
 	if h == "" {
-		return "", errors.New("empty host in host list")
+		return "", "empty host in host list"
 	}
 	port := "6379"
 	if sentinel {
@@ -278,36 +285,37 @@ func hostPort(h string, sentinel bool) (string, error) {
 		host = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 		p = port
 		if strings.ContainsAny(host, "[]/") || (strings.Contains(host, ":") && !strings.HasPrefix(h, "[") && net.ParseIP(host) == nil) {
-			return "", errors.New("bad host: want host, host:port or [IPv6]:port")
+			return "", "bad host: want host, host:port or [IPv6]:port"
 		}
 	}
 	if host == "" {
-		return "", errors.New("bad host: no name")
+		return "", "bad host: no name"
 	}
 	if addr, zone, ok := strings.Cut(host, "%"); ok && net.ParseIP(addr) != nil {
 		// An IPv6 zone is "%25<zone>" in a URL (RFC 6874, as net/url reads it), "%<zone>"
 		// to the dialler; a bare "%<zone>" is taken as it is.
 		if z, encoded := strings.CutPrefix(zone, "25"); encoded {
+			var err error
 			if zone, err = url.PathUnescape(z); err != nil {
-				return "", errors.New(`bad host: an IPv6 zone that is not valid percent-encoding ([fe80::1%25eth0])`)
+				return "", `bad host: an IPv6 zone that is not valid percent-encoding ([fe80::1%25eth0])`
 			}
 		}
-		if zone == "" {
-			return "", errors.New("bad host: an empty IPv6 zone ([fe80::1%25eth0])")
+		if zone == "" || !strings.Contains(addr, ":") || strings.Trim(zone, alnum+"-._") != "" {
+			return "", "bad host: a zone is for an IPv6 address, an interface's name or number ([fe80::1%25eth0])"
 		}
 		host = addr + "%" + zone
 	}
 	if strings.Contains(host, "=") {
-		return "", errors.New(`bad host: it holds "=" (options go after "?"; a password in the user info, redis://:PASSWORD@host, or the Secret's password key)`)
+		return "", `bad host: it holds "=" (options go after "?"; a password in the user info, redis://:PASSWORD@host, or the Secret's password key)`
 	}
 	if !hostName(host) {
-		return "", errors.New("bad host: want a DNS name (letters, digits, '-', '.', '_') or an IP address")
+		return "", "bad host: want a DNS name (letters, digits, '-', '.', '_') or an IP address"
 	}
 	n, err := strconv.Atoi(p)
 	if err != nil || n <= 0 || n > 65535 {
-		return "", errors.New("bad port: want 1 to 65535")
+		return "", "bad port: want 1 to 65535"
 	}
-	return net.JoinHostPort(host, p), nil
+	return net.JoinHostPort(host, p), ""
 }
 
 // hostName: host is an IP address (an IPv6 one with a zone too) or made of what DNS names
@@ -363,7 +371,7 @@ func redactURL(raw string) string {
 			b.WriteString(",")
 		}
 		// Only a host as a host: without its "@", "user:password" reads as host:port.
-		if _, err := hostPort(h, false); err != nil {
+		if _, why := hostPort(h, false); why != "" {
 			h = "xxxxx"
 		}
 		b.WriteString(h)
@@ -373,9 +381,14 @@ func redactURL(raw string) string {
 	}
 	if hasQuery {
 		b.WriteString("?")
+		secret := false // a sentinel_password came: what follows may be the rest of it
 		for i, part := range strings.Split(query, "&") {
 			if i > 0 {
 				b.WriteString("&")
+			}
+			if secret {
+				b.WriteString("xxxxx")
+				continue
 			}
 			name, v, hasValue := strings.Cut(part, "=")
 			if !hasValue {
@@ -392,6 +405,7 @@ func redactURL(raw string) string {
 				b.WriteString(name + "=" + shown(v, alnum+"-._%+"))
 			default:
 				b.WriteString(name + "=xxxxx")
+				secret = secret || dn == "sentinel_password"
 			}
 		}
 	}

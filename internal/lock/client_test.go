@@ -78,9 +78,11 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h?dial_timeout=soon", "dial_timeout"},
 		{"redis://u:topsecret@h:1/x", "database"},
 		{"redis://h:1,,h2", "empty host"},
-		{"redis://[fe80::1%25]:1", "empty IPv6 zone"},
+		{"redis://[fe80::1%25]:1", "a zone is for an IPv6 address"},
 		{"redis://[fe80::1%25%zz]:1", "IPv6 zone that is not valid"},
-		{"redis://[fe80::1%25eth%2F0]:1", "want a DNS name"},
+		{"redis://[fe80::1%25eth%2F0]:1", "a zone is for an IPv6 address, an interface's name"},
+		{"redis://[fe80::1%25%0A]:1", "a zone is for an IPv6 address, an interface's name"},
+		{"redis://10.1.2.3%25eth0:1", "a zone is for an IPv6 address"},
 		{"redis://h#frag", "fragment"},
 		// A password holding an unencoded '/', '?' or '#' ends the authority early for
 		// a URL parser; the message must neither echo it nor its pieces.
@@ -120,8 +122,15 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:6379?password=alphabravo", "redis://:PASSWORD@host"},
 		{"redis://h:6379?db=0&password=alphabravo", `unknown option "`},
 		{"redis+sentinel://s?master=m&Sentinel_Password=alphabravo", `unknown option "Sentinel_Password"`},
-		{"redis+sentinel://s?master=m&sentinel%5Fpassword=alphabravo&pool=1", `unknown option "pool"`},
-		{"redis+sentinel://s?master=m&sentinel_password=alphabravo&sentinel_password=charlie&pool=1", `unknown option "pool"`},
+		// With a sentinel_password in the query, any other piece of it may be the rest of
+		// the password (an unencoded "&" splits it): the reason is said, nothing quoted.
+		{"redis+sentinel://s?master=m&sentinel%5Fpassword=alphabravo&pool=1", "unknown option"},
+		{"redis+sentinel://s?master=m&sentinel_password=alphabravo&sentinel_password=charlie&pool=1", "unknown option"},
+		{"redis+sentinel://s?master=m&sentinel_password=Tr0ub4dor&alphabravo=charlie", "unknown option"},
+		{"redis+sentinel://s?master=m&sentinel_password=Tr0ub4dor&alphabravo=charlie", `"&" %26`},
+		{"redis+sentinel://s?master=m&sentinel_password=Tr0ub4dor&dial_timeout=alphabravo", "dial_timeout"},
+		{"redis+sentinel://s?master=m&sentinel_password=Tr0ub4dor&dial_timeout=alphabravo", `"&" %26`},
+		{"redis+sentinel://s?sentinel_password=Tr0ub4dor&master=alphabravo&client_name=x&pool=1", "unknown option"},
 		{"redis://alphabravo@h/x", "database"},
 		{"redis://h/0?alphabravo", "unknown option"},
 		// No "@": user:password reads as host:port; a scheme that is not one.
