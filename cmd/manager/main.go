@@ -67,7 +67,7 @@ func run() error {
 	flag.StringVar(&pullPolicy, "wrapper-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the wrapper image: Always, IfNotPresent or Never.")
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server, all of the manager's calls together (leader election has a budget of its own).")
 	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server, with --kube-api-qps.")
-	flag.DurationVar(&reconcileTimeout, "reconcile-timeout", time.Minute, "How long one reconcile may take: a pass whose API call is never answered (an API server or network that stalls) is cancelled, its worker freed for other jobs, and the job tried again. A pass takes milliseconds; the bound is for calls that hang.")
+	flag.DurationVar(&reconcileTimeout, "reconcile-timeout", time.Minute, "How long one reconcile may take (at least 10s): a pass whose API call is never answered (an API server or network that stalls) is cancelled, its worker freed for other jobs, and the job tried again. A pass takes milliseconds, longer when it deletes many pods (a history limit lowered) at --kube-api-qps: such a pass is cut, and the next goes on where it stopped.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 5, "How many LockedCronJobs are reconciled at once (kube-controller-manager's --concurrent-cron-job-syncs is 5 too).")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) are refused unless a CIDR here allows them, with or without this list.")
@@ -84,8 +84,8 @@ func run() error {
 	default:
 		return fmt.Errorf("--wrapper-image-pull-policy %q: want Always, IfNotPresent or Never", pullPolicy)
 	}
-	if reconcileTimeout < time.Second {
-		return fmt.Errorf("--reconcile-timeout %s: want at least 1s (a pass's API calls must have time to be answered)", reconcileTimeout)
+	if reconcileTimeout < 10*time.Second {
+		return fmt.Errorf("--reconcile-timeout %s: want at least 10s (a pass's API calls wait their turn at --kube-api-qps, and must have time to be answered)", reconcileTimeout)
 	}
 	if workers < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles %d: want at least 1", workers)

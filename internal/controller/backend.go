@@ -106,7 +106,11 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 			return nil, "", &backendError{ReasonSecretNotFound, fmt.Sprintf("spec.lock.redis.secretRef: Secret %s not found; create it with key %q", key, runpod.SecretKeyURL), err}
 		}
 		// An API error (forbidden, timeout): it carries no Secret data.
-		return nil, "", &backendError{ReasonSecretInvalid, fmt.Sprintf("spec.lock.redis.secretRef: reading Secret %s: %s", key, apierrors.ReasonForError(err)), err}
+		why := string(apierrors.ReasonForError(err))
+		if why == "" {
+			why = "no answer from the API server"
+		}
+		return nil, "", &backendError{ReasonSecretInvalid, fmt.Sprintf("spec.lock.redis.secretRef: reading Secret %s: %s", key, why), err}
 	}
 	if len(s.Data[runpod.SecretKeyURL]) == 0 {
 		b.forget(key)

@@ -151,6 +151,12 @@ func (h *health) refresh(ctx context.Context, key types.NamespacedName, s *secre
 	c, addrs, berr := h.b.client(ctx, key.Namespace, key.Name)
 	h.mu.Lock()
 	s.reading = false
+	if berr != nil && ctx.Err() != nil {
+		// Cut short by the pass's end (its timeout, a stopping manager): no word on the
+		// Secret, which the next pass reads again.
+		h.mu.Unlock()
+		return
+	}
 	// A changed Secret, or a first read that found it unusable: the passes that asked
 	// meanwhile knew nothing (a usable one is probed next, and the probe wakes them).
 	changed := (!s.readAt.IsZero() && (s.client != c || !sameProbe(s.secretErr, nil, berr, nil))) ||

@@ -346,3 +346,38 @@ func TestHealthClosesTheClientsOfGoneSecrets(t *testing.T) {
 		}
 	})
 }
+
+// ctxReader fails a Get whose context is done, as client-go's requests do.
+type ctxReader struct{ client.Reader }
+
+func (c ctxReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A Secret read cut short by its pass's end (the reconcile timeout, a stopping manager)
+// says nothing about the Secret: it must not be taken as a Secret problem, which would
+// hold every job naming that Secret for secretErrorTTL. The next pass reads it again.
+func TestHealthSecretReadCutByItsPassIsNoAnswer(t *testing.T) {
+	srv := redistest.Start(t)
+	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	h, counting := newTestHealth(t, srv.URL(), func() time.Time { return now })
+	counting.Reader = ctxReader{counting.Reader}
+	job := types.NamespacedName{Namespace: "ns", Name: "j"}
+
+	cut, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-cut.Done()
+	if st := h.state(cut, job, "redis"); st.err != nil && st.err.reason == ReasonSecretInvalid {
+		t.Fatalf("a read cut short answered %v", st.err)
+	}
+	st := h.state(context.Background(), job, "redis")
+	if st.err != nil {
+		t.Fatalf("the next pass: %v (the cut read taken for the Secret's answer)", st.err)
+	}
+	if got := counting.gets.Load(); got != 2 {
+		t.Errorf("Secret read %d times, want 2 (the next pass reads it again)", got)
+	}
+}

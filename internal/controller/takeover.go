@@ -81,7 +81,9 @@ func (c *caughtUp) wait(ctx context.Context, api client.Reader, job *v1alpha1.Lo
 			return wait.Jitter(listRetry, 0.5), nil
 		}
 		// Every worker waits on c.mu meanwhile: a list that hangs must not hold them all.
-		lctx, cancel := context.WithTimeout(ctx, listTimeout)
+		// It is every job's, not this pass's: the pass's own deadline (--reconcile-timeout)
+		// does not cut it.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listTimeout)
 		err := c.list(lctx, api)
 		cancel()
 		switch {
