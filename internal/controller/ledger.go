@@ -28,6 +28,7 @@ type ledgerLookups struct {
 // ledger knows other occurrences). go-redis's clients are pointers, so comparable.
 type ledgerQuestion struct {
 	job             types.NamespacedName
+	uid             types.UID // a job created again under the name asks again
 	id, key         string
 	occurrenceNanos int64
 	backend         redis.UniversalClient

@@ -193,7 +193,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	}
 	key := runpod.LockKey(job)
 	if !m.Occurrence.IsZero() && backend != nil && berr == nil {
-		a, ok := r.ledger.answer(ctx, ledgerQuestion{client.ObjectKeyFromObject(job), id, key, m.Occurrence.UnixNano(), backend}, func(ctx context.Context) (bool, error) {
+		a, ok := r.ledger.answer(ctx, ledgerQuestion{client.ObjectKeyFromObject(job), job.UID, id, key, m.Occurrence.UnixNano(), backend}, func(ctx context.Context) (bool, error) {
 			return r.backends.succeeded(ctx, backend, key, m.Occurrence)
 		})
 		switch {

@@ -269,3 +269,26 @@ func TestLedgerAnswerIsTheBackendsItAsked(t *testing.T) {
 		t.Fatalf("the new Redis's ledger does not know the occurrence; want its pod, got %+v (the old Redis's answer)", rr)
 	}
 }
+
+// TestLedgerAnswerIsTheJobsItAsked: a job deleted and created again under the same name
+// (a new UID) does not take the answer the old one's look-up left: it asks again.
+func TestLedgerAnswerIsTheJobsItAsked(t *testing.T) {
+	ctx := context.Background()
+	woken := make(chan types.NamespacedName, 2)
+	l := newLedgerLookups(func(j types.NamespacedName) { woken <- j })
+	asked := 0
+	ask := func(answer bool) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) { asked++; return answer, nil }
+	}
+	q := ledgerQuestion{job: types.NamespacedName{Namespace: "ns", Name: "j"}, uid: "old", id: "again", key: "ns/j"}
+	l.answer(ctx, q, ask(true))
+	<-woken
+	q.uid = "new"
+	if a, ok := l.answer(ctx, q, ask(false)); ok {
+		t.Fatalf("the new job took the old one's answer: %+v", a)
+	}
+	<-woken
+	if a, ok := l.answer(ctx, q, ask(false)); !ok || a.succeeded || asked != 2 {
+		t.Fatalf("the new job's answer: %+v, %t; asked %d times, want 2", a, ok, asked)
+	}
+}
