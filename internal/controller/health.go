@@ -263,8 +263,10 @@ func (h *health) forget(job types.NamespacedName) {
 }
 
 // Start probes every Secret in use each probeInterval, and drops Secrets no pass asked
-// about for idleAfter. It is a manager Runnable (it runs on every replica: probing is
-// read-only, and a standby is warm when it takes over).
+// about for idleAfter. It is a manager Runnable that runs on every replica, but only
+// passes add Secrets: a standby probes nothing, and after a takeover each Secret is read
+// and probed when a pass first asks (its jobs' LockBackendReady stays as the last leader
+// wrote it until then).
 func (h *health) Start(ctx context.Context) error {
 	h.mu.Lock()
 	h.ctx = ctx
