@@ -57,6 +57,8 @@ type secretHealth struct {
 	probing  bool
 	// reading: a read of the Secret is under way (one at a time; see claimRead).
 	reading bool
+	// readWanted: a pass wants the Secret read again, however fresh (readSince).
+	readWanted bool
 	// lastAsked is when a pass last asked; jobs are the jobs that use the Secret.
 	lastAsked time.Time
 	jobs      map[types.NamespacedName]struct{}
@@ -135,13 +137,30 @@ func (h *health) state(ctx context.Context, job types.NamespacedName, secretName
 // the future" after a clock step) and no read is under way; the caller then owns the
 // read until refresh ends it. h.mu is held.
 func (h *health) claimRead(s *secretHealth, now time.Time) bool {
-	stale := s.readAt.IsZero() || now.Sub(s.readAt) >= h.secretTTL ||
+	stale := s.readAt.IsZero() || now.Sub(s.readAt) >= h.secretTTL || s.readWanted ||
 		(s.secretErr != nil && now.Sub(s.readAt) >= min(secretErrorTTL, h.secretTTL)) || now.Before(s.readAt)
 	if !stale || s.reading {
 		return false
 	}
-	s.reading = true
+	s.reading, s.readWanted = true, false
 	return true
+}
+
+// readSince reports whether the Secret was last read after t, so that the client a pass
+// holds is the Secret as it was then or since. If not, the next pass to ask reads it
+// again, however fresh it is.
+func (h *health) readSince(secret types.NamespacedName, t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.byName[secret]
+	if s == nil {
+		return false // never asked: the next pass's read is the first
+	}
+	if s.readAt.After(t) {
+		return true
+	}
+	s.readWanted = true
+	return false
 }
 
 // refresh reads the Secret again (the caller claimed the read); a changed Secret (a new

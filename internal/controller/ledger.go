@@ -38,6 +38,7 @@ type ledgerQuestion struct {
 type ledgerAnswer struct {
 	succeeded bool
 	err       error
+	asked     time.Time // when the look-up began
 	ended     time.Time // zero while the look-up runs
 }
 
@@ -68,7 +69,7 @@ func (l *ledgerLookups) answer(ctx context.Context, q ledgerQuestion, ask func(c
 		delete(l.byQ, q)
 		return *pending, true
 	}
-	pending := &ledgerAnswer{}
+	pending := &ledgerAnswer{asked: now}
 	l.byQ[q] = pending
 	go func() {
 		var (
@@ -90,4 +91,11 @@ func (l *ledgerLookups) answer(ctx context.Context, q ledgerQuestion, ask func(c
 		l.wake(q.job)
 	}()
 	return ledgerAnswer{}, false
+}
+
+// keep puts back an answer a pass took but did not act on, for a later pass to take.
+func (l *ledgerLookups) keep(q ledgerQuestion, a ledgerAnswer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byQ[q] = &a
 }

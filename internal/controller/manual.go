@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -193,7 +194,8 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	}
 	key := runpod.LockKey(job)
 	if !m.Occurrence.IsZero() && backend != nil && berr == nil {
-		a, ok := r.ledger.answer(ctx, ledgerQuestion{client.ObjectKeyFromObject(job), job.UID, id, key, m.Occurrence.UnixNano(), backend}, func(ctx context.Context) (bool, error) {
+		q := ledgerQuestion{client.ObjectKeyFromObject(job), job.UID, id, key, m.Occurrence.UnixNano(), backend}
+		a, ok := r.ledger.answer(ctx, q, func(ctx context.Context) (bool, error) {
 			return r.backends.succeeded(ctx, backend, key, m.Occurrence)
 		})
 		switch {
@@ -203,6 +205,13 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 			return nil
 		case a.err != nil:
 			p.log.V(1).Info("ledger check failed; the wrapper decides", "occurrence", m.Occurrence.Format(time.RFC3339), "error", a.err.Error())
+		case a.succeeded && !r.health.readSince(types.NamespacedName{Namespace: job.Namespace, Name: job.Spec.Lock.Redis.SecretRef.Name}, a.asked):
+			// A refusal is for good; the Secret (read once a minute) may have been edited
+			// since to name another Redis. It is read again, and a pass that finds it
+			// unchanged takes this answer.
+			r.ledger.keep(q, a)
+			p.requeueAt(conflictRetry)
+			return nil
 		case a.succeeded:
 			return refuse(fmt.Sprintf("occurrence %s already succeeded (the ledger of lock key %q says so); only an occurrence that did not succeed can be run again: remove annotation %s to run it as a run of its own",
 				m.Occurrence.Format(time.RFC3339), key, v1alpha1.AnnotationRunOccurrence))

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,11 +131,17 @@ func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = backend.Close() })
 
-	cl := fakeAPI(t)
+	cl := fakeAPI(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: job.Spec.Lock.Redis.SecretRef.Name},
+		Data: map[string][]byte{"url": []byte(srv.URL())}})
 	woken := make(chan types.NamespacedName, 4)
 	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"},
 		backends: newBackends(cl), ledger: newLedgerLookups(func(j types.NamespacedName) { woken <- j })}
 	r.backends.timeout = time.Hour
+	t.Cleanup(r.backends.close)
+	r.health = newHealth(r.backends)
+	r.health.probe = func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError) {
+		return nil, nil
+	}
 	runOnce := func() *pass {
 		p := newPass(job.DeepCopy(), passAt, logr.Discard())
 		r.manualRun(ctx, p, backend, nil)
@@ -162,6 +170,9 @@ func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the answer did not wake the job")
 	}
+	// A refusal is given on the Secret as read since the look-up began (the Secret's
+	// Redis here is the one behind the proxy).
+	r.health.state(ctx, client.ObjectKeyFromObject(job), job.Spec.Lock.Redis.SecretRef.Name)
 	rr := runOnce().status.LastRunRequest
 	if rr == nil || rr.Pod != "" || !strings.Contains(rr.Refused, "already succeeded") {
 		t.Fatalf("want the request refused (the occurrence succeeded), got %+v", rr)
@@ -291,4 +302,101 @@ func TestLedgerAnswerIsTheJobsItAsked(t *testing.T) {
 	if a, ok := l.answer(ctx, q, ask(false)); !ok || a.succeeded || asked != 2 {
 		t.Fatalf("the new job's answer: %+v, %t; asked %d times, want 2", a, ok, asked)
 	}
+}
+
+// TestRunRequestRefusedOnlyOnTheSecretAsItIsNow: a Secret is read once a minute, so a
+// pass can still hold the client of a Secret edited since to point at another Redis. A
+// refusal is for good (the request's id is spent), so it is only given on the word of the
+// Redis the Secret names when the look-up was asked: the Secret is read again first. The
+// old Redis says the occurrence succeeded; the new one does not know it: the run goes on.
+func TestRunRequestRefusedOnlyOnTheSecretAsItIsNow(t *testing.T) {
+	for _, edited := range []bool{true, false} {
+		t.Run(fmt.Sprintf("edited=%t", edited), func(t *testing.T) { refusedOnlyOnTheSecretAsItIsNow(t, edited) })
+	}
+}
+
+// refusedOnlyOnTheSecretAsItIsNow: with the Secret edited, the run goes on (the new Redis
+// does not know the occurrence); unchanged, it is refused on the answer already had (one
+// ledger read).
+func refusedOnlyOnTheSecretAsItIsNow(t *testing.T, edited bool) {
+	ctx := context.Background()
+	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+	job := passJob("0 3 * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
+	old, fresh := redistest.Start(t), redistest.Start(t)
+	lease, err := lock.New(old.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Client().ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: job.Spec.Lock.Redis.SecretRef.Name},
+		Data: map[string][]byte{"url": []byte(old.URL())}}
+	cl := fakeAPI(t, secret)
+	now := passAt
+	clock := func() time.Time { return now }
+	woken := make(chan types.NamespacedName, 4)
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"},
+		backends: newBackends(cl), ledger: newLedgerLookups(func(j types.NamespacedName) { woken <- j })}
+	t.Cleanup(r.backends.close)
+	r.health = newHealth(r.backends)
+	r.health.now, r.ledger.now = clock, clock
+	r.health.probe = func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError) {
+		return nil, nil
+	}
+	// pass is a pass at now: the backend as the health loop knows it, then the request.
+	pass := func() *pass {
+		st := r.health.state(ctx, client.ObjectKeyFromObject(job), secret.Name)
+		p := newPass(job.DeepCopy(), now, logr.Discard())
+		r.manualRun(ctx, p, st.client, nil)
+		return p
+	}
+	awaitWake := func() {
+		t.Helper()
+		select {
+		case <-woken:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the ledger's answer did not wake the job")
+		}
+	}
+
+	pass() // the Secret read (old Redis), a look-up asked of it
+	awaitWake()
+	now = now.Add(10 * time.Second)
+	if edited {
+		secret.Data["url"] = []byte(fresh.URL())
+		if err := cl.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Within the minute: the Secret's client is still the old Redis's. The passes come
+	// as the job is woken (an answer) or requeued (anything else).
+	for range 6 {
+		now = now.Add(time.Second)
+		p := pass()
+		if rr := p.status.LastRunRequest; rr != nil {
+			switch {
+			case edited && rr.Refused != "":
+				t.Fatalf("refused on the word of the Redis the Secret no longer names: %s", rr.Refused)
+			case edited && rr.Pod == "":
+				t.Fatalf("handled without a pod: %+v", rr)
+			case !edited && !strings.Contains(rr.Refused, "already succeeded"):
+				t.Fatalf("the Secret unchanged: want the request refused, got %+v", rr)
+			}
+			if stats := old.Do("INFO", "commandstats"); !edited && !strings.Contains(fmt.Sprint(stats), "cmdstat_hget:calls=1,") {
+				t.Errorf("want one ledger read of the old Redis, commandstats:\n%v", stats)
+			}
+			return
+		}
+		if p.requeue == 0 {
+			awaitWake() // a look-up under way
+		}
+	}
+	t.Fatal("the request was never handled")
 }
