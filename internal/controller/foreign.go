@@ -61,9 +61,12 @@ func (r *LockedCronJobReconciler) releaseForeign(ctx context.Context, job *v1alp
 	return nil
 }
 
-// releasePod takes the tracking finalizer off pod (gone already: nothing to do).
+// releasePod takes the tracking finalizer off pod (gone already: nothing to do). Only
+// off the pod as seen (its resourceVersion): a cache behind the API server can show a
+// pod deleted since, whose name a new pod has (a job created again), and that pod's
+// finalizer is its job's to take off. A Conflict says to look again.
 func (r *LockedCronJobReconciler) releasePod(ctx context.Context, pod *corev1.Pod) error {
-	patch := client.StrategicMergeFrom(pod.DeepCopy())
+	patch := client.StrategicMergeFrom(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
 	if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("releasing pod %s: %w", pod.Name, err)

@@ -46,8 +46,11 @@ type backendState struct {
 // secretHealth is the cached view of one Secret.
 type secretHealth struct {
 	readAt time.Time // when the Secret was read
-	client redis.UniversalClient
-	addrs  string
+	// asOf is when the read behind client began (the Secret as it was then or since);
+	// claimedAt when the read under way began.
+	asOf, claimedAt time.Time
+	client          redis.UniversalClient
+	addrs           string
 	// secretErr: the Secret itself is not usable (no probe runs).
 	secretErr *backendError
 	// The last probe: probedAt zero until it answered.
@@ -142,21 +145,21 @@ func (h *health) claimRead(s *secretHealth, now time.Time) bool {
 	if !stale || s.reading {
 		return false
 	}
-	s.reading, s.readWanted = true, false
+	s.reading, s.readWanted, s.claimedAt = true, false, now
 	return true
 }
 
-// readSince reports whether the Secret was last read after t, so that the client a pass
-// holds is the Secret as it was then or since. If not, the next pass to ask reads it
-// again, however fresh it is.
-func (h *health) readSince(secret types.NamespacedName, t time.Time) bool {
+// readSince reports whether c, a client a pass holds, is the Secret as it was at t or
+// since: c is the Secret's client now, from a read that began after t. If not, the next
+// pass to ask reads it again, however fresh it is.
+func (h *health) readSince(secret types.NamespacedName, t time.Time, c redis.UniversalClient) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.byName[secret]
 	if s == nil {
 		return false // never asked: the next pass's read is the first
 	}
-	if s.readAt.After(t) {
+	if s.client == c && s.secretErr == nil && s.asOf.After(t) {
 		return true
 	}
 	s.readWanted = true
@@ -172,8 +175,16 @@ func (h *health) refresh(ctx context.Context, key types.NamespacedName, s *secre
 	s.reading = false
 	if berr != nil && ctx.Err() != nil {
 		// Cut short by the pass's end (its timeout, a stopping manager): no word on the
-		// Secret, which the next pass reads again.
+		// Secret, which the next pass reads again. The passes that asked while it was
+		// the first read got nothing (their wake would have come from its probe): woken,
+		// they read it.
+		s.readWanted = true
+		var jobs []types.NamespacedName
+		if s.readAt.IsZero() {
+			jobs = s.jobNames()
+		}
 		h.mu.Unlock()
+		h.wakeJobs(jobs)
 		return
 	}
 	// A changed Secret, or a first read that found it unusable: the passes that asked
@@ -184,7 +195,7 @@ func (h *health) refresh(ctx context.Context, key types.NamespacedName, s *secre
 		// A new or changed Secret: its Redis is unknown until probed.
 		s.probedAt, s.probeErr, s.warnings = time.Time{}, nil, nil
 	}
-	s.readAt, s.client, s.addrs, s.secretErr = h.now(), c, addrs, berr
+	s.readAt, s.asOf, s.client, s.addrs, s.secretErr = h.now(), s.claimedAt, c, addrs, berr
 	jobs := s.jobNames()
 	h.mu.Unlock()
 	if changed {

@@ -373,11 +373,60 @@ func TestHealthSecretReadCutByItsPassIsNoAnswer(t *testing.T) {
 	if st := h.state(cut, job, "redis"); st.err != nil && st.err.reason == ReasonSecretInvalid {
 		t.Fatalf("a read cut short answered %v", st.err)
 	}
+	// It was the first read: the jobs that asked meanwhile got nothing and wait for a
+	// probe that will not come; they are woken.
+	select {
+	case ev := <-h.wake:
+		if ev.Object.Name != job.Name {
+			t.Errorf("woke %s", ev.Object.Name)
+		}
+	default:
+		t.Error("the jobs that asked during the cut first read are not woken")
+	}
 	st := h.state(context.Background(), job, "redis")
 	if st.err != nil {
 		t.Fatalf("the next pass: %v (the cut read taken for the Secret's answer)", st.err)
 	}
 	if got := counting.gets.Load(); got != 2 {
 		t.Errorf("Secret read %d times, want 2 (the next pass reads it again)", got)
+	}
+}
+
+// readSince is for the client a pass holds: a read of the Secret another pass made
+// meanwhile (the Secret edited to name another Redis) does not vouch for the old client,
+// however late it ran; nor does a read that began before t.
+func TestHealthReadSinceIsForTheClientHeld(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	h, counting := newTestHealth(t, a.URL(), func() time.Time { return now })
+	h.probe = func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError) {
+		return nil, nil
+	}
+	job, key := types.NamespacedName{Namespace: "ns", Name: "j"}, types.NamespacedName{Namespace: "ns", Name: "redis"}
+	ctx := context.Background()
+
+	held := h.state(ctx, job, "redis").client // read at now
+	asked := now.Add(time.Second)
+	if h.readSince(key, asked, held) {
+		t.Fatal("a read that began before the look-up vouches for it")
+	}
+	var s corev1.Secret
+	if err := counting.Get(ctx, key, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data["url"] = []byte(b.URL())
+	if err := counting.Reader.(client.Client).Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	fresh := h.state(ctx, job, "redis").client // read again: readSince asked for it
+	if fresh == held {
+		t.Fatal("the edited Secret's read kept the old client")
+	}
+	if h.readSince(key, asked, held) {
+		t.Error("the new read vouches for the old client")
+	}
+	if !h.readSince(key, asked, fresh) {
+		t.Error("the new read does not vouch for its own client")
 	}
 }

@@ -57,11 +57,7 @@ func (l *ledgerLookups) answer(ctx context.Context, q ledgerQuestion, ask func(c
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k, old := range l.byQ {
-		if !old.ended.IsZero() && now.Sub(old.ended) > answerKeep {
-			delete(l.byQ, k)
-		}
-	}
+	l.prune(now)
 	if pending, found := l.byQ[q]; found {
 		if pending.ended.IsZero() {
 			return ledgerAnswer{}, false
@@ -95,7 +91,18 @@ func (l *ledgerLookups) answer(ctx context.Context, q ledgerQuestion, ask func(c
 
 // keep puts back an answer a pass took but did not act on, for a later pass to take.
 func (l *ledgerLookups) keep(q ledgerQuestion, a ledgerAnswer) {
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.prune(now)
 	l.byQ[q] = &a
+}
+
+// prune forgets the answers no pass took within answerKeep. l.mu is held.
+func (l *ledgerLookups) prune(now time.Time) {
+	for k, old := range l.byQ {
+		if !old.ended.IsZero() && now.Sub(old.ended) > answerKeep {
+			delete(l.byQ, k)
+		}
+	}
 }

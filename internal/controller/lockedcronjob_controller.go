@@ -350,7 +350,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// 2c: only the job's own pods, not those of an earlier job of its name (released).
 	own, foreign := ownPods(pods.Items, job.UID)
 	if err := r.releaseForeign(ctx, &job, foreign); err != nil {
-		return ctrl.Result{}, err
+		// Another job's pods: this job's pass goes on, and they are looked at again.
+		log.Error(err, "releasing the pods of an earlier job of this name; trying again", "in", backendRetry)
+		p.requeueAt(backendRetry)
 	}
 
 	// 3: count each pod once: fold the reports of finished pods, count the pods that never
@@ -491,6 +493,7 @@ var seriesReasons = map[string]bool{
 	string(report.Succeeded): true, string(report.SkippedContention): true,
 	ReasonMissed: true, ReasonSkippedBlackout: true, ReasonLockBackend: true,
 	ReasonStatusRejected: true, // at each retry of the pass while the field stays
+	ReasonPodNameTaken:   true, // at each pass while another's pod (an earlier job's of this name) holds it
 }
 
 // seriesRef is the job as an Event's regarding object for a series: without its

@@ -205,7 +205,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 			return nil
 		case a.err != nil:
 			p.log.V(1).Info("ledger check failed; the wrapper decides", "occurrence", m.Occurrence.Format(time.RFC3339), "error", a.err.Error())
-		case a.succeeded && !r.health.readSince(types.NamespacedName{Namespace: job.Namespace, Name: job.Spec.Lock.Redis.SecretRef.Name}, a.asked):
+		case a.succeeded && !r.health.readSince(types.NamespacedName{Namespace: job.Namespace, Name: job.Spec.Lock.Redis.SecretRef.Name}, a.asked, backend):
 			// A refusal is for good; the Secret (read once a minute) may have been edited
 			// since to name another Redis. It is read again, and a pass that finds it
 			// unchanged takes this answer.

@@ -124,15 +124,10 @@ func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
 	if err := srv.Client().ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The read timeout an hour too: go-redis caps a read by it, whatever the context says.
-	backend, err := lock.NewClient(lock.ClientConfig{URL: proxy.URL() + "?read_timeout=1h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = backend.Close() })
-
+	// The Secret names the Redis behind the proxy; the read timeout an hour too: go-redis
+	// caps a read by it, whatever the context says.
 	cl := fakeAPI(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: job.Spec.Lock.Redis.SecretRef.Name},
-		Data: map[string][]byte{"url": []byte(srv.URL())}})
+		Data: map[string][]byte{"url": []byte(proxy.URL() + "?read_timeout=1h")}})
 	woken := make(chan types.NamespacedName, 4)
 	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"},
 		backends: newBackends(cl), ledger: newLedgerLookups(func(j types.NamespacedName) { woken <- j })}
@@ -142,9 +137,11 @@ func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
 	r.health.probe = func(context.Context, types.NamespacedName, redis.UniversalClient, string) ([]string, *backendError) {
 		return nil, nil
 	}
+	// runOnce is a pass: the backend as the health loop knows it, then the request.
 	runOnce := func() *pass {
+		st := r.health.state(ctx, client.ObjectKeyFromObject(job), job.Spec.Lock.Redis.SecretRef.Name)
 		p := newPass(job.DeepCopy(), passAt, logr.Discard())
-		r.manualRun(ctx, p, backend, nil)
+		r.manualRun(ctx, p, st.client, nil)
 		return p
 	}
 
@@ -170,9 +167,12 @@ func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the answer did not wake the job")
 	}
-	// A refusal is given on the Secret as read since the look-up began (the Secret's
-	// Redis here is the one behind the proxy).
-	r.health.state(ctx, client.ObjectKeyFromObject(job), job.Spec.Lock.Redis.SecretRef.Name)
+	// A refusal is given on the Secret as read since the look-up began: the pass that
+	// takes the answer asks for the Secret again, and the one after refuses.
+	p := runOnce()
+	if p.status.LastRunRequest != nil || p.requeue == 0 {
+		t.Fatalf("refused on a Secret read before the look-up, or not looked at again: %+v", p.status.LastRunRequest)
+	}
 	rr := runOnce().status.LastRunRequest
 	if rr == nil || rr.Pod != "" || !strings.Contains(rr.Refused, "already succeeded") {
 		t.Fatalf("want the request refused (the occurrence succeeded), got %+v", rr)
