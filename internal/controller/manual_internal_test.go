@@ -110,17 +110,8 @@ func TestRunRequestLedgerLookupHoldsNoWorker(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr())
-	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
-	job := passJob("0 3 * * *", false)
-	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
-	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
-	lease, err := lock.New(srv.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
-		t.Fatal(err)
-	}
+	job, occ := rerunRequested()
+	succeededIn(t, srv, job, occ)
 	if err := srv.Client().ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,19 +212,10 @@ func TestLedgerAnswersNotTakenAreForgotten(t *testing.T) {
 // new Redis's ledger does not know.
 func TestLedgerAnswerIsTheBackendsItAsked(t *testing.T) {
 	ctx := context.Background()
-	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
-	job := passJob("0 3 * * *", false)
-	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
-	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
+	job, occ := rerunRequested()
 
 	old, fresh := redistest.Start(t), redistest.Start(t)
-	lease, err := lock.New(old.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
-		t.Fatal(err)
-	}
+	succeededIn(t, old, job, occ)
 	backendOf := func(s *redistest.Server) redis.UniversalClient {
 		c, err := lock.NewClient(lock.ClientConfig{URL: "redis://" + s.Addr()})
 		if err != nil {
@@ -320,18 +302,9 @@ func TestRunRequestRefusedOnlyOnTheSecretAsItIsNow(t *testing.T) {
 // ledger read).
 func refusedOnlyOnTheSecretAsItIsNow(t *testing.T, edited bool) {
 	ctx := context.Background()
-	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
-	job := passJob("0 3 * * *", false)
-	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
-	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
+	job, occ := rerunRequested()
 	old, fresh := redistest.Start(t), redistest.Start(t)
-	lease, err := lock.New(old.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
-		t.Fatal(err)
-	}
+	succeededIn(t, old, job, occ)
 	if err := old.Client().ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -399,4 +372,26 @@ func refusedOnlyOnTheSecretAsItIsNow(t *testing.T, edited bool) {
 		}
 	}
 	t.Fatal("the request was never handled")
+}
+
+// rerunRequested is a job with a run request for its 03:00 occurrence (a re-run).
+func rerunRequested() (*v1alpha1.LockedCronJob, time.Time) {
+	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+	job := passJob("0 3 * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: occ}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "again", v1alpha1.AnnotationRunOccurrence: occ.Format(time.RFC3339)}
+	return job, occ
+}
+
+// succeededIn records in srv's ledger that job's occurrence succeeded (another holder ran it).
+func succeededIn(t *testing.T, srv *redistest.Server, job *v1alpha1.LockedCronJob, occ time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	lease, err := lock.New(srv.Client()).Acquire(ctx, lock.Request{Key: runpod.LockKey(job), Occurrence: occ, Holder: "other/ns/pod", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Finish(ctx, lock.StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
 }
