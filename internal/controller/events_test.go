@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
 // Issue 13 ("Events aggregated"): a healthy job's every run ends Succeeded (or
@@ -105,6 +106,33 @@ var _ = Describe("Events", func() {
 			g.Expect(st.Counters.Missed).To(BeNumerically(">", missed), "occurrences are decided again")
 			g.Expect(st.LastScheduleTime).NotTo(BeNil())
 			g.Expect(st.LastScheduleTime.Time).To(BeTemporally("~", time.Now(), time.Minute))
+		}, 15*time.Second).Should(Succeed())
+		Expect(eventNotes(job, ReasonStatusRejected)).To(BeEmpty())
+	})
+
+	// A job's pods are its author's to write: the job writes its own termination message,
+	// and whoever may patch its pods, their annotations. Times in them that status cannot
+	// hold (past the year 9999 in UTC) used to be folded into status, and the API server
+	// refused every status write of the job from then on: nothing was counted or released
+	// again, and the StatusRejected Event's fix (edit status) could not help, as the next
+	// count brought them back. Such a time is read as none; a scheduled pod's occurrence is
+	// the one its name says.
+	It("counts a run whose pod holds times status cannot hold, and writes its status", func() {
+		job := newJob(newNamespace(), "forged-times", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		startManager(clock.RealClock{})
+		occ := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+		pod := createPodFor(job, occ)
+		const future = "9999-12-31T23:59:59-23:59" // 10000-01-01T23:58:59Z
+		Expect(k8sClient.Patch(ctx, pod, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+runpod.AnnotationScheduledTime+`":"`+future+`"}}}`)))).To(Succeed())
+		finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Holder: "h", FencingToken: 1,
+			AcquiredAt: future, StartedAt: future, ReleasedAt: future}))
+		Eventually(func(g Gomega) {
+			st := getJob(job).Status
+			g.Expect(st.Counters.Succeeded).To(Equal(int64(1)))
+			g.Expect(st.LastSuccessfulTime).NotTo(BeNil())
+			g.Expect(st.LastSuccessfulTime.Time).To(BeTemporally("==", occ), "the occurrence its name says")
 		}, 15*time.Second).Should(Succeed())
 		Expect(eventNotes(job, ReasonStatusRejected)).To(BeEmpty())
 	})

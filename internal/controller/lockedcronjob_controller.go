@@ -808,8 +808,8 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
 		if rep.WaitedMs > 0 || rep.Attempts > 1 {
 			metrics.LockWait.WithLabelValues(job.Namespace).Observe(float64(rep.WaitedMs) / 1000)
 		}
-		a, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
-		b, errB := time.Parse(time.RFC3339Nano, rep.ReleasedAt)
+		a, errA := report.ParseTime(rep.AcquiredAt)
+		b, errB := report.ParseTime(rep.ReleasedAt)
 		if errA == nil && errB == nil {
 			metrics.LockHold.WithLabelValues(job.Namespace).Observe(b.Sub(a).Seconds())
 		}

@@ -78,9 +78,9 @@ func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.T
 	if !set {
 		return m, nil
 	}
-	occ, err := time.Parse(time.RFC3339, v)
+	occ, err := report.ParseTime(v)
 	if err != nil {
-		return m, fmt.Errorf("annotation %s: %s is not an RFC 3339 time: write the scheduled time as status.recent shows it (e.g. 2026-11-30T02:00:00Z), or remove the annotation for a run of its own",
+		return m, fmt.Errorf("annotation %s: %s is not an RFC 3339 time of the years 0001–9999: write the scheduled time as status.recent shows it (e.g. 2026-11-30T02:00:00Z), or remove the annotation for a run of its own",
 			v1alpha1.AnnotationRunOccurrence, shown(v))
 	}
 	occ = occ.UTC()

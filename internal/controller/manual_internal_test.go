@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,6 +50,7 @@ func TestParseRunRequest(t *testing.T) {
 		{name: "contention", ann: map[string]string{id: "x", con: "wait"}, sched: hourly, err: []string{con, `"wait"`, "Wait", "FailFast"}},
 		{name: "fail fast", ann: map[string]string{id: "x", con: "FailFast"}, sched: hourly},
 		{name: "occurrence not a time", ann: map[string]string{id: "x", occ: "yesterday"}, sched: hourly, err: []string{occ, "RFC 3339", "2026-11-30T02:00:00Z"}},
+		{name: "occurrence past the year 9999", ann: map[string]string{id: "x", occ: "9999-12-31T23:59:59-23:59"}, sched: hourly, err: []string{occ, "0001–9999"}},
 		{name: "occurrence in the future", ann: map[string]string{id: "x", occ: "2026-11-30T10:00:00Z"}, sched: hourly, err: []string{occ, "in the future"}},
 		{name: "not of the schedule", ann: map[string]string{id: "x", occ: "2026-11-30T08:30:00Z"}, sched: hourly, err: []string{occ, "not an occurrence of spec.schedule", "0 * * * *"}},
 		{name: "schedule invalid", ann: map[string]string{id: "x", occ: "2026-11-30T08:00:00Z"}, sched: nil, err: []string{occ, "fix spec.schedule"}},
@@ -80,6 +82,33 @@ func TestParseRunRequest(t *testing.T) {
 	m, _ = parseRunRequest(map[string]string{id: "now"}, hourly, now.Add(300*time.Millisecond))
 	if !m.Occurrence.IsZero() || m.Contention != v1alpha1.ManualContentionWait || !m.RequestedAt.Equal(now) {
 		t.Errorf("defaults %+v: want no occurrence, Wait, requested at %s", m, now)
+	}
+}
+
+// TestRefusedRunRequestRecordsNothingStatusCannotHold: a request is refused with what it
+// named. An occurrence status cannot hold (past the year 9999 in UTC: Go reads
+// 9999-12-31T23:59:59-23:59 as 10000-01-01T23:58:59Z) was recorded in
+// status.lastRunRequest, the API server refused every status write of the job from then
+// on, and the request, never recorded as handled, was refused again at every pass.
+func TestRefusedRunRequestRecordsNothingStatusCannotHold(t *testing.T) {
+	job, _ := rerunRequested()
+	job.Annotations = map[string]string{
+		v1alpha1.AnnotationRunRequest:    "r1",
+		v1alpha1.AnnotationRunOccurrence: "9999-12-31T23:59:59-23:59",
+	}
+	r := &LockedCronJobReconciler{}
+	p := newPass(job.DeepCopy(), passAt, logr.Discard())
+	r.manualRun(context.Background(), p, nil, nil)
+	rr := p.status.LastRunRequest
+	if rr == nil || rr.Refused == "" {
+		t.Fatalf("not refused: %+v", rr)
+	}
+	b, err := json.Marshal(rr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"10000-`) || rr.Occurrence != nil {
+		t.Errorf("the refusal records an occurrence the API server refuses in status: %s", b)
 	}
 }
 

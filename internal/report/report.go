@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/lockedcron/lockedcron/internal/printable"
@@ -246,6 +247,22 @@ func (r Report) Printable() Report {
 		r.Warnings = w
 	}
 	return r
+}
+
+// ParseTime parses a time read from a report or from a pod's or a job's annotations (RFC
+// 3339, fractional seconds allowed) that status may record: Kubernetes stores a date-time
+// of the years 0001–9999 only (once in UTC, as metav1.Time writes it) and refuses a whole
+// status write that holds another, so a time outside them — which only a forged report or
+// annotation can hold — is an error, as a malformed one is.
+func ParseTime(v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return time.Time{}, fmt.Errorf("%s is %s in UTC, outside the years 0001–9999 that a Kubernetes time can hold", v, t.UTC().Format(time.RFC3339))
+	}
+	return t, nil
 }
 
 // Decode parses a termination message. It fails for anything that is not a version-1

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -117,12 +118,17 @@ func Trigger(pod *corev1.Pod) string {
 	return v1alpha1.TriggerScheduled
 }
 
-// RequestedAt is when a manual run's request was handled (false for other pods, or
-// without a readable annotation).
+// RequestedAt is when a manual run's request was handled: its annotation's time, but
+// never after the pod was made (false for other pods, or without either).
 func RequestedAt(pod *corev1.Pod) (time.Time, bool) {
 	if !IsManual(pod) {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339, pod.Annotations[AnnotationRequestedAt])
+	t, err := report.ParseTime(pod.Annotations[AnnotationRequestedAt])
+	if created := pod.CreationTimestamp.Time; !created.IsZero() && (err != nil || t.After(created)) {
+		// Its pod was made once the request was handled; the annotation, which whoever
+		// may patch the pod can change, does not move that later.
+		return created, true
+	}
 	return t, err == nil
 }

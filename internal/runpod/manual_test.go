@@ -147,3 +147,22 @@ func TestManualNameFitsAndDiffers(t *testing.T) {
 		t.Error("an occurrence's pod reads as manual")
 	}
 }
+
+// TestRequestedAtNeverAfterThePodWasMade: the request's time bounds how long a manual
+// run's pod may wait to start (tracking). Whoever may patch the pod can rewrite its
+// annotation: a time after the pod was made, or one status cannot hold, reads as the
+// pod's creation.
+func TestRequestedAtNeverAfterThePodWasMade(t *testing.T) {
+	got, err := BuildManual(nightly(), ManualRun{ID: "fix-1", RequestedAt: requested, Contention: v1alpha1.ManualContentionWait}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := requested.Truncate(time.Second).Add(time.Second)
+	got.CreationTimestamp = metav1.NewTime(created)
+	for _, forged := range []string{"2099-01-01T00:00:00Z", "9999-12-31T23:59:59-23:59", "soon"} {
+		got.Annotations[AnnotationRequestedAt] = forged
+		if at, ok := RequestedAt(got); !ok || !at.Equal(created) {
+			t.Errorf("annotation %q: RequestedAt = %v %v, want the pod's creation %v", forged, at, ok, created)
+		}
+	}
+}

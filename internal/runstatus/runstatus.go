@@ -6,6 +6,7 @@ package runstatus
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,13 +59,42 @@ func Finished(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
-// Occurrence reads the scheduled time a pod was created for.
+// Occurrence reads the scheduled time a pod was created for. A scheduled pod's is in its
+// name, which its controller gave it (runpod.Name) and which nobody can change since; its
+// annotation, which whoever may patch the pod can change, is read only for a pod whose
+// name does not say (one made before its controller reference, as in tests). A manual
+// run's is its annotation, never after the pod was made (it re-runs an occurrence that
+// had come, or runs at its request); without a readable one, the pod's creation time.
+// An annotation's time must be one status can hold (report.ParseTime).
 func Occurrence(pod *corev1.Pod) (time.Time, error) {
+	manual := runpod.IsManual(pod)
+	if ref := metav1.GetControllerOf(pod); ref != nil && !manual {
+		if suffix, ok := strings.CutPrefix(pod.Name, ref.Name+"-"); ok {
+			if sec, err := strconv.ParseInt(suffix, 10, 64); err == nil {
+				if t, err := report.ParseTime(time.Unix(sec, 0).UTC().Format(time.RFC3339)); err == nil {
+					return t, nil
+				}
+			}
+		}
+	}
+	created := pod.CreationTimestamp.Time
 	v, ok := pod.Annotations[runpod.AnnotationScheduledTime]
 	if !ok {
+		if manual && !created.IsZero() {
+			return created, nil
+		}
 		return time.Time{}, fmt.Errorf("pod %s has no %s annotation", pod.Name, runpod.AnnotationScheduledTime)
 	}
-	return time.Parse(time.RFC3339, v)
+	t, err := report.ParseTime(v)
+	switch {
+	case err != nil && manual && !created.IsZero():
+		return created, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("pod %s: annotation %s: %w", pod.Name, runpod.AnnotationScheduledTime, err)
+	case manual && !created.IsZero() && t.After(created):
+		return created, nil
+	}
+	return t, nil
 }
 
 // ResultOf reads the report of a finished pod from the wrapped container's termination
@@ -114,7 +144,7 @@ func ResultOf(pod *corev1.Pod) Result {
 		return invalid(fmt.Errorf("container %s exited %d without a valid report: %w", name, term.ExitCode, err))
 	}
 	res.Report = r
-	if t, err := time.Parse(time.RFC3339Nano, r.StartedAt); err == nil {
+	if t, err := report.ParseTime(r.StartedAt); err == nil {
 		res.StartedAt = t
 	}
 	return res
@@ -151,6 +181,13 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	if rep.Outcome == report.LockLost || rep.LockLost {
 		c.LockLost++
 	}
+	if r.Occurrence.IsZero() {
+		// Counted, but no record: a record needs its occurrence (the API server refuses
+		// a status holding one without, and with it every status write of the job), and
+		// the last holder and success are ordered by it. Only a pod whose annotation was
+		// removed or forged has none (Occurrence).
+		return
+	}
 
 	occ := metav1.NewTime(r.Occurrence)
 	rec := v1alpha1.RunRecord{
@@ -162,8 +199,8 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		Message:      Message(rep),
 		Trigger:      r.Trigger,
 	}
-	acquired, errA := time.Parse(time.RFC3339Nano, rep.AcquiredAt)
-	released, errR := time.Parse(time.RFC3339Nano, rep.ReleasedAt)
+	acquired, errA := report.ParseTime(rep.AcquiredAt)
+	released, errR := report.ParseTime(rep.ReleasedAt)
 	if errA == nil && errR == nil && !released.Before(acquired) {
 		rec.Duration = &metav1.Duration{Duration: released.Sub(acquired).Round(time.Millisecond)}
 	}
@@ -211,7 +248,7 @@ func foldLastSuccess(st *v1alpha1.LockedCronJobStatus, r Result, rep report.Repo
 	if rep.Watermark != "" {
 		ls.Watermark = report.ShortWatermark(rep.Watermark)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, rep.ReleasedAt); err == nil {
+	if t, err := report.ParseTime(rep.ReleasedAt); err == nil {
 		ls.FinishedAt = &metav1.Time{Time: t}
 	}
 	st.LastSuccess = ls

@@ -1,0 +1,80 @@
+package runstatus
+
+import (
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
+)
+
+// unstorable finds what the API server refuses in a status (and with it the whole status
+// write, every pass, while the pod that carries it waits to be counted): a date-time
+// outside the years 0001–9999, or a recent record without its (required) occurrence.
+var unstorable = regexp.MustCompile(`"[0-9]{5,}-|"-[0-9]+-|"occurrence":null`)
+
+// TestForgedTimesNeverReachStatus: a pod's report and annotations are the job's to write
+// (a job can write its own termination message; whoever may patch its pods, their
+// annotations). A time in them that status cannot hold used to be folded in, and every
+// status write of the job was refused from then on; a scheduled pod's occurrence that is
+// not the one its name says, or a manual run's after its pod was made, moved
+// lastSuccessfulTime into the future, where later runs could not move it.
+func TestForgedTimesNeverReachStatus(t *testing.T) {
+	const ok = `{"v":1,"outcome":"Succeeded","holder":"c/ns/p","fencingToken":4}`
+	const future = "9999-12-31T23:59:59-23:59" // 10000-01-01T23:58:59Z
+	owned := func(pod *corev1.Pod) *corev1.Pod {
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly", UID: "u1", Controller: ptrTrue()}}
+		return pod
+	}
+	for name, pod := range map[string]*corev1.Pod{
+		"report times past 9999": finishedPod(runpod.Name("nightly", t0), t0, corev1.PodSucceeded,
+			`{"v":1,"outcome":"Succeeded","holder":"c/ns/p","fencingToken":4,"acquiredAt":"`+future+`","startedAt":"`+future+`","releasedAt":"`+future+`"}`),
+		"occurrence annotation past 9999": func() *corev1.Pod {
+			p := finishedPod(runpod.Name("nightly", t0), t0, corev1.PodSucceeded, ok)
+			p.Annotations[runpod.AnnotationScheduledTime] = future
+			return p
+		}(),
+		"occurrence annotation before year 0": func() *corev1.Pod {
+			p := finishedPod(runpod.Name("nightly", t0), t0, corev1.PodSucceeded, ok)
+			p.Annotations[runpod.AnnotationScheduledTime] = "0000-01-01T00:00:00+01:00" // -0001-12-31T23:00:00Z
+			return p
+		}(),
+		"occurrence annotation removed": func() *corev1.Pod {
+			p := finishedPod(runpod.Name("nightly", t0), t0, corev1.PodSucceeded, ok)
+			delete(p.Annotations, runpod.AnnotationScheduledTime)
+			return p
+		}(),
+		"a scheduled pod's occurrence not its name's": owned(finishedPod(runpod.Name("nightly", t0), time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), corev1.PodSucceeded, ok)),
+		"a manual run's occurrence after its pod was made": func() *corev1.Pod {
+			p := finishedPod("nightly-m-abc", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), corev1.PodSucceeded, ok)
+			p.Labels = map[string]string{runpod.LabelRunRequest: "fix-1"}
+			p.CreationTimestamp = metav1.NewTime(t0)
+			return owned(p)
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := v1alpha1.LockedCronJobStatus{LastSuccessfulTime: &metav1.Time{Time: t0.Add(-time.Hour)}}
+			Fold(&st, ResultOf(pod))
+			b, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := unstorable.Find(b); m != nil {
+				t.Fatalf("status holds %s, which the API server refuses: %s", m, b)
+			}
+			if st.Counters.Runs != 1 || st.Counters.Succeeded != 1 {
+				t.Errorf("counters %+v: the run is counted all the same", st.Counters)
+			}
+			if st.LastSuccessfulTime.After(t0) {
+				t.Errorf("lastSuccessfulTime %s: after the occurrence the pod was made for", st.LastSuccessfulTime.UTC())
+			}
+		})
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
