@@ -433,7 +433,7 @@ func TestSlimHistoryPod(t *testing.T) {
 
 		type decisions struct {
 			Mark, History, Doomed, Active, CountedPods, Prune []string
-			Aside                                             map[string]bool
+			Aside                                             map[string]time.Time
 			Status                                            v1alpha1.LockedCronJobStatus
 		}
 		names := func(pods []*corev1.Pod) []string {

@@ -190,9 +190,10 @@ type pass struct {
 	// withdrawn: prepared ahead, no longer wanted before their instant: deleted with the
 	// reason noted (runpod.AnnotationWithdrawnAhead), counted only if their job ran.
 	withdrawn []withdrawal
-	// aside: withdrawn ahead and not (or not yet) known to have run: they do not stand
-	// for their occurrence, which the schedule decides once they have said (prepare.go).
-	aside map[string]bool
+	// aside: withdrawn ahead and not (or not yet) known to have run, by name, with their
+	// occurrence: they do not stand for it, which the schedule decides once they have
+	// said (prepare.go).
+	aside map[string]time.Time
 	// withdrawing: not started as far as they say, and must not start
 	// (tracking.Withdraw): deleted with the reason noted, counted from what the deletion
 	// (unbound) or the kubelet says.
@@ -629,6 +630,15 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		return occ.Equal(plan.Next) && bs.unreadable == nil && !bs.rules.At(occ, bs.rollouts).Blocked() && !bs.rules.At(p.now, bs.rollouts).Blocked()
 	}, "no longer the next occurrence to run (schedule change or blackout)")
 
+	if name, occ, ok := p.asideUndecided(earliest(job, st)); ok {
+		// Its prepared pod was withdrawn, and may have run the job all the same: the
+		// occurrence is decided once the pod has said and is gone (prepare.go), and
+		// nothing after it before then — counted missed (its deadline passed, a later
+		// one came), it was counted again by its pod's report.
+		p.log.V(1).Info("occurrence waits for its withdrawn pod", "occurrence", occ.UTC().Format(time.RFC3339), "pod", name)
+		p.requeueAt(asideRetry)
+		return nil
+	}
 	if plan.Missed > 0 {
 		// Each occurrence is decided once: those before the due one are missed now, and
 		// lastScheduleTime moves past them even if the due one cannot start in this
@@ -653,13 +663,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		return r.prepare(ctx, p, &plan, bs, berr)
 	}
 	due := *plan.Due
-	if name := runpod.Name(job.Name, due); p.aside[name] {
-		// Its prepared pod was withdrawn, and may have run the job all the same: the
-		// occurrence is decided once the pod has said and is gone (prepare.go).
-		p.log.V(1).Info("occurrence waits for its withdrawn pod", "occurrence", due.UTC().Format(time.RFC3339), "pod", name)
-		p.requeueAt(asideRetry)
-		return nil
-	} else if p.hasPod(name) {
+	if name := runpod.Name(job.Name, due); p.hasPod(name) {
 		// Created ahead of its time (prepareAheadSeconds), or by a pass whose status
 		// write was deferred: nothing to do, and no POST to find out.
 		st.LastScheduleTime = &metav1.Time{Time: due}

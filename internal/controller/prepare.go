@@ -91,7 +91,7 @@ func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
 	for _, pod := range p.active {
 		occ, err := runstatus.Occurrence(pod)
 		if err == nil && tracking.StillPrepared(pod, occ, p.now, decided) &&
-			pod.Name == runpod.Name(p.job.Name, occ) && !p.aside[pod.Name] && !keep(occ) {
+			pod.Name == runpod.Name(p.job.Name, occ) && !p.isAside(pod.Name) && !keep(occ) {
 			p.withdrawAhead(pod, why)
 		}
 	}
@@ -102,8 +102,8 @@ func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
 // kubelet has said whether its job ran.
 func (p *pass) withdrawAhead(pod *corev1.Pod, why string) {
 	p.withdrawn = append(p.withdrawn, withdrawal{pod, why})
-	p.putAside(pod.Name)
 	occ, _ := runstatus.Occurrence(pod)
+	p.putAside(pod.Name, occ)
 	p.log.Info("prepared pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
 }
 
@@ -115,17 +115,37 @@ func (p *pass) setAside(pod *corev1.Pod, v tracking.Verdict) {
 	if !ahead || (v != tracking.Active && v != tracking.Withdrawn) {
 		return
 	}
-	p.putAside(pod.Name)
+	occ, _ := runstatus.Occurrence(pod)
+	p.putAside(pod.Name, occ)
 	if v == tracking.Active && pod.DeletionTimestamp == nil {
 		p.withdrawn = append(p.withdrawn, withdrawal{pod, why}) // noted, but its deletion failed: again
 	}
 }
 
-func (p *pass) putAside(name string) {
+func (p *pass) putAside(name string, occ time.Time) {
 	if p.aside == nil {
-		p.aside = map[string]bool{}
+		p.aside = map[string]time.Time{}
 	}
-	p.aside[name] = true
+	p.aside[name] = occ
+}
+
+func (p *pass) isAside(name string) bool {
+	_, ok := p.aside[name]
+	return ok
+}
+
+// asideUndecided returns the earliest occurrence after decided (the watermark) that has
+// come by the pass's time and that a pod standing aside was made for, and that pod's
+// name: the schedule waits for it.
+func (p *pass) asideUndecided(decided time.Time) (string, time.Time, bool) {
+	var name string
+	var first time.Time
+	for n, occ := range p.aside {
+		if occ.After(decided) && !occ.After(p.now) && (first.IsZero() || occ.Before(first)) {
+			name, first = n, occ
+		}
+	}
+	return name, first, !first.IsZero()
 }
 
 // standing is pods without those that stand aside from their occurrence.
@@ -135,7 +155,7 @@ func (p *pass) standing(pods []corev1.Pod) []corev1.Pod {
 	}
 	var out []corev1.Pod
 	for i := range pods {
-		if !p.aside[pods[i].Name] {
+		if !p.isAside(pods[i].Name) {
 			out = append(out, pods[i])
 		}
 	}
