@@ -833,3 +833,60 @@ func TestCommandDiesWithLockwrap(t *testing.T) {
 		t.Fatalf("the command ran %v after lockwrap was killed", last.Sub(killed).Round(time.Millisecond))
 	}
 }
+
+// termAtFinishLocker grants the real lock; its lease's FinishWith gets a SIGTERM while the
+// finish is on the wire (the pod deleted as its command ends; systemd's KillMode
+// control-group, which signals lockwrap and its child together): the signal, then a
+// round trip's worth of wire, then the real call.
+type termAtFinishLocker struct {
+	real wrapper.RedisLocker
+	sigs chan os.Signal
+}
+
+func (l termAtFinishLocker) Acquire(ctx context.Context, req lock.Request) (*wrapper.Grant, error) {
+	g, err := l.real.Acquire(ctx, req)
+	if err == nil {
+		g.Lease = termAtFinishLease{g.Lease, l.sigs}
+	}
+	return g, err
+}
+
+type termAtFinishLease struct {
+	wrapper.Lease
+	sigs chan os.Signal
+}
+
+func (l termAtFinishLease) FinishWith(ctx context.Context, state string, opts lock.FinishOptions) (lock.FinishResult, error) {
+	l.sigs <- syscall.SIGTERM
+	time.Sleep(50 * time.Millisecond)
+	return l.Lease.FinishWith(ctx, state, opts)
+}
+
+// TestStopSignalDuringAHealthyFinishLetsItLand: a SIGTERM that comes while the result is
+// being recorded ends the retries of a Redis that does not answer, not the attempt under
+// way on one that does. It used to cancel that attempt: a success Redis was about to
+// record was lost (reported LockLost, "not recorded"), the lock stayed until its ttl, and
+// a contender that retries recovered the occurrence and ran it again.
+func TestStopSignalDuringAHealthyFinishLetsItLand(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := admin(t, s)
+	cfg, cmd, err := config.Parse(cmdArgs(flags(s.URL(), "term-at-finish", "a", "--ttl", "30s", "--renew-interval", "10s",
+		"--kill-grace", "10s"), "true"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigs := make(chan os.Signal, 4)
+	var stderr syncBuf
+	rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{
+		Locker: termAtFinishLocker{real: wrapper.RedisLocker{L: lock.New(rdb)}, sigs: sigs}, Signals: sigs, Stderr: &stderr})
+	if code != 0 || rep.Outcome != report.Succeeded || rep.LockLost {
+		t.Fatalf("%d %+v; stderr %s", code, rep, stderr.String())
+	}
+	ctx := context.Background()
+	if ok, err := lock.Succeeded(ctx, rdb, "term-at-finish", mustTime(occurrence)); !ok || err != nil {
+		t.Fatalf("the success is not in the ledger: %v %v", ok, err)
+	}
+	if n := rdb.Exists(ctx, lock.LockKey("term-at-finish")).Val(); n != 0 {
+		t.Fatal("the lock is still held")
+	}
+}

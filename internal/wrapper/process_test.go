@@ -371,6 +371,25 @@ func TestEachCaughtSignalForwarded(t *testing.T) {
 	}
 }
 
+// TestWindowChangeForwarded: SIGWINCH, which the command ignores unless it handles it
+// (Apache httpd's graceful stop), reaches a command that handles it. lockwrap caught it
+// and dropped it; before the command starts it still aborts nothing.
+func TestWindowChangeForwarded(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	started, got := filepath.Join(dir, "started"), filepath.Join(dir, "winch")
+	p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "winch", "a"),
+		"sh", "-c", `trap 'touch "$2"; exit 0' WINCH; touch "$1"; while :; do sleep 0.02; done`, "sh", started, got)...)
+	eventually(t, "the command running", func() bool { _, err := os.Stat(started); return err == nil })
+	if err := p.cmd.Process.Signal(syscall.SIGWINCH); err != nil {
+		t.Fatal(err)
+	}
+	rep, code := p.wait(t)
+	if _, err := os.Stat(got); err != nil || code != 0 || rep.Outcome != report.Succeeded {
+		t.Fatalf("SIGWINCH not handled by the command (%v): exit %d %+v", err, code, rep)
+	}
+}
+
 // TestSignalsThatWouldCrashItAreIgnored: the signals the Go runtime ends a program with a
 // stack dump for, sent to lockwrap (its command may send them to PID 1, which it is in a
 // pod), neither end it nor reach its command: the command runs on, and lockwrap reports

@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		for {
 			select {
 			case sig := <-d.Signals:
-				if !forwardable(sig) {
+				if !interrupts(sig) {
 					continue
 				}
 				stop(&interruptError{sig})
@@ -369,11 +369,17 @@ func (e *interruptError) Error() string {
 	return fmt.Sprintf("interrupted by %v before the command started", e.sig)
 }
 
-// forwardable reports whether a signal means something to the command (or, before it
-// starts, to us): not SIGCHLD, SIGURG (Go's preemption) or SIGWINCH.
+// forwardable reports whether a signal means something to the command: not SIGCHLD or
+// SIGURG (Go's preemption).
 func forwardable(sig os.Signal) bool {
 	s, ok := sig.(syscall.Signal)
-	return !ok || (s != syscall.SIGCHLD && s != syscall.SIGURG && s != syscall.SIGWINCH)
+	return !ok || (s != syscall.SIGCHLD && s != syscall.SIGURG)
+}
+
+// interrupts reports whether a signal that comes before the command starts aborts the
+// run: a forwardable one, but SIGWINCH (a terminal resized: nothing to stop for).
+func interrupts(sig os.Signal) bool {
+	return forwardable(sig) && sig != syscall.SIGWINCH
 }
 
 // exitGrace is how long a stop step waits for an exit that may already have happened
@@ -726,8 +732,9 @@ func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
 // Redis never answered until then leaves the run LockLost too — the lock is gone, nothing
 // recorded the result, and another holder may run the occurrence again.
 //
-// A SIGTERM, SIGINT or SIGQUIT while Redis does not answer ends the retries (the pod is
-// being deleted: its grace is short of a long lock's ttl), and the run is LockLost too:
+// A SIGTERM, SIGINT or SIGQUIT while the result is recorded ends the retries (the pod is
+// being deleted: its grace is short of a long lock's ttl); the attempt under way gets
+// stopGrace to be answered. If it is not, the run is LockLost too:
 // nothing recorded the result, and once the lock expires another holder may run it again.
 func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, signals <-chan os.Signal, rep *report.Report, stderr io.Writer) {
 	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic}, validUntil, signals)
@@ -789,8 +796,12 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 			select {
 			case sig := <-signals:
 				if s, ok := sig.(syscall.Signal); ok && (s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGQUIT) {
+					// No attempt follows; the one under way, which a Redis that answers
+					// completes in a round trip, gets stopGrace (cancelled at once, a
+					// success Redis was about to record was lost, and the occurrence ran
+					// again once the lock expired).
 					stopped.Store(&stopSignal{s})
-					cancel()
+					time.AfterFunc(stopGrace, cancel)
 					return
 				}
 			case <-fctx.Done():
@@ -802,7 +813,7 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 	var fr lock.FinishResult
 	_ = wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
 		fr, last = l.FinishWith(pctx, state, opts)
-		return last == nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
+		return last == nil || stopped.Load() != nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
 			errors.Is(last, lock.ErrNotEnoughReplicas), nil
 	})
 	if sig := stopped.Load(); sig != nil && last != nil && !errors.Is(last, lock.ErrLost) && !errors.Is(last, lock.ErrNotRecorded) &&
@@ -811,6 +822,10 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 	}
 	return fr, last // the last attempt's: nil, a lock sentinel, or why Redis did not answer
 }
+
+// stopGrace is how long the attempt under way to record a result may still take once a
+// stop signal has come (finishWithRetry).
+const stopGrace = time.Second
 
 // stopSignal is a signal that ended the retries of a result's record.
 type stopSignal struct{ sig syscall.Signal }
