@@ -81,6 +81,8 @@ func TestBuildManualLiteral(t *testing.T) {
 		corev1.EnvVar{Name: "LOCKEDCRON_RETRY_MAX_BACKOFF", Value: "5s"},
 		corev1.EnvVar{Name: "LOCKEDCRON_NOT_AFTER", Value: "2026-11-30T10:15:42Z"},
 	)
+	wantEnv = append(wantEnv, unsetEnv("LOCKEDCRON_REDIS_CA_FILE", "LOCKEDCRON_REDIS_ALLOWED_HOSTS", "LOCKEDCRON_HOLDER_INSTANCE",
+		"LOCKEDCRON_RETRY_ATTEMPTS", "LOCKEDCRON_RETRY_DEADLINE", "LOCKEDCRON_NOT_BEFORE", "LOCKEDCRON_WATERMARK_MONOTONIC")...)
 	c := got.Spec.Containers[0]
 	if d := cmp.Diff(wantEnv, c.Env); d != "" {
 		t.Errorf("env (-want +got):\n%s", d)
@@ -113,6 +115,9 @@ func TestBuildManualOccurrenceFailFast(t *testing.T) {
 		corev1.EnvVar{Name: "LOCKEDCRON_CONTENTION", Value: "skip"},
 		corev1.EnvVar{Name: "LOCKEDCRON_NOT_AFTER", Value: "2026-11-30T10:15:42Z"},
 	)
+	wantEnv = append(wantEnv, unsetEnv("LOCKEDCRON_REDIS_CA_FILE", "LOCKEDCRON_REDIS_ALLOWED_HOSTS", "LOCKEDCRON_HOLDER_INSTANCE",
+		"LOCKEDCRON_RUN_ID", "LOCKEDCRON_RETRY_ATTEMPTS", "LOCKEDCRON_RETRY_BACKOFF", "LOCKEDCRON_RETRY_MAX_BACKOFF",
+		"LOCKEDCRON_RETRY_DEADLINE", "LOCKEDCRON_NOT_BEFORE", "LOCKEDCRON_WATERMARK_MONOTONIC")...)
 	if d := cmp.Diff(wantEnv, got.Spec.Containers[0].Env); d != "" {
 		t.Errorf("env (-want +got):\n%s", d)
 	}

@@ -37,7 +37,7 @@ func TestNotAfterBlackoutWindow(t *testing.T) {
 			}
 			got := unset
 			for _, e := range pod.Spec.Containers[0].Env {
-				if e.Name == "LOCKEDCRON_NOT_AFTER" {
+				if e.Name == "LOCKEDCRON_NOT_AFTER" && e.Value != "" { // empty: unset to lockwrap
 					got = e.Value
 				}
 			}

@@ -21,7 +21,7 @@ func TestBuildWaitsForTheInstant(t *testing.T) {
 	notBefore := func(p *corev1.Pod) []string {
 		var v []string
 		for _, e := range p.Spec.Containers[0].Env {
-			if e.Name == "LOCKEDCRON_NOT_BEFORE" {
+			if e.Name == "LOCKEDCRON_NOT_BEFORE" && e.Value != "" { // empty: unset to lockwrap
 				v = append(v, e.Value)
 			}
 		}

@@ -6,6 +6,8 @@ package runpod
 import (
 	"fmt"
 	"math"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,7 +132,11 @@ func Holder(cluster, namespace, pod string) string {
 }
 
 // EnvPodUID is the pod's UID in the wrapped container (the downward API), for Holder.
-const EnvPodUID = "LOCKEDCRON_POD_UID"
+const EnvPodUID = EnvPrefix + "POD_UID"
+
+// EnvPrefix begins the name of every variable lockwrap reads or the controller sets for
+// it; the template's wrapped container may not set one (reserved).
+const EnvPrefix = "LOCKEDCRON_"
 
 // WrapIndex finds the container lockwrap wraps: wrapContainer, or the first.
 func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
@@ -155,6 +161,31 @@ func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
 		return -1, fmt.Errorf("spec.template.spec.containers[%d] (%s): command is required, since lockwrap runs in front of it; set command to what the image runs", i, cs[i].Name)
 	}
 	return i, nil
+}
+
+// reserved refuses, naming the field, what of the template would take lockwrap's names or
+// place: a container named as its init container, a variable of lockwrap's settings
+// (config.Variables, and the others it gives its command: LOCKEDCRON_*) in the wrapped
+// container, which the controller sets from spec, and a mount there at lockwrap's
+// directory or below, which would hide lockwrap or replace it with another file.
+func reserved(spec corev1.PodSpec, wi int) error {
+	for i, c := range spec.Containers {
+		if c.Name == InitContainerName {
+			return fmt.Errorf("spec.template.spec.containers[%d]: the name %q is reserved for lockwrap's init container; rename the container", i, InitContainerName)
+		}
+	}
+	c := spec.Containers[wi]
+	for j, e := range c.Env {
+		if strings.HasPrefix(e.Name, EnvPrefix) {
+			return fmt.Errorf("spec.template.spec.containers[%d].env[%d]: %s: variables %s* are lockwrap's settings, which the controller sets from spec (spec.lock, spec.contention, spec.dedupe); remove it", wi, j, e.Name, EnvPrefix)
+		}
+	}
+	for j, m := range c.VolumeMounts {
+		if p := path.Clean(m.MountPath); p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/") {
+			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d]: mountPath %s is lockwrap's place (%s); mount the volume elsewhere", wi, j, m.MountPath, WrapperDir)
+		}
+	}
+	return nil
 }
 
 // Build returns the pod for one occurrence. It fails, naming the field, for a template
@@ -182,6 +213,9 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 		if c.Name == InitContainerName {
 			return nil, fmt.Errorf("spec.template.spec.initContainers: the name %q is reserved for lockwrap", InitContainerName)
 		}
+	}
+	if err := reserved(spec, wi); err != nil {
+		return nil, err
 	}
 	switch spec.RestartPolicy {
 	case "":
@@ -213,6 +247,14 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter, m)...)
 	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: config.EnvRedisAllowedHosts, Value: allowed})
+	}
+	// lockwrap's other settings are its defaults, whatever the container's envFrom (a
+	// ConfigMap or Secret, read only when the pod starts) holds: an empty variable is
+	// unset to lockwrap, and env wins over envFrom.
+	for _, v := range config.Variables() {
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == v }) {
+			c.Env = append(c.Env, corev1.EnvVar{Name: v})
+		}
 	}
 
 	// The template's own labels and annotations are copied; the controller's keys

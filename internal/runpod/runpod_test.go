@@ -128,6 +128,11 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_RETRY_DEADLINE", Value: "2026-11-30T02:02:00Z"},
 					{Name: "LOCKEDCRON_NOT_AFTER", Value: "2026-11-30T02:02:00Z"},
 					{Name: "LOCKEDCRON_NOT_BEFORE", Value: "2026-11-30T02:00:00Z"},
+					// lockwrap's other settings, empty (its defaults) whatever envFrom holds
+					{Name: "LOCKEDCRON_REDIS_CA_FILE"},
+					{Name: "LOCKEDCRON_REDIS_ALLOWED_HOSTS"},
+					{Name: "LOCKEDCRON_RUN_ID"},
+					{Name: "LOCKEDCRON_WATERMARK_MONOTONIC"},
 				},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron", ReadOnly: true}},
 				TerminationMessagePath:   "/dev/termination-log",
@@ -248,9 +253,20 @@ func envOf(t *testing.T, job *v1alpha1.LockedCronJob, occ time.Time) map[string]
 		if _, dup := env[e.Name]; dup {
 			t.Errorf("env %s set twice", e.Name)
 		}
-		env[e.Name] = e.Value
+		if e.Value != "" || e.ValueFrom != nil {
+			env[e.Name] = e.Value // an empty one is unset to lockwrap
+		}
 	}
 	return env
+}
+
+// unsetEnv is the empty variables Build adds for lockwrap's settings a pod does not set.
+func unsetEnv(names ...string) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, len(names))
+	for i, n := range names {
+		out[i] = corev1.EnvVar{Name: n}
+	}
+	return out
 }
 
 // The not-after instant goes to every contention policy; the retry deadline only to Retry.

@@ -122,6 +122,15 @@ func Usage() string {
 	return b.String()
 }
 
+// Variables lists every variable lockwrap reads its settings from.
+func Variables() []string {
+	out := make([]string, 0, len(flagEnv)+2)
+	for _, fe := range flagEnv {
+		out = append(out, fe.env)
+	}
+	return append(out, EnvRedisPassword, EnvRedisCACert)
+}
+
 // EnvFor returns the variable read for a flag name (without dashes), or "".
 func EnvFor(flagName string) string {
 	for _, fe := range flagEnv {

@@ -1,0 +1,113 @@
+package runpod
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
+)
+
+// lockwrapConfig is what the wrapped container's lockwrap reads: its command's flags and
+// its environment as the kubelet gives it (a later entry of a name wins over an earlier
+// one and over envFrom's), envFrom holding from a ConfigMap or Secret.
+func lockwrapConfig(t *testing.T, pod *corev1.Pod, envFrom map[string]string) config.Config {
+	t.Helper()
+	c := pod.Spec.Containers[0]
+	env := map[string]string{}
+	for k, v := range envFrom {
+		env[k] = v
+	}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom != nil {
+			env[e.Name] = ""
+		}
+	}
+	env[config.EnvRedisURL] = "redis://redis:6379"
+	env[EnvPodUID] = "u1"
+	env[config.EnvHolder] = strings.ReplaceAll(env[config.EnvHolder], "$("+EnvPodUID+")", "u1")
+	env[config.EnvHolderInstance] = "u1"
+	cfg, _, err := config.Parse(c.Command[1:], func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestTemplateCannotSetLockwrapsVariables: lockwrap reads its settings from LOCKEDCRON_*
+// variables, and the controller sets those of the job's spec; the others reached lockwrap
+// from the template. A LOCKEDCRON_RUN_ID copied from a crontab made every scheduled run
+// share one ledger entry: after the first success, every occurrence was suppressed as
+// done until the retention ended. A template's own variable is refused, naming it; one
+// from envFrom (which nobody can see before the pod starts) is overridden, empty.
+func TestTemplateCannotSetLockwrapsVariables(t *testing.T) {
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	job := nightly()
+	job.Spec.Template.Spec.Containers[0].Env = append(job.Spec.Template.Spec.Containers[0].Env,
+		corev1.EnvVar{Name: "GREETING", Value: "hi"}, corev1.EnvVar{Name: config.EnvRunID, Value: "debug-1"})
+	_, err := Build(job, occ, opts)
+	if err == nil || !strings.Contains(err.Error(), "spec.template.spec.containers[0].env[2]") || !strings.Contains(err.Error(), config.EnvRunID) {
+		t.Fatalf("Build = %v, want an error naming env[2] and %s", err, config.EnvRunID)
+	}
+
+	pod, err := Build(nightly(), occ, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every setting lockwrap reads, from envFrom: none changes what it runs with.
+	envFrom := map[string]string{}
+	for _, v := range config.Variables() {
+		envFrom[v] = "forged"
+	}
+	for v, val := range map[string]string{config.EnvRunID: "debug-1", config.EnvNotBefore: "2030-01-01T00:00:00Z",
+		config.EnvRetryDeadline: "2030-01-01T00:00:00Z", config.EnvWatermarkMonotonic: "true", config.EnvRetryAttempts: "7",
+		config.EnvNotAfter: "2030-01-01T00:00:00Z", config.EnvMinReplicas: "3"} {
+		envFrom[v] = val
+	}
+	delete(envFrom, config.EnvRedisCAFile) // a file it would read: Parse fails on "forged"
+	delete(envFrom, config.EnvRedisCACert)
+	if got, want := lockwrapConfig(t, pod, envFrom), lockwrapConfig(t, pod, nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("lockwrap took settings from envFrom:\n got %+v\nwant %+v", got, want)
+	}
+	for _, v := range config.Variables() {
+		if !slices.ContainsFunc(pod.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == v }) {
+			t.Errorf("%s is not set on the pod: envFrom's would reach lockwrap", v)
+		}
+	}
+}
+
+// TestTemplateCannotTakeLockwrapsNamesOrPlace: the init container's name, and the wrapped
+// container's mounts at lockwrap's directory, are refused naming the field: a container
+// of the init container's name, or a second mount at /lockedcron, made a pod the API
+// server refused at every occurrence; a mount at /lockedcron/lockwrap put the template's
+// file in lockwrap's place, and the job ran without the lock.
+func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		edit func(*corev1.PodSpec)
+		want string
+	}{
+		"a container named as the init container": {func(s *corev1.PodSpec) {
+			s.Containers = append(s.Containers, corev1.Container{Name: InitContainerName, Image: "x", Command: []string{"x"}})
+		}, "spec.template.spec.containers[1]"},
+		"a mount at lockwrap's directory": {func(s *corev1.PodSpec) {
+			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: WrapperDir}}
+		}, "spec.template.spec.containers[0].volumeMounts[0]"},
+		"a mount on lockwrap": {func(s *corev1.PodSpec) {
+			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "data", MountPath: WrapperPath + "/", SubPath: "lockwrap"}}
+		}, "spec.template.spec.containers[0].volumeMounts[1]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := nightly()
+			c.edit(&job.Spec.Template.Spec)
+			if _, err := Build(job, occ, opts); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Build = %v, want an error naming %s", err, c.want)
+			}
+		})
+	}
+}
