@@ -54,6 +54,7 @@ test: manifests generate fmt vet verify-generated envtest-assets test-monitoring
 	$(MAKE) fuzz
 	$(MAKE) test-e2e
 	$(MAKE) soak-short
+	$(MAKE) soak-sentinel-short
 
 .PHONY: test-unit
 test-unit: manifests generate fmt vet envtest-assets ## `make test` without fuzzing and end-to-end.
@@ -174,6 +175,18 @@ soak: manifests ## Chaos soak on the local cluster, checked from the outside (DU
 .PHONY: soak-short
 soak-short: manifests ## The short soak (4 min, >= 100 contended occurrences) that `make test` runs.
 	DURATION=$(SOAK_SHORT_DURATION) SEED=$(SEED) SOAK_MIN_OCCURRENCES=100 hack/soak.sh
+
+# The Sentinel soak: lockwrap on a master, two replicas and three sentinels, --min-replicas 2,
+# under failovers; no cluster (the default 20 minutes at "*/2 * * * * *" decide 600 occurrences).
+SENTINEL_DURATION ?= 20m
+
+.PHONY: soak-sentinel
+soak-sentinel: ## Chaos soak of the lock on Redis Sentinel (failovers, frozen servers), checked from the outside (SENTINEL_DURATION, default 20m; SEED). See docs/reliability.md.
+	DURATION=$(SENTINEL_DURATION) SEED=$(SEED) SOAK_MIN_OCCURRENCES=500 hack/soak-sentinel.sh
+
+.PHONY: soak-sentinel-short
+soak-sentinel-short: ## The short Sentinel soak (3 min, >= 75 contended occurrences) that `make test` runs.
+	DURATION=3m SEED=$(SEED) SOAK_MIN_OCCURRENCES=75 hack/soak-sentinel.sh
 
 ##@ Install bundle and Helm chart
 

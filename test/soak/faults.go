@@ -32,6 +32,21 @@ const (
 	FaultOperatorDeleted FaultKind = "operator-pod-deleted"
 	// FaultAPIServerRestart stops kube-apiserver and starts it again with the same flags.
 	FaultAPIServerRestart FaultKind = "apiserver-restart"
+
+	// The Sentinel soak's (TestSentinelSoak), on a master, two replicas and three sentinels:
+
+	// FaultSentinelFailover asks the sentinels for a failover (SENTINEL FAILOVER): the
+	// master is demoted once a replica has caught up, and that replica promoted.
+	FaultSentinelFailover FaultKind = "sentinel-failover"
+	// FaultMasterKilled SIGKILLs the master; once the sentinels have promoted a replica, it
+	// is started again (empty: no persistence) and the sentinels make it a replica.
+	FaultMasterKilled FaultKind = "master-kill"
+	// FaultMasterFrozen SIGSTOPs the master for a while: past the sentinels' down-after
+	// (1 s) they promote a replica while the old master, thawed, still answers those
+	// connected to it until the sentinels demote it.
+	FaultMasterFrozen FaultKind = "master-sigstop"
+	// FaultReplicaFrozen SIGSTOPs a replica: WAIT counts one acknowledgement fewer.
+	FaultReplicaFrozen FaultKind = "replica-sigstop"
 )
 
 // FaultKinds lists the kinds in the order the summary shows them.
@@ -51,17 +66,35 @@ var weights = map[FaultKind]int{
 	FaultRedisStall: 4, FaultNetworkCut: 3, FaultNetworkToxic: 3, FaultOperatorDeleted: 2, FaultAPIServerRestart: 1,
 }
 
+// SentinelFaultKinds lists the Sentinel soak's kinds in the order its summary shows them.
+var SentinelFaultKinds = []FaultKind{FaultSentinelFailover, FaultMasterKilled, FaultMasterFrozen, FaultReplicaFrozen,
+	FaultJobKill9, FaultLockwrapStopped}
+
+var sentinelWeights = map[FaultKind]int{
+	FaultSentinelFailover: 3, FaultMasterKilled: 3, FaultMasterFrozen: 3, FaultReplicaFrozen: 3,
+	FaultJobKill9: 4, FaultLockwrapStopped: 3,
+}
+
+// PlanSentinelFaults is PlanFaults for the Sentinel soak's kinds.
+func PlanSentinelFaults(seed int64, d, ttl time.Duration) []Fault {
+	return planFaults(seed, d, ttl, SentinelFaultKinds, sentinelWeights)
+}
+
 // PlanFaults draws the fault schedule of a soak of length d from seed: a fault every
 // 3–15 s (so that several overlap), from 20 s after the start to 30 s before the end,
 // each with a duration of 1 s to 2.5 × ttl (beyond the lock's TTL about half the time).
 // The first faults are one of each kind, in a seeded order, so that even a short soak
 // has every kind. The same seed gives the same plan.
 func PlanFaults(seed int64, d, ttl time.Duration) []Fault {
+	return planFaults(seed, d, ttl, FaultKinds, weights)
+}
+
+func planFaults(seed int64, d, ttl time.Duration, kinds []FaultKind, weights map[FaultKind]int) []Fault {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x50a4))
-	first := slices.Clone(FaultKinds)
+	first := slices.Clone(kinds)
 	r.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
 	total := 0
-	for _, k := range FaultKinds {
+	for _, k := range kinds {
 		total += weights[k]
 	}
 	var out []Fault
@@ -72,7 +105,7 @@ func PlanFaults(seed int64, d, ttl time.Duration) []Fault {
 		}
 		n := r.IntN(total)
 		var kind FaultKind
-		for _, k := range FaultKinds {
+		for _, k := range kinds {
 			if n < weights[k] {
 				kind = k
 				break

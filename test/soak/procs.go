@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	wrapcfg "github.com/lockedcron/lockedcron/internal/wrapper/config"
@@ -44,4 +46,44 @@ func runOfProcess(pid int, key string) (checker.Kill, error) {
 		return checker.Kill{}, fmt.Errorf("its environment has no %s or %s", wrapcfg.EnvHolder, wrapcfg.EnvOccurrence)
 	}
 	return run, nil
+}
+
+// killJobRun SIGKILLs one running job process of key, found by its command line (one of
+// jobBins, with --label=key), and returns the run it hit (nil when none was hit) and a
+// line for the fault log ("" when there was nothing to hit).
+func killJobRun(jobBins []string, key string, logf func(string, ...any)) (*checker.Kill, string) {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 0 && slices.Contains(jobBins, args[0]) && slices.Contains(args, "--label="+key) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, ""
+	}
+	pid := pids[int(time.Now().UnixNano()%int64(len(pids)))]
+	// The run it hits, named as its audit records name it (lockwrap gives the job its
+	// occurrence and holder): the kill can land after the job's end record and before its
+	// exit, and the checker must know that run did not end as its record says.
+	run, err := runOfProcess(pid, key)
+	if err != nil {
+		// Not killed: a kill the checker could not tie to its run might land after the
+		// job's end record and show as a duplicate that is not one.
+		logf("soak: job-kill-9 skipped pid %d: %v", pid, err)
+		return nil, ""
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return nil, fmt.Sprintf("SIGKILL job pid %d, %s %s: %v", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339), err)
+	}
+	return &run, fmt.Sprintf("SIGKILL job pid %d, %s %s", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339))
 }

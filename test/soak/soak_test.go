@@ -496,16 +496,49 @@ func (s *soak) hostLoop(sched cron.Schedule, start time.Time, stop <-chan struct
 }
 
 func (s *soak) hostRun(dir string, at time.Time) {
+	rep, ok := runHostLockwrap(s.t, hostLockwrap{
+		lockwrap: s.cfg.lockwrap, job: s.cfg.job, dir: dir, redisURL: s.toxic.URL() + "/0", auditURL: s.auditR.URL() + "/0",
+		key: mainKey, holder: hostName + "/" + strconv.FormatInt(at.Unix(), 10), contention: "skip", seed: s.cfg.seed,
+		ttl: ttl, renew: renew, killGrace: killGrace,
+	}, at, &s.mu, s.hostProcs)
+	if !ok {
+		return // no report: the checker names the occurrence
+	}
+	s.mu.Lock()
+	s.decisions["host/"+strconv.FormatInt(at.Unix(), 10)] = fromReport(hostName, mainKey, at, rep)
+	s.mu.Unlock()
+}
+
+// hostLockwrap is how a host contender runs lockwrap and the job.
+type hostLockwrap struct {
+	lockwrap, job, dir    string
+	redisURL, auditURL    string
+	key, holder           string
+	contention            string
+	extra                 []string // more lockwrap flags
+	sleepMax              string   // the job's longest run (default 9s)
+	seed                  int64
+	ttl, renew, killGrace time.Duration
+}
+
+// runHostLockwrap runs lockwrap for occurrence at, its process group in groups (under mu)
+// while it runs, and returns its report (false when it left none, or none that decodes).
+func runHostLockwrap(t *testing.T, h hostLockwrap, at time.Time, mu *sync.Mutex, groups map[int]bool) (report.Report, bool) {
 	occ := at.UTC().Format(time.RFC3339)
-	rep := filepath.Join(dir, strconv.FormatInt(at.Unix(), 10)+".json")
-	holder := hostName + "/" + strconv.FormatInt(at.Unix(), 10)
-	cmd := exec.Command(s.cfg.lockwrap, "--redis-url", s.toxic.URL()+"/0", "--key", mainKey,
-		"--ttl", ttl.String(), "--renew-interval", renew.String(), "--kill-grace", killGrace.String(),
-		"--occurrence", occ, "--holder", holder, "--contention", "skip", "--termination-log", rep,
-		"--", s.cfg.job, "--sleep=300ms", "--sleep-max=9s", "--fail-percent=15", "--label="+mainKey, "--termination-log=/dev/null")
+	rep := filepath.Join(h.dir, strconv.FormatInt(at.Unix(), 10)+".json")
+	args := []string{"--redis-url", h.redisURL, "--key", h.key,
+		"--ttl", h.ttl.String(), "--renew-interval", h.renew.String(), "--kill-grace", h.killGrace.String(),
+		"--occurrence", occ, "--holder", h.holder, "--contention", h.contention, "--termination-log", rep}
+	sleepMax := h.sleepMax
+	if sleepMax == "" {
+		sleepMax = "9s"
+	}
+	args = append(append(args, h.extra...), "--", h.job, "--sleep=300ms", "--sleep-max="+sleepMax, "--fail-percent=15",
+		"--label="+h.key, "--termination-log=/dev/null")
+	cmd := exec.Command(h.lockwrap, args...)
 	// TMPDIR in the run's directory: a SIGKILLed lockwrap leaves its watermark directory
 	// behind (in a pod it goes with the container), here it goes with the test's.
-	cmd.Env = append(os.Environ(), "E2E_REDIS_URL="+s.auditR.URL()+"/0", "E2E_SEED="+strconv.FormatInt(s.cfg.seed, 10), "POD_NAME="+holder, "TMPDIR="+dir)
+	cmd.Env = append(os.Environ(), "E2E_REDIS_URL="+h.auditURL, "E2E_SEED="+strconv.FormatInt(h.seed, 10), "POD_NAME="+h.holder, "TMPDIR="+h.dir)
 	log, _ := os.Create(rep + ".log")
 	if log != nil {
 		defer log.Close()
@@ -513,27 +546,22 @@ func (s *soak) hostRun(dir string, at time.Time) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		s.t.Errorf("host lockwrap: %v", err)
-		return
+		t.Errorf("host lockwrap: %v", err)
+		return report.Report{}, false
 	}
-	s.mu.Lock()
-	s.hostProcs[cmd.Process.Pid] = true
-	s.mu.Unlock()
+	mu.Lock()
+	groups[cmd.Process.Pid] = true
+	mu.Unlock()
 	_ = cmd.Wait()
-	s.mu.Lock()
-	delete(s.hostProcs, cmd.Process.Pid)
-	s.mu.Unlock()
+	mu.Lock()
+	delete(groups, cmd.Process.Pid)
+	mu.Unlock()
 	b, err := os.ReadFile(rep)
 	if err != nil {
-		return // no report: the checker names the occurrence
+		return report.Report{}, false
 	}
 	r, err := report.Decode(b)
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	s.decisions["host/"+strconv.FormatInt(at.Unix(), 10)] = fromReport(hostName, mainKey, at, r)
-	s.mu.Unlock()
+	return r, err == nil
 }
 
 func (s *soak) suspend(ctx context.Context, ns string) {
@@ -605,17 +633,7 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	for _, r := range audit.Runs(recs) {
-		occ, err := time.Parse(time.RFC3339, r.Occurrence)
-		if err != nil {
-			s.t.Fatalf("audit record with occurrence %q: %v", r.Occurrence, err)
-		}
-		e := checker.Execution{Key: r.Label, Occurrence: occ, Holder: r.Holder, Token: r.FencingToken, Start: r.Start, Exit: r.ExitCode}
-		if r.Finished {
-			e.End = r.End
-		}
-		h.Executions = append(h.Executions, e)
-	}
+	h.Executions = executions(s.t, recs)
 	s.mu.Lock()
 	for _, d := range s.decisions {
 		h.Decisions = append(h.Decisions, d)
@@ -648,6 +666,23 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 		h.Contenders = append(h.Contenders, checker.Contender{Name: c.ns, Key: c.key, Scheduled: occs, Counters: ptr.To(job.Status.Counters)})
 	}
 	return h
+}
+
+// executions are the runs the audit records show.
+func executions(t *testing.T, recs []audit.Record) []checker.Execution {
+	var out []checker.Execution
+	for _, r := range audit.Runs(recs) {
+		occ, err := time.Parse(time.RFC3339, r.Occurrence)
+		if err != nil {
+			t.Fatalf("audit record with occurrence %q: %v", r.Occurrence, err)
+		}
+		e := checker.Execution{Key: r.Label, Occurrence: occ, Holder: r.Holder, Token: r.FencingToken, Start: r.Start, Exit: r.ExitCode}
+		if r.Finished {
+			e.End = r.End
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // suspendedAt is when the soak set spec.suspend (its managed fields' time).
@@ -728,57 +763,32 @@ func (s *soak) deleteHolderPod(ctx context.Context) string {
 	return "" // the host loop holds it, or nobody
 }
 
-// killJob SIGKILLs a running job process of the soak (in a pod or on the host), found by
-// its command line.
+// killJob SIGKILLs a running job process of the main key (in a pod or on the host).
 func (s *soak) killJob() string {
-	var pids []int
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && (args[0] == "/usr/local/bin/e2e-job" || args[0] == s.cfg.job) && slices.Contains(args, "--label="+mainKey) {
-			pids = append(pids, pid)
-		}
-	}
-	if len(pids) == 0 {
-		return ""
-	}
-	pid := pids[int(time.Now().UnixNano()%int64(len(pids)))]
-	// The run it hits, named as its audit records name it (lockwrap gives the job its
-	// occurrence and holder): the kill can land after the job's end record and before its
-	// exit, and the checker must know that run did not end as its record says.
-	run, err := runOfProcess(pid, mainKey)
-	if err != nil {
-		// Not killed: a kill the checker could not tie to its run might land after the
-		// job's end record and show as a duplicate that is not one.
-		s.t.Logf("soak: job-kill-9 skipped pid %d: %v", pid, err)
-		return ""
-	}
-	err = syscall.Kill(pid, syscall.SIGKILL)
-	if err == nil {
+	run, note := killJobRun([]string{"/usr/local/bin/e2e-job", s.cfg.job}, mainKey, s.t.Logf)
+	if run != nil {
 		s.mu.Lock()
-		s.kills = append(s.kills, run)
+		s.kills = append(s.kills, *run)
 		s.mu.Unlock()
 	}
-	return fmt.Sprintf("SIGKILL job pid %d, %s %s (err %v)", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339), err)
+	return note
 }
 
 // stopHostLockwrap SIGSTOPs a running host lockwrap's process group (lockwrap and its job, a
 // paused VM) for d, then SIGCONTs it.
 func (s *soak) stopHostLockwrap(d time.Duration) string {
-	s.mu.Lock()
+	return stopOneGroup(&s.mu, s.hostProcs, d)
+}
+
+// stopOneGroup SIGSTOPs one of the process groups in groups (read under mu) for d, then
+// SIGCONTs it; "" when there was none to stop.
+func stopOneGroup(mu *sync.Mutex, groups map[int]bool, d time.Duration) string {
+	mu.Lock()
 	var pgid int
-	for p := range s.hostProcs {
+	for p := range groups {
 		pgid = p
 	}
-	s.mu.Unlock()
+	mu.Unlock()
 	if pgid == 0 {
 		return ""
 	}
@@ -833,17 +843,26 @@ func (s *soak) writeResult(res checker.Result, h checker.History, plan []Fault) 
 	sum := summary{Seed: s.cfg.seed, Duration: s.cfg.duration.String(), Schedule: s.cfg.schedule, Keys: res.Keys,
 		Faults: s.faults, Violations: res.Violations, FaultLog: s.faultLog}
 	s.mu.Unlock()
-	b, _ := json.MarshalIndent(sum, "", "  ")
-	_ = os.WriteFile(filepath.Join(s.cfg.out, "result.json"), b, 0o644)
-	hb, _ := json.MarshalIndent(h, "", " ")
-	_ = os.WriteFile(filepath.Join(s.cfg.out, "history.json"), hb, 0o644)
-	f, _ := os.Create(filepath.Join(s.cfg.out, "result.txt"))
-	defer f.Close()
-	w := io.MultiWriter(os.Stdout, f)
-	printSummary(w, sum)
+	writeResult(s.t, s.cfg.out, sum, h, FaultKinds)
 }
 
-func printSummary(w io.Writer, sum summary) {
+// writeResult writes result.json, history.json and result.txt (the table, also printed)
+// to out.
+func writeResult(t *testing.T, out string, sum summary, h checker.History, kinds []FaultKind) {
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	_ = os.WriteFile(filepath.Join(out, "result.json"), b, 0o644)
+	hb, _ := json.MarshalIndent(h, "", " ")
+	_ = os.WriteFile(filepath.Join(out, "history.json"), hb, 0o644)
+	f, err := os.Create(filepath.Join(out, "result.txt"))
+	if err != nil {
+		t.Errorf("result.txt: %v", err)
+		return
+	}
+	defer f.Close()
+	printSummary(io.MultiWriter(os.Stdout, f), sum, kinds)
+}
+
+func printSummary(w io.Writer, sum summary, kinds []FaultKind) {
 	fmt.Fprintf(w, "\nsoak result: seed %d, duration %s, schedule %q\n\n", sum.Seed, sum.Duration, sum.Schedule)
 	fmt.Fprintln(w, "| key | scheduled | executed | runs (re-runs) | succeeded | failed | lock lost | skipped | suppressed | blackout | missed | interrupted | errors | fenced overlaps | re-runs after a lost holder's success | re-runs after a kill past the end record |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -853,7 +872,7 @@ func printSummary(w io.Writer, sum summary) {
 			k.KilledReruns)
 	}
 	fmt.Fprintln(w, "\n| fault | injected |\n|---|---|")
-	for _, k := range FaultKinds {
+	for _, k := range kinds {
 		fmt.Fprintf(w, "| %s | %d |\n", k, sum.Faults[k])
 	}
 	fmt.Fprintf(w, "\nviolations: %d\n", len(sum.Violations))
