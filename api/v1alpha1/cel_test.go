@@ -156,6 +156,16 @@ func TestCELRules(t *testing.T) {
 			sp["dedupe"] = map[string]any{"retention": "3m59s"}
 		}, "dedupe.retention must be at least twice lock.ttl"},
 		"dedupe.retention unset": {func(sp map[string]any) { delete(sp, "dedupe") }, ""},
+		// The Secret's name: an empty one was admitted (LocalObjectReference's name
+		// defaults to ""), and its jobs said "reading Secret ns/: no answer from the API
+		// server"; an invalid one said "not found; create it", which nobody can.
+		"secretRef.name with dots": {func(sp map[string]any) { redisRef(sp)["name"] = "redis.prod-1" }, ""},
+		"secretRef.name empty": {func(sp map[string]any) { redisRef(sp)["name"] = "" },
+			"lock.redis.secretRef.name must name a Secret"},
+		"secretRef.name not a DNS subdomain": {func(sp map[string]any) { redisRef(sp)["name"] = "Redis_Prod" },
+			"lock.redis.secretRef.name must name a Secret"},
+		"secretRef.name too long": {func(sp map[string]any) { redisRef(sp)["name"] = strings.Repeat("a", 254) },
+			"lock.redis.secretRef.name must name a Secret"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj := runtime.DeepCopyJSON(good)
@@ -506,4 +516,8 @@ func TestAdmittedBlackoutsCompile(t *testing.T) {
 			}
 		})
 	}
+}
+
+func redisRef(sp map[string]any) map[string]any {
+	return sp["lock"].(map[string]any)["redis"].(map[string]any)["secretRef"].(map[string]any)
 }

@@ -199,6 +199,7 @@ type LockSpec struct {
 }
 
 // RedisSpec points at the Redis that holds the lock.
+// +kubebuilder:validation:XValidation:rule="size(self.secretRef.name) <= 253 && self.secretRef.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="lock.redis.secretRef.name must name a Secret in the job's namespace: a DNS subdomain of lower case letters, digits, '-' and '.' (at most 253)",fieldPath=".secretRef.name"
 type RedisSpec struct {
 	// SecretRef names a Secret in the same namespace with key "url" (redis://, rediss://,
 	// Sentinel or Cluster form) and optional "username", "password" and "ca.crt".
