@@ -1,7 +1,7 @@
 package main
 
 // Leader election: a Lease (and its Events) in the manager's own namespace only.
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockedcron-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockedcron-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=lockedcron-system,resources=events,verbs=create;patch
 
 // Metrics over HTTPS (internal/metricsauth): the manager asks the

@@ -70,6 +70,10 @@ const (
 	// ReasonPodCreateUnknown: a pod POST failed without an answer (timeout, connection
 	// reset); whether the pod exists is checked before anything else is planned.
 	ReasonPodCreateUnknown = "PodCreateUnknown"
+	// ReasonPodCreateRefused: the API server refused a pod POST for now (a quota, Pod
+	// Security, throttling: anything but an invalid pod); the occurrence stays due within
+	// its deadline and the pod is asked for again.
+	ReasonPodCreateRefused = "PodCreateRefused"
 	ReasonReportInvalid    = "ReportInvalid"
 	// ReasonChangedBeforeSeen: spec.schedule, spec.timeZone or spec.suspend changed after
 	// the job's creation and before the controller first saw it (it was down); what fell
@@ -160,8 +164,8 @@ type LockedCronJobReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs/status,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
@@ -190,6 +194,9 @@ type pass struct {
 	// withdrawn: prepared ahead, no longer wanted before their instant: deleted with the
 	// reason noted (runpod.AnnotationWithdrawnAhead), counted only if their job ran.
 	withdrawn []withdrawal
+	// unsure: a pod POST of this pass lost its answer (decided.noteUnsure): it creates
+	// nothing more.
+	unsure bool
 	// aside: withdrawn ahead and not (or not yet) known to have run, by name, with their
 	// occurrence: they do not stand for it, which the schedule decides once they have
 	// said (prepare.go).
@@ -493,8 +500,9 @@ func statusRejected(job *v1alpha1.LockedCronJob, err error) (action, note string
 var seriesReasons = map[string]bool{
 	string(report.Succeeded): true, string(report.SkippedContention): true,
 	ReasonMissed: true, ReasonSkippedBlackout: true, ReasonLockBackend: true,
-	ReasonStatusRejected: true, // at each retry of the pass while the field stays
-	ReasonPodNameTaken:   true, // at each pass while another's pod (an earlier job's of this name) holds it
+	ReasonStatusRejected:   true, // at each retry of the pass while the field stays
+	ReasonPodNameTaken:     true, // at each pass while another's pod (an earlier job's of this name) holds it
+	ReasonPodCreateRefused: true, // at each pass while the API server refuses the pod
 }
 
 // seriesRef is the job as an Event's regarding object for a series: without its
@@ -534,7 +542,9 @@ func describe(r runstatus.Result) string {
 	case report.SkippedContention:
 		return fmt.Sprintf("occurrence %s: lock %q held by %s; pod %s skipped", occ, rep.Key, rep.HeldBy, r.Pod)
 	case report.SuppressedDuplicate:
-		return fmt.Sprintf("occurrence %s already succeeded elsewhere; pod %s did not run it", occ, r.Pod)
+		// Its message says why: the occurrence succeeded elsewhere, or failed in an earlier
+		// pod of this name (lock.SuppressedError).
+		return fmt.Sprintf("occurrence %s already run; pod %s did not run it (%s)", occ, r.Pod, rep.Message)
 	case report.Error:
 		return fmt.Sprintf("occurrence %s: pod %s: %s", occ, r.Pod, rep.Message)
 	case report.Missed, report.Interrupted:
@@ -734,15 +744,26 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			return nil // prepared by an earlier pass whose pod the cache has not shown yet
 		}
 		if answerLost(err) {
-			// The pod may exist: the next pass (soon) asks the API server before it plans.
+			// The pod may exist: the next pass (soon) asks the API server before it plans,
+			// and this one creates nothing more (one doubt per job: a second replaced it).
 			r.decided.noteUnsure(job, due)
+			p.unsure = true
 			p.eventf(corev1.EventTypeWarning, ReasonPodCreateUnknown, "occurrence %s: creating pod %s: %v; checking whether it was created", occ, pod.Name, err)
 			p.requeueAt(unsureRetry)
 			return nil
 		}
-		if !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsInvalid(err) {
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidTemplate, "occurrence %s: creating pod %s: %v", occ, pod.Name, err)
 			p.setCondition(ConditionReady, false, ReasonInvalidTemplate, fmt.Sprintf("creating pod %s: %v", pod.Name, err))
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			// Refused for now (a quota used up, Pod Security, throttling): the occurrence
+			// stays due within its deadline, and the pass comes back for it. It was taken
+			// for an invalid template, and nothing came back before the next occurrence.
+			p.eventf(corev1.EventTypeWarning, ReasonPodCreateRefused, "occurrence %s: creating pod %s: %v; asking again within its deadline", occ, pod.Name, err)
+			p.setCondition(ConditionReady, false, ReasonPodCreateRefused, fmt.Sprintf("creating pod %s: %v", pod.Name, err))
+			p.requeueAt(backendRetry)
 			return nil
 		}
 		// The deterministic name makes AlreadyExists mean "already started", if it is ours.

@@ -47,7 +47,7 @@ func prepareAhead(job *v1alpha1.LockedCronJob) time.Duration {
 // comes back when it will be. It returns the pod it created, if any.
 func (r *LockedCronJobReconciler) prepare(ctx context.Context, p *pass, plan *schedule.Plan, bs *blackoutState, berr *backendError) *corev1.Pod {
 	ahead := prepareAhead(p.job)
-	if ahead == 0 || plan.Next.IsZero() {
+	if ahead == 0 || plan.Next.IsZero() || p.unsure {
 		return nil
 	}
 	next := plan.Next

@@ -87,14 +87,21 @@ func (e *HeldError) Error() string {
 
 func (e *HeldError) Unwrap() error { return ErrNotObtained }
 
-// SuppressedError is returned by Acquire when the occurrence already succeeded.
+// SuppressedError is returned by Acquire when the occurrence is not ours to run: it
+// already succeeded, or (State StateFailed) an earlier holder of our name ran it and
+// failed (Request.HolderName).
 type SuppressedError struct {
 	// Holder is the holder that ran it.
 	Holder string
+	// State is StateFailed when it failed in that holder; "" when it succeeded.
+	State string
 }
 
 func (e *SuppressedError) Error() string {
-	if e.Holder == "" {
+	switch {
+	case e.State == StateFailed:
+		return fmt.Sprintf("lock: occurrence already run: it failed in %s, an earlier pod of this name; a pod made again under that name does not run it again", e.Holder)
+	case e.Holder == "":
 		return ErrSuppressed.Error()
 	}
 	return fmt.Sprintf("%s: by %s", ErrSuppressed, e.Holder)
@@ -312,7 +319,7 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	switch res[0] {
 	case "suppressed":
-		return nil, &SuppressedError{Holder: str(res, 1)}
+		return nil, &SuppressedError{Holder: str(res, 1), State: str(res, 2)}
 	case "held":
 		return nil, &HeldError{Holder: holderOf(str(res, 1))}
 	case "acquired":

@@ -769,6 +769,10 @@ func TestPodMadeAgainDoesNotRunTheOccurrenceAgain(t *testing.T) {
 	if rep.Outcome != report.SuppressedDuplicate || code != 0 || rep.HeldBy != "eu-1/billing/nightly-1/uid-1" || string(b) != "x\n" {
 		t.Fatalf("the pod made again: %d %+v; the command ran %d times", code, rep, bytes.Count(b, []byte("x")))
 	}
+	// It says the occurrence failed there: it used to say it had succeeded.
+	if !strings.Contains(rep.Message, "it failed in eu-1/billing/nightly-1/uid-1") || strings.Contains(rep.Message, "succeeded") {
+		t.Errorf("the pod made again says %q", rep.Message)
+	}
 }
 
 // slowGrantLocker grants the real lock, then holds the grant back for delay (a WAIT for a

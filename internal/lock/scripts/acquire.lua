@@ -149,7 +149,7 @@ if state == 'failed' and ARGV[7] and ARGV[7] ~= '' then
   local h = redis.call('HGET', KEYS[3], 'holder') or ''
   local n = #ARGV[7]
   if h ~= ARGV[5] and string.sub(h, 1, n + 1) == ARGV[7] .. '/' and not string.find(h, '/', n + 2, true) then
-    return {'suppressed', h}
+    return {'suppressed', h, 'failed'}
   end
 end
 if state == 'succeeded' then
