@@ -52,9 +52,11 @@ const maxWarningLen = 256
 // backendError says why the lock backend is not usable, with the condition reason.
 // msg is what users see (condition message, Events): a fixed sentence naming the
 // Secret and at most the Redis host:port, never a Secret value or bytes read from the
-// network — a LockedCronJob's author need not be able to read the Secret, and must
-// not get a port scanner with the operator's network position. err keeps the cause for
-// the operator's own logs.
+// network — a LockedCronJob's author need not be able to read the Secret, and must not
+// read what a server in the operator's network sends. Which kind of failure it was
+// (refused, timed out, not Redis) is said: --redis-allowed-hosts keeps tenants from
+// probing that network at all (README, Security). err keeps the cause for the
+// operator's own logs.
 type backendError struct {
 	reason string
 	msg    string

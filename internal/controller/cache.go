@@ -129,18 +129,30 @@ func pairsOf(m map[string]string) pairs {
 	return sortedPairs(m, slices.Collect(maps.Keys(m)))
 }
 
-// ownPairs is pairsOf of ownKeys(m), without the map between.
+// maxOwnValue bounds a kept label's or annotation's value: the controller writes short
+// ones (a name, a time, a reason); whoever may patch a pod can write up to 256 KiB.
+const maxOwnValue = 1024
+
+// ownPairs is pairsOf of the keys the controller writes (ReservedPrefix, and known to it:
+// vocabulary), each value cut to maxOwnValue bytes. Another key under the prefix, which
+// whoever may patch the pod can add, is not held.
 func ownPairs(m map[string]string) pairs {
 	if m == nil {
 		return nil
 	}
 	var keys []string
 	for k := range m {
-		if strings.HasPrefix(k, runpod.ReservedPrefix) {
+		if strings.HasPrefix(k, runpod.ReservedPrefix) && vocabulary[k] != "" {
 			keys = append(keys, k)
 		}
 	}
-	return sortedPairs(m, keys)
+	p := sortedPairs(m, keys)
+	for i := 1; i < len(p); i += 2 {
+		if len(p[i]) > maxOwnValue {
+			p[i] = strings.Clone(p[i][:maxOwnValue])
+		}
+	}
+	return p
 }
 
 // sortedPairs holds the keys of m and their values, sorted by key: one pod, one cachedPod.

@@ -1158,3 +1158,28 @@ func BenchmarkOwnerIndexHeld(b *testing.B) {
 		})
 	}
 }
+
+// TestSlimPodHoldsOnlyTheControllersKeys: the cache holds of a pod's labels and
+// annotations only the keys the controller writes, their values bounded. Whoever may
+// patch the pod could add any key under the reserved prefix, 256 KiB each pod, held in
+// the manager's memory for as long as the pod lives.
+func TestSlimPodHoldsOnlyTheControllersKeys(t *testing.T) {
+	big := strings.Repeat("x", 200<<10)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "j-1", Namespace: "ns",
+		Labels: map[string]string{runpod.LabelJob: "j", runpod.ReservedPrefix + "anything": "x"},
+		Annotations: map[string]string{runpod.ReservedPrefix + "anything": big, runpod.AnnotationWithdrawn: big,
+			runpod.AnnotationScheduledTime: "2026-06-06T10:00:00Z"}}}
+	got := cached(t, pod)
+	if _, ok := got.Annotations[runpod.ReservedPrefix+"anything"]; ok {
+		t.Error("the cache holds an annotation the controller does not write")
+	}
+	if _, ok := got.Labels[runpod.ReservedPrefix+"anything"]; ok {
+		t.Error("the cache holds a label the controller does not write")
+	}
+	if n := len(got.Annotations[runpod.AnnotationWithdrawn]); n == 0 || n > 1024 {
+		t.Errorf("the cache holds %d bytes of %s", n, runpod.AnnotationWithdrawn)
+	}
+	if got.Labels[runpod.LabelJob] != "j" || got.Annotations[runpod.AnnotationScheduledTime] != "2026-06-06T10:00:00Z" {
+		t.Errorf("the cache lost what a pass reads: %v %v", got.Labels, got.Annotations)
+	}
+}
