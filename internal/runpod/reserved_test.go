@@ -81,8 +81,10 @@ func TestTemplateCannotSetLockwrapsVariables(t *testing.T) {
 	}
 }
 
-// TestTemplateCannotTakeLockwrapsNamesOrPlace: the init container's name, and the wrapped
-// container's mounts at lockwrap's directory, are refused naming the field: a container
+// TestTemplateCannotTakeLockwrapsNamesOrPlace: the init container's name, the wrapped
+// container's mounts at lockwrap's directory, and a $(LOCKEDCRON_…) reference in its
+// command or args (the kubelet expands it from the environment that holds the Redis
+// credentials: the job got them on its command line) are refused naming the field: a container
 // of the init container's name, or a second mount at /lockedcron, made a pod the API
 // server refused at every occurrence; a mount at /lockedcron/lockwrap put the template's
 // file in lockwrap's place, and the job ran without the lock.
@@ -98,6 +100,12 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 		"a mount at lockwrap's directory": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: WrapperDir}}
 		}, "spec.template.spec.containers[0].volumeMounts[0]"},
+		"the Redis password in args": {func(s *corev1.PodSpec) {
+			s.Containers[0].Args = []string{"--all", "--redis-pass=$(LOCKEDCRON_REDIS_PASSWORD)"}
+		}, "spec.template.spec.containers[0].args[1]"},
+		"the Redis URL in command": {func(s *corev1.PodSpec) {
+			s.Containers[0].Command = []string{"/bin/reconcile", "$(LOCKEDCRON_REDIS_URL)"}
+		}, "spec.template.spec.containers[0].command[1]"},
 		"a mount on lockwrap": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "data", MountPath: WrapperPath + "/", SubPath: "lockwrap"}}
 		}, "spec.template.spec.containers[0].volumeMounts[1]"},

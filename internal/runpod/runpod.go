@@ -180,6 +180,16 @@ func reserved(spec corev1.PodSpec, wi int) error {
 			return fmt.Errorf("spec.template.spec.containers[%d].env[%d]: %s: variables %s* are lockwrap's settings, which the controller sets from spec (spec.lock, spec.contention, spec.dedupe); remove it", wi, j, e.Name, EnvPrefix)
 		}
 	}
+	// The kubelet expands $(VAR) in command and args from the container's environment,
+	// which holds the Redis credentials for lockwrap: a reference would hand them to the
+	// job's command line.
+	for field, list := range map[string][]string{"command": c.Command, "args": c.Args} {
+		for j, a := range list {
+			if strings.Contains(a, "$("+EnvPrefix) {
+				return fmt.Errorf("spec.template.spec.containers[%d].%s[%d]: refers to a %s* variable, lockwrap's (its Redis credentials among them), which the job must not be given; remove the reference", wi, field, j, EnvPrefix)
+			}
+		}
+	}
 	for j, m := range c.VolumeMounts {
 		if p := path.Clean(m.MountPath); p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/") {
 			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d]: mountPath %s is lockwrap's place (%s); mount the volume elsewhere", wi, j, m.MountPath, WrapperDir)
