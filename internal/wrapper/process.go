@@ -63,7 +63,12 @@ type process struct {
 	pgid int                       // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
 	mark string                    // the name of its EnvRunMark variable ("" if none)
+	left string                    // why killStrays gave up ("": it did not)
 }
+
+// StraysLeft says why, once Wait has returned, processes of the run may be left (the
+// search for them gave up), or "".
+func (p *process) StraysLeft() string { return p.left }
 
 func (p *process) Signal(sig syscall.Signal) error {
 	err := syscall.Kill(-p.pgid, sig)
@@ -85,7 +90,7 @@ func (p *process) Wait() int {
 	code := p.wait()
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH: nothing left
 	if p.mark != "" {
-		killStrays(p.mark)
+		p.left = killStrays(p.mark)
 	}
 	return code
 }

@@ -31,20 +31,26 @@ const (
 // read (one that made itself non-dumpable, a set-user-ID program: lockwrap starts nothing
 // else). Without the reaper (it could not become a subreaper) every process carrying the
 // mark is killed, wherever it is. It looks again until none is left, for at most
-// strayRounds looks and strayDeadline, and says so on stderr when it gives up.
-func killStrays(mark string) {
+// strayRounds looks and strayDeadline, and when it gives up says so on stderr and returns
+// why (the report warns: a process of the run may outlive the lock's release).
+func killStrays(mark string) string {
 	descendantsOnly := currentReaper() != nil
 	done := make(chan error, 1)
-	go func() { done <- killMarked(mark, descendantsOnly) }()
+	go func() { done <- killMarkedFn(mark, descendantsOnly) }()
+	var left string
 	select {
 	case err := <-done:
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "lockwrap: %v\n", err)
+			left = err.Error()
 		}
 	case <-time.After(strayDeadline):
-		fmt.Fprintf(os.Stderr, "lockwrap: still looking for the command's processes after %s (a process whose memory cannot be read?); going on\n", strayDeadline)
+		left = fmt.Sprintf("still looking for the command's processes after %s (a process whose memory cannot be read?)", strayDeadline)
 	}
+	return left
 }
+
+// killMarkedFn is killMarked; a test makes it give up.
+var killMarkedFn = killMarked
 
 func killMarked(mark string, descendantsOnly bool) error {
 	needle := []byte("\x00" + mark + "=")

@@ -311,6 +311,9 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
 	}
 	code, stopped, validUntil := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
+	if s, ok := proc.(interface{ StraysLeft() string }); ok && s.StraysLeft() != "" {
+		warn(&rep, d.Stderr, "processes of the command may outlive the lock's release: "+s.StraysLeft())
+	}
 
 	// 4: record the end and release.
 	rep.ExitCode = code
