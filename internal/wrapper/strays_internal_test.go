@@ -19,7 +19,9 @@ import (
 // may outlive the lock's release and run alongside the next holder. The report says so:
 // only lockwrap's stderr did, and the report read as a clean success.
 func TestStraysLeftAreReported(t *testing.T) {
-	killMarkedFn = func(string, bool) error { return errors.New("processes of the command still alive after 200 rounds of SIGKILL") }
+	killMarkedFn = func(string, bool) error {
+		return errors.New("processes of the command still alive after 200 rounds of SIGKILL")
+	}
 	t.Cleanup(func() { killMarkedFn = killMarked })
 	s := redistest.Start(t)
 	cfg, cmd, err := config.Parse([]string{"--redis-url", s.URL(), "--key", "strays-left", "--holder", "a",
