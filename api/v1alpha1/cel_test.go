@@ -159,7 +159,11 @@ func TestCELRules(t *testing.T) {
 		// The Secret's name: an empty one was admitted (LocalObjectReference's name
 		// defaults to ""), and its jobs said "reading Secret ns/: no answer from the API
 		// server"; an invalid one said "not found; create it", which nobody can.
-		"secretRef.name with dots": {func(sp map[string]any) { redisRef(sp)["name"] = "redis.prod-1" }, ""},
+		// A key of the form of the tag a braced key is stored under shared its lock.
+		"lock.key a braced key's tag": {func(sp map[string]any) { sp["lock"].(map[string]any)["key"] = "#2762b91c221fc7f7" },
+			"lock.key must not be '#' and 16 hex digits"},
+		"lock.key # and 15 hex digits": {func(sp map[string]any) { sp["lock"].(map[string]any)["key"] = "#2762b91c221fc7f" }, ""},
+		"secretRef.name with dots":     {func(sp map[string]any) { redisRef(sp)["name"] = "redis.prod-1" }, ""},
 		"secretRef.name empty": {func(sp map[string]any) { redisRef(sp)["name"] = "" },
 			"lock.redis.secretRef.name must name a Secret"},
 		"secretRef.name not a DNS subdomain": {func(sp map[string]any) { redisRef(sp)["name"] = "Redis_Prod" },

@@ -142,6 +142,7 @@ type LockedCronJobSpec struct {
 // LockSpec is the Redis lock.
 // +kubebuilder:validation:XValidation:rule="!has(self.key) || size(bytes(self.key)) <= 512",message="lock.key must be at most 512 bytes (a character outside ASCII takes 2 to 4)",fieldPath=".key"
 // +kubebuilder:validation:XValidation:rule="!has(self.key) || self.key.trim() == self.key",message="lock.key must not begin or end with whitespace (Unicode spaces included)",fieldPath=".key"
+// +kubebuilder:validation:XValidation:rule="!has(self.key) || !self.key.matches('^#[0-9a-f]{16}$')",message="lock.key must not be '#' and 16 hex digits: that is the tag a key holding '{' or '}' is stored under, and the two would share one lock",fieldPath=".key"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttl) || duration(self.ttl) > duration('0s')",message="lock.ttl must be greater than 0",fieldPath=".ttl"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttl) || [duration(self.ttl)].all(t, t <= duration('0s') || (t >= duration('1s') && t <= duration('24h')))",message="lock.ttl must be between 1s and 24h: a shorter lock expires before a renewal can reach Redis",fieldPath=".ttl"
 // +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || (duration(self.renewInterval) > duration('0s') && (!has(self.ttl) || duration(self.renewInterval) + duration(self.renewInterval) <= duration(self.ttl)))",message="lock.renewInterval must be greater than 0 and at most half of lock.ttl, so that one missed renewal does not lose the lock",fieldPath=".renewInterval"

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,10 @@ func Usage() string {
 	fmt.Fprintf(&b, "  %-22s $%s (PEM text)\n", "(CA certificate)", EnvRedisCACert)
 	return b.String()
 }
+
+// reservedKey is the form of the tag lock gives a key holding a brace ("#" and 16 hex
+// digits of its SHA-256): a key of that form would share its lock and ledger.
+var reservedKey = regexp.MustCompile(`^#[0-9a-f]{16}$`)
 
 // Variables lists every variable lockwrap reads its settings from.
 func Variables() []string {
@@ -388,6 +393,8 @@ func (cfg *Config) validate(now time.Time) error {
 		return bad("key", "%q has leading or trailing whitespace", cfg.Key)
 	case len(cfg.Key) > defaults.MaxKeyLength:
 		return bad("key", "%d bytes, at most %d", len(cfg.Key), defaults.MaxKeyLength)
+	case reservedKey.MatchString(cfg.Key):
+		return bad("key", "%q is reserved: \"#\" and 16 hex digits is the tag a key holding '{' or '}' is stored under, and the two would share one lock; choose another key", cfg.Key)
 	}
 	if err := between("ttl", cfg.TTL, defaults.MinTTL, defaults.MaxTTL); err != nil {
 		return err

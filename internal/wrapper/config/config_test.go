@@ -75,6 +75,7 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--key", "k", "--", "x"}, nil, "--redis-url"},
 		{[]string{"--redis-url", "redis://r", "--", "x"}, nil, "--key"},
 		{[]string{"--redis-url", "redis://r", "--", "x"}, map[string]string{EnvKey: "  "}, "--key"},
+		{[]string{"--redis-url", "redis://r", "--key", "#2762b91c221fc7f7", "--", "x"}, nil, "--key"}, // the tag of "}x{y}"
 		{append(base, "--redis-url", "ftp://r", "--", "x"), nil, "--redis-url"},
 		{append(base, "--redis-url", "redis://a,b", "--", "x"), nil, "--redis-url"},
 		{append(base, "--ttl", "0", "--", "x"), nil, "--ttl"},
