@@ -113,3 +113,49 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestLingeringWithdrawnPodHoldsNothingBack: a pod withdrawn ahead whose job did not run
+// is released, but it can linger (its node gone, so nothing confirms the deletion; another
+// finalizer). It no longer stands for its occurrence, which the schedule decides as if it
+// had never been: the next occurrence supersedes it. Waiting for such a pod to be gone
+// stopped the job's schedule for as long as it lingered.
+func TestLingeringWithdrawnPodHoldsNothingBack(t *testing.T) {
+	t1, t2 := passAt, passAt.Add(time.Minute)
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	pod, err := runpod.Build(job, t1, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+	pod.Annotations[runpod.AnnotationWithdrawnAhead] = "no longer the next occurrence to run (schedule change or blackout)"
+	pod.Finalizers = []string{"example.com/keep"} // ours released; another keeps it
+	pod.Labels[runpod.LabelCounted] = "true"
+	del := metav1.NewTime(t1.Add(-5 * time.Second))
+	pod.DeletionTimestamp = &del
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	// While t1 is due, its pod still holds its name: t1 waits, undecided (it used to be
+	// taken for started, since a pod of its name was there, and never counted).
+	p0 := passWith(t, r, job, t1.Add(time.Second))
+	if st := p0.status.LastScheduleTime; len(p0.status.Recent) != 0 || st == nil || !st.Time.Before(t1) {
+		t.Errorf("while t1 is due: recent %+v, lastScheduleTime %v; want t1 undecided", p0.status.Recent, st)
+	}
+	job.Status = *p0.status
+
+	p := passWith(t, r, job, t2.Add(500*time.Millisecond))
+	var records []string
+	for _, rec := range p.status.Recent {
+		if rec.Occurrence.Time.Equal(t1) {
+			records = append(records, rec.Outcome)
+		}
+	}
+	if len(records) != 1 || records[0] != runstatus.OutcomeMissed {
+		t.Errorf("occurrence %s recorded %v, want once Missed", t1.Format(time.RFC3339), records)
+	}
+	if st := p.status.LastScheduleTime; st == nil || st.Time.Before(t2) {
+		t.Errorf("lastScheduleTime %v: the schedule waits for a pod that did not run (next pass in %s)", st, p.requeue)
+	}
+}

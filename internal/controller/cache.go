@@ -149,7 +149,7 @@ func ownPairs(m map[string]string) pairs {
 	p := sortedPairs(m, keys)
 	for i := 1; i < len(p); i += 2 {
 		if len(p[i]) > maxOwnValue {
-			p[i] = strings.Clone(p[i][:maxOwnValue])
+			p[i] = strings.Clone(strings.ToValidUTF8(p[i][:maxOwnValue], "")) // cut at a character, not holding the rest
 		}
 	}
 	return p

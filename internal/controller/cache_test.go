@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -433,7 +434,7 @@ func TestSlimHistoryPod(t *testing.T) {
 
 		type decisions struct {
 			Mark, History, Doomed, Active, CountedPods, Prune []string
-			Aside                                             map[string]time.Time
+			Aside                                             map[string]asideEntry
 			Status                                            v1alpha1.LockedCronJobStatus
 		}
 		names := func(pods []*corev1.Pod) []string {
@@ -1164,7 +1165,7 @@ func BenchmarkOwnerIndexHeld(b *testing.B) {
 // patch the pod could add any key under the reserved prefix, 256 KiB each pod, held in
 // the manager's memory for as long as the pod lives.
 func TestSlimPodHoldsOnlyTheControllersKeys(t *testing.T) {
-	big := strings.Repeat("x", 200<<10)
+	big := "x" + strings.Repeat("é", 100<<10) // two bytes each: 1 KiB ends inside one
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "j-1", Namespace: "ns",
 		Labels: map[string]string{runpod.LabelJob: "j", runpod.ReservedPrefix + "anything": "x"},
 		Annotations: map[string]string{runpod.ReservedPrefix + "anything": big, runpod.AnnotationWithdrawn: big,
@@ -1176,8 +1177,8 @@ func TestSlimPodHoldsOnlyTheControllersKeys(t *testing.T) {
 	if _, ok := got.Labels[runpod.ReservedPrefix+"anything"]; ok {
 		t.Error("the cache holds a label the controller does not write")
 	}
-	if n := len(got.Annotations[runpod.AnnotationWithdrawn]); n == 0 || n > 1024 {
-		t.Errorf("the cache holds %d bytes of %s", n, runpod.AnnotationWithdrawn)
+	if v := got.Annotations[runpod.AnnotationWithdrawn]; len(v) == 0 || len(v) > 1024 || !utf8.ValidString(v) {
+		t.Errorf("the cache holds %d bytes of %s (valid UTF-8: %t)", len(v), runpod.AnnotationWithdrawn, utf8.ValidString(v))
 	}
 	if got.Labels[runpod.LabelJob] != "j" || got.Annotations[runpod.AnnotationScheduledTime] != "2026-06-06T10:00:00Z" {
 		t.Errorf("the cache lost what a pass reads: %v %v", got.Labels, got.Annotations)

@@ -122,11 +122,12 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 	if !ok {
 		return
 	}
-	// A pod standing aside (withdrawn ahead, not known to have run) does not move the
-	// watermark, but its occurrence is not one without a pod: if its job ran, its report
-	// counts it.
-	for _, occ := range p.aside {
-		started = append(started, occ)
+	// A pod standing aside that may yet say its job ran does not move the watermark, but
+	// its occurrence is not one without a pod: if its job ran, its report counts it.
+	for _, a := range p.aside {
+		if a.waiting {
+			started = append(started, a.occ)
+		}
 	}
 	g := findGap(sched, from, to, timeOf(st.Deferred), started)
 	at := to.UTC().Format(time.RFC3339)

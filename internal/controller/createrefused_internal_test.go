@@ -40,11 +40,14 @@ func TestRefusedPodCreateIsTriedAgainWithinTheDeadline(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			job := passJob("0 * * * *", false)
 			job.Spec.StartingDeadlineSeconds = ptr.To(int64(600))
+			// The next occurrence is within prepare-ahead: it is not prepared while this
+			// one is refused (its pod would make this one a backlog miss).
+			job.Spec.PrepareAheadSeconds = ptr.To(int32(3600))
 			job.Status.LastScheduleTime = &metav1.Time{Time: passAt.Add(-time.Hour)}
 			cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithInterceptorFuncs(interceptor.Funcs{
 				Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					if _, ok := obj.(*corev1.Pod); ok {
-						return c.err
+					if pod, ok := obj.(*corev1.Pod); ok && pod.Name == runpod.Name(job.Name, passAt) {
+						return c.err // the due occurrence's; the next one's would pass
 					}
 					return cl.Create(ctx, obj, opts...)
 				},
@@ -57,6 +60,10 @@ func TestRefusedPodCreateIsTriedAgainWithinTheDeadline(t *testing.T) {
 			}
 			if p.status.Counters.Missed != 0 {
 				t.Errorf("missed %d: the occurrence is still due", p.status.Counters.Missed)
+			}
+			var pods corev1.PodList
+			if err := cl.List(context.Background(), &pods); c.retry && (err != nil || len(pods.Items) != 0) {
+				t.Errorf("pods %d (%v): the next occurrence was prepared while this one is refused", len(pods.Items), err)
 			}
 			soon := p.requeue > 0 && p.requeue <= time.Minute
 			if soon != c.retry {

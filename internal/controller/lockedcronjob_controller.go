@@ -194,13 +194,15 @@ type pass struct {
 	// withdrawn: prepared ahead, no longer wanted before their instant: deleted with the
 	// reason noted (runpod.AnnotationWithdrawnAhead), counted only if their job ran.
 	withdrawn []withdrawal
-	// unsure: a pod POST of this pass lost its answer (decided.noteUnsure): it creates
-	// nothing more.
-	unsure bool
-	// aside: withdrawn ahead and not (or not yet) known to have run, by name, with their
-	// occurrence: they do not stand for it, which the schedule decides once they have
-	// said (prepare.go).
-	aside map[string]time.Time
+	// holdCreates: the occurrence's pod POST lost its answer (decided.noteUnsure: one
+	// doubt per job, which a second lost answer would replace) or was refused for now
+	// (it stays due, and a prepared next pod would make it a backlog miss): the pass
+	// prepares no next occurrence. (A run request's pod is its own.)
+	holdCreates bool
+	// aside: withdrawn ahead and not (or not yet) known to have run, by name: they do not
+	// stand for their occurrence, which the schedule decides once they have said
+	// (prepare.go).
+	aside map[string]asideEntry
 	// withdrawing: not started as far as they say, and must not start
 	// (tracking.Withdraw): deleted with the reason noted, counted from what the deletion
 	// (unbound) or the kubelet says.
@@ -673,7 +675,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		return r.prepare(ctx, p, &plan, bs, berr)
 	}
 	due := *plan.Due
-	if name := runpod.Name(job.Name, due); p.hasPod(name) {
+	if name := runpod.Name(job.Name, due); p.isAside(name) {
+		// Its pod was withdrawn ahead and did not run the job, but it still holds the
+		// occurrence's name (it lingers: its node gone, another finalizer): the occurrence
+		// waits for it, within its deadline, and is superseded otherwise.
+		p.log.V(1).Info("occurrence waits for its withdrawn pod to be gone", "occurrence", due.UTC().Format(time.RFC3339), "pod", name)
+		p.requeueAt(asideRetry)
+		return nil
+	} else if p.hasPod(name) {
 		// Created ahead of its time (prepareAheadSeconds), or by a pass whose status
 		// write was deferred: nothing to do, and no POST to find out.
 		st.LastScheduleTime = &metav1.Time{Time: due}
@@ -747,7 +756,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			// The pod may exist: the next pass (soon) asks the API server before it plans,
 			// and this one creates nothing more (one doubt per job: a second replaced it).
 			r.decided.noteUnsure(job, due)
-			p.unsure = true
+			p.holdCreates = true
 			p.eventf(corev1.EventTypeWarning, ReasonPodCreateUnknown, "occurrence %s: creating pod %s: %v; checking whether it was created", occ, pod.Name, err)
 			p.requeueAt(unsureRetry)
 			return nil
@@ -764,6 +773,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			p.eventf(corev1.EventTypeWarning, ReasonPodCreateRefused, "occurrence %s: creating pod %s: %v; asking again within its deadline", occ, pod.Name, err)
 			p.setCondition(ConditionReady, false, ReasonPodCreateRefused, fmt.Sprintf("creating pod %s: %v", pod.Name, err))
 			p.requeueAt(backendRetry)
+			p.holdCreates = true // a prepared next pod would make this one a backlog miss
 			return nil
 		}
 		// The deterministic name makes AlreadyExists mean "already started", if it is ours.

@@ -233,7 +233,9 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 			return nil
 		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			// Refused for good (Pod Security, a quota): the user must change something.
+			// Refused (Pod Security, a quota): a request is answered now, and the user asks
+			// again once something changed. (A scheduled occurrence's refused pod is asked
+			// for again within its deadline: nobody else would ask.)
 			return refuse(fmt.Sprintf("creating pod %s: %v", name, err))
 		}
 		p.log.Error(err, "creating a run request's pod; trying again", "pod", name)

@@ -64,9 +64,11 @@ func manualPods(j *v1alpha1.LockedCronJob) map[string]types.UID {
 	return out
 }
 
+// hasEnv reports whether the pod gives lockwrap the variable: set, and not empty (an
+// empty one is unset to lockwrap; runpod sets lockwrap's other settings empty).
 func hasEnv(pod *corev1.Pod, name string) bool {
 	for _, e := range pod.Spec.Containers[0].Env {
-		if e.Name == name {
+		if e.Name == name && (e.Value != "" || e.ValueFrom != nil) {
 			return true
 		}
 	}

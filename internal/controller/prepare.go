@@ -47,7 +47,7 @@ func prepareAhead(job *v1alpha1.LockedCronJob) time.Duration {
 // comes back when it will be. It returns the pod it created, if any.
 func (r *LockedCronJobReconciler) prepare(ctx context.Context, p *pass, plan *schedule.Plan, bs *blackoutState, berr *backendError) *corev1.Pod {
 	ahead := prepareAhead(p.job)
-	if ahead == 0 || plan.Next.IsZero() || p.unsure {
+	if ahead == 0 || plan.Next.IsZero() || p.holdCreates {
 		return nil
 	}
 	next := plan.Next
@@ -103,7 +103,7 @@ func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
 func (p *pass) withdrawAhead(pod *corev1.Pod, why string) {
 	p.withdrawn = append(p.withdrawn, withdrawal{pod, why})
 	occ, _ := runstatus.Occurrence(pod)
-	p.putAside(pod.Name, occ)
+	p.putAside(pod.Name, occ, true)
 	p.log.Info("prepared pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
 }
 
@@ -116,17 +116,24 @@ func (p *pass) setAside(pod *corev1.Pod, v tracking.Verdict) {
 		return
 	}
 	occ, _ := runstatus.Occurrence(pod)
-	p.putAside(pod.Name, occ)
+	p.putAside(pod.Name, occ, v == tracking.Active)
 	if v == tracking.Active && pod.DeletionTimestamp == nil {
 		p.withdrawn = append(p.withdrawn, withdrawal{pod, why}) // noted, but its deletion failed: again
 	}
 }
 
-func (p *pass) putAside(name string, occ time.Time) {
+// asideEntry is a pod standing aside: its occurrence, and whether it may yet say that
+// its job ran (waiting: Active) or is known not to have (Withdrawn).
+type asideEntry struct {
+	occ     time.Time
+	waiting bool
+}
+
+func (p *pass) putAside(name string, occ time.Time, waiting bool) {
 	if p.aside == nil {
-		p.aside = map[string]time.Time{}
+		p.aside = map[string]asideEntry{}
 	}
-	p.aside[name] = occ
+	p.aside[name] = asideEntry{occ, waiting}
 }
 
 func (p *pass) isAside(name string) bool {
@@ -135,14 +142,16 @@ func (p *pass) isAside(name string) bool {
 }
 
 // asideUndecided returns the earliest occurrence after decided (the watermark) that has
-// come by the pass's time and that a pod standing aside was made for, and that pod's
-// name: the schedule waits for it.
+// come by the pass's time and that a pod standing aside, not yet known whether its job
+// ran, was made for, and that pod's name: the schedule waits for it. A pod known not to
+// have run (released, and perhaps lingering: its node gone) holds nothing back; its
+// occurrence is decided as if it had never been.
 func (p *pass) asideUndecided(decided time.Time) (string, time.Time, bool) {
 	var name string
 	var first time.Time
-	for n, occ := range p.aside {
-		if occ.After(decided) && !occ.After(p.now) && (first.IsZero() || occ.Before(first)) {
-			name, first = n, occ
+	for n, a := range p.aside {
+		if a.waiting && a.occ.After(decided) && !a.occ.After(p.now) && (first.IsZero() || a.occ.Before(first)) {
+			name, first = n, a.occ
 		}
 	}
 	return name, first, !first.IsZero()
