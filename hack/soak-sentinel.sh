@@ -6,6 +6,7 @@
 #
 #   hack/soak-sentinel.sh   DURATION (default 20m), SEED (default: drawn and printed),
 #                           SOAK_MIN_OCCURRENCES (default 300)
+#   make soak-sentinel      SENTINEL_DURATION (default 20m; DURATION is the cluster soak's), SEED
 #
 # Output in SOAK_OUT (default _out/soak-sentinel/<time>-seed<SEED>): result.txt /
 # result.json, history.json and, when a check failed, history.html.

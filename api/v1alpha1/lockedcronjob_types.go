@@ -388,7 +388,8 @@ type Counters struct {
 	SkippedBlackout int64 `json:"skippedBlackout"`
 	// Missed: occurrences that could not start in time (controller down, deadline passed).
 	Missed int64 `json:"missed"`
-	// DuplicatesSuppressed: occurrences that had already succeeded elsewhere.
+	// DuplicatesSuppressed: occurrences a pod did not run because they had already run:
+	// succeeded elsewhere, or failed in an earlier pod of the same name.
 	DuplicatesSuppressed int64 `json:"duplicatesSuppressed"`
 	// LockLost: runs that lost their lock while the job ran.
 	LockLost int64 `json:"lockLost"`

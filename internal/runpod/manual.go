@@ -125,10 +125,14 @@ func RequestedAt(pod *corev1.Pod) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	t, err := report.ParseTime(pod.Annotations[AnnotationRequestedAt])
-	if created := pod.CreationTimestamp.Time; !created.IsZero() && (err != nil || t.After(created)) {
+	if created := pod.CreationTimestamp.Time; !created.IsZero() && (err != nil || t.After(created.Add(MaxClockSkew))) {
 		// Its pod was made once the request was handled; the annotation, which whoever
 		// may patch the pod can change, does not move that later.
 		return created, true
 	}
 	return t, err == nil
 }
+
+// MaxClockSkew is how far a time the controller stamped on a pod (by its clock) may be
+// after the pod's creation (by the API server's) and still be taken as it is.
+const MaxClockSkew = time.Minute

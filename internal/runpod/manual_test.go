@@ -164,10 +164,16 @@ func TestRequestedAtNeverAfterThePodWasMade(t *testing.T) {
 	}
 	created := requested.Truncate(time.Second).Add(time.Second)
 	got.CreationTimestamp = metav1.NewTime(created)
-	for _, forged := range []string{"2099-01-01T00:00:00Z", "9999-12-31T23:59:59-23:59", "soon"} {
+	for _, forged := range []string{"2099-01-01T00:00:00Z", "9999-12-31T23:59:59-23:59", "soon", created.Add(MaxClockSkew + time.Second).Format(time.RFC3339)} {
 		got.Annotations[AnnotationRequestedAt] = forged
 		if at, ok := RequestedAt(got); !ok || !at.Equal(created) {
 			t.Errorf("annotation %q: RequestedAt = %v %v, want the pod's creation %v", forged, at, ok, created)
 		}
+	}
+	// A controller clock a little ahead of the API server's is not a forgery.
+	ahead := created.Add(2 * time.Second)
+	got.Annotations[AnnotationRequestedAt] = ahead.Format(time.RFC3339)
+	if at, ok := RequestedAt(got); !ok || !at.Equal(ahead) {
+		t.Errorf("RequestedAt = %v %v, want %v", at, ok, ahead)
 	}
 }

@@ -55,6 +55,18 @@ func TestTemplateCannotSetLockwrapsVariables(t *testing.T) {
 		t.Fatalf("Build = %v, want an error naming env[2] and %s", err, config.EnvRunID)
 	}
 
+	// The one setting without a spec field, which docs/idempotency.md says to set there.
+	monotonic := nightly()
+	monotonic.Spec.Template.Spec.Containers[0].Env = append(monotonic.Spec.Template.Spec.Containers[0].Env,
+		corev1.EnvVar{Name: config.EnvWatermarkMonotonic, Value: "true"})
+	mp, err := Build(monotonic, occ, opts)
+	if err != nil {
+		t.Fatalf("%s in the template: %v", config.EnvWatermarkMonotonic, err)
+	}
+	if cfg := lockwrapConfig(t, mp, nil); !cfg.WatermarkMonotonic {
+		t.Errorf("%s=true in the template does not reach lockwrap", config.EnvWatermarkMonotonic)
+	}
+
 	pod, err := Build(nightly(), occ, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +118,12 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 		"the Redis URL in command": {func(s *corev1.PodSpec) {
 			s.Containers[0].Command = []string{"/bin/reconcile", "$(LOCKEDCRON_REDIS_URL)"}
 		}, "spec.template.spec.containers[0].command[1]"},
+		"a relative mount on lockwrap": {func(s *corev1.PodSpec) {
+			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "lockedcron/lockwrap", SubPath: "lockwrap"}}
+		}, "spec.template.spec.containers[0].volumeMounts[0]"},
+		"a device at lockwrap's directory": {func(s *corev1.PodSpec) {
+			s.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: "/lockedcron/lockwrap"}}
+		}, "spec.template.spec.containers[0].volumeDevices[0]"},
 		"a mount on lockwrap": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "data", MountPath: WrapperPath + "/", SubPath: "lockwrap"}}
 		}, "spec.template.spec.containers[0].volumeMounts[1]"},
@@ -117,5 +135,16 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 				t.Errorf("Build = %v, want an error naming %s", err, c.want)
 			}
 		})
+	}
+}
+
+// TestTemplateMayNameTheOccurrence: the job's command may take lockwrap's variables for
+// its own (the occurrence, the holder) through $(VAR), and $$(…) is a literal: only a
+// reference to the Redis credentials is refused.
+func TestTemplateMayNameTheOccurrence(t *testing.T) {
+	job := nightly()
+	job.Spec.Template.Spec.Containers[0].Args = []string{"--as-of", "$(LOCKEDCRON_OCCURRENCE)", "--literal=$$(LOCKEDCRON_REDIS_PASSWORD)"}
+	if _, err := Build(job, time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC), opts); err != nil {
+		t.Errorf("Build = %v", err)
 	}
 }

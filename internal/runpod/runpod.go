@@ -176,27 +176,44 @@ func reserved(spec corev1.PodSpec, wi int) error {
 	}
 	c := spec.Containers[wi]
 	for j, e := range c.Env {
-		if strings.HasPrefix(e.Name, EnvPrefix) {
-			return fmt.Errorf("spec.template.spec.containers[%d].env[%d]: %s: variables %s* are lockwrap's settings, which the controller sets from spec (spec.lock, spec.contention, spec.dedupe); remove it", wi, j, e.Name, EnvPrefix)
+		if strings.HasPrefix(e.Name, EnvPrefix) && !TemplateSettable[e.Name] {
+			return fmt.Errorf("spec.template.spec.containers[%d].env[%d]: %s: variables %s* are lockwrap's settings, which the controller sets from spec (spec.lock, spec.contention, spec.dedupe); remove it (of them the template may set only %s)", wi, j, e.Name, EnvPrefix, config.EnvWatermarkMonotonic)
 		}
 	}
 	// The kubelet expands $(VAR) in command and args from the container's environment,
 	// which holds the Redis credentials for lockwrap: a reference would hand them to the
-	// job's command line.
+	// job's command line. ($$(…) is a literal.)
 	for field, list := range map[string][]string{"command": c.Command, "args": c.Args} {
 		for j, a := range list {
-			if strings.Contains(a, "$("+EnvPrefix) {
-				return fmt.Errorf("spec.template.spec.containers[%d].%s[%d]: refers to a %s* variable, lockwrap's (its Redis credentials among them), which the job must not be given; remove the reference", wi, field, j, EnvPrefix)
+			if strings.Contains(strings.ReplaceAll(a, "$$", ""), "$("+redisEnvPrefix) {
+				return fmt.Errorf("spec.template.spec.containers[%d].%s[%d]: refers to a %s* variable, lockwrap's Redis credentials, which the job must not be given; remove the reference", wi, field, j, redisEnvPrefix)
 			}
 		}
 	}
+	// A relative path is the container root's (the kubelet makes it absolute).
+	under := func(p string) bool {
+		p = path.Clean("/" + p)
+		return p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/")
+	}
 	for j, m := range c.VolumeMounts {
-		if p := path.Clean(m.MountPath); p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/") {
+		if under(m.MountPath) {
 			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d]: mountPath %s is lockwrap's place (%s); mount the volume elsewhere", wi, j, m.MountPath, WrapperDir)
+		}
+	}
+	for j, d := range c.VolumeDevices {
+		if under(d.DevicePath) {
+			return fmt.Errorf("spec.template.spec.containers[%d].volumeDevices[%d]: devicePath %s is lockwrap's place (%s); use another path", wi, j, d.DevicePath, WrapperDir)
 		}
 	}
 	return nil
 }
+
+// TemplateSettable are the lockwrap settings without a spec field, which the template's
+// wrapped container may set in its env (docs/idempotency.md).
+var TemplateSettable = map[string]bool{config.EnvWatermarkMonotonic: true}
+
+// redisEnvPrefix begins the variables that hold the Redis URL and credentials.
+const redisEnvPrefix = EnvPrefix + "REDIS_"
 
 // Build returns the pod for one occurrence. It fails, naming the field, for a template
 // lockwrap cannot be put into.

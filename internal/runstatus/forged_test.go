@@ -50,6 +50,11 @@ func TestForgedTimesNeverReachStatus(t *testing.T) {
 			return p
 		}(),
 		"a scheduled pod's occurrence not its name's": owned(finishedPod(runpod.Name("nightly", t0), time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), corev1.PodSucceeded, ok)),
+		"a manual run's pod, its label removed, with an occurrence after it was made": func() *corev1.Pod {
+			p := finishedPod("nightly-m-abc", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), corev1.PodSucceeded, ok)
+			p.CreationTimestamp = metav1.NewTime(t0)
+			return owned(p)
+		}(),
 		"a manual run's occurrence after its pod was made": func() *corev1.Pod {
 			p := finishedPod("nightly-m-abc", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), corev1.PodSucceeded, ok)
 			p.Labels = map[string]string{runpod.LabelRunRequest: "fix-1"}
@@ -78,3 +83,16 @@ func TestForgedTimesNeverReachStatus(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// TestManualOccurrenceWithinClockSkewIsKept: the controller stamps a manual run's time by
+// its clock, the API server the pod's creation by its own; a clock a little ahead is not
+// a forgery, and the occurrence stays the one lockwrap ran (LOCKEDCRON_OCCURRENCE).
+func TestManualOccurrenceWithinClockSkewIsKept(t *testing.T) {
+	p := finishedPod("nightly-m-abc", t0.Add(2*time.Second), corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded"}`)
+	p.Labels = map[string]string{runpod.LabelRunRequest: "fix-1"}
+	p.CreationTimestamp = metav1.NewTime(t0)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly", UID: "u1", Controller: ptrTrue()}}
+	if occ, err := Occurrence(p); err != nil || !occ.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("Occurrence = %v, %v; want %v", occ, err, t0.Add(2*time.Second))
+	}
+}

@@ -62,13 +62,15 @@ func Finished(pod *corev1.Pod) bool {
 // Occurrence reads the scheduled time a pod was created for. A scheduled pod's is in its
 // name, which its controller gave it (runpod.Name) and which nobody can change since; its
 // annotation, which whoever may patch the pod can change, is read only for a pod whose
-// name does not say (one made before its controller reference, as in tests). A manual
-// run's is its annotation, never after the pod was made (it re-runs an occurrence that
-// had come, or runs at its request); without a readable one, the pod's creation time.
-// An annotation's time must be one status can hold (report.ParseTime).
+// name does not say: a manual run's (its name is its request id's), or one made without
+// a controller reference (as in tests). Such a pod's occurrence is never later than it
+// was made (runpod.MaxClockSkew allowed: the controller's clock stamps the request, the
+// API server's the pod): a manual run re-runs an occurrence that had come, or runs at
+// its request. Without a readable annotation it is the pod's creation time. An
+// annotation's time must be one status can hold (report.ParseTime).
 func Occurrence(pod *corev1.Pod) (time.Time, error) {
-	manual := runpod.IsManual(pod)
-	if ref := metav1.GetControllerOf(pod); ref != nil && !manual {
+	ref := metav1.GetControllerOf(pod)
+	if ref != nil {
 		if suffix, ok := strings.CutPrefix(pod.Name, ref.Name+"-"); ok {
 			if sec, err := strconv.ParseInt(suffix, 10, 64); err == nil {
 				if t, err := report.ParseTime(time.Unix(sec, 0).UTC().Format(time.RFC3339)); err == nil {
@@ -78,20 +80,23 @@ func Occurrence(pod *corev1.Pod) (time.Time, error) {
 		}
 	}
 	created := pod.CreationTimestamp.Time
+	// Bounded by its creation: a controlled pod whose name does not say (whatever its
+	// labels, which can be patched too), or one labelled a manual run's.
+	bounded := !created.IsZero() && (ref != nil || runpod.IsManual(pod))
 	v, ok := pod.Annotations[runpod.AnnotationScheduledTime]
 	if !ok {
-		if manual && !created.IsZero() {
+		if bounded {
 			return created, nil
 		}
 		return time.Time{}, fmt.Errorf("pod %s has no %s annotation", pod.Name, runpod.AnnotationScheduledTime)
 	}
 	t, err := report.ParseTime(v)
 	switch {
-	case err != nil && manual && !created.IsZero():
+	case err != nil && bounded:
 		return created, nil
 	case err != nil:
 		return time.Time{}, fmt.Errorf("pod %s: annotation %s: %w", pod.Name, runpod.AnnotationScheduledTime, err)
-	case manual && !created.IsZero() && t.After(created):
+	case bounded && t.After(created.Add(runpod.MaxClockSkew)):
 		return created, nil
 	}
 	return t, nil

@@ -814,7 +814,12 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 	}()
 	var last error
 	var fr lock.FinishResult
+	attempted := false
 	_ = wait.PollUntilContextCancel(fctx, 100*time.Millisecond, true, func(pctx context.Context) (bool, error) {
+		if attempted && stopped.Load() != nil {
+			return true, nil // no attempt after the signal
+		}
+		attempted = true
 		fr, last = l.FinishWith(pctx, state, opts)
 		return last == nil || stopped.Load() != nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
 			errors.Is(last, lock.ErrNotEnoughReplicas), nil

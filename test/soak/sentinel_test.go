@@ -287,7 +287,7 @@ func (s *sentinelSoak) awaitFailoverFrom(ctx context.Context, old string) string
 }
 
 // waitHealthy waits (up to two minutes) until the master the sentinels name says it is
-// master and has both replicas online at its own offset.
+// master and has both replicas online.
 func (s *sentinelSoak) waitHealthy() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
