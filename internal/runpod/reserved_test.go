@@ -124,6 +124,12 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 		"a device at lockwrap's directory": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeDevices = []corev1.VolumeDevice{{Name: "disk", DevicePath: "/lockedcron/lockwrap"}}
 		}, "spec.template.spec.containers[0].volumeDevices[0]"},
+		"lockwrap's volume mounted by a sidecar": {func(s *corev1.PodSpec) {
+			s.Containers = append(s.Containers, corev1.Container{Name: "side", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: VolumeName, MountPath: "/x"}}})
+		}, "spec.template.spec.containers[1].volumeMounts[0]"},
+		"lockwrap's volume mounted by an init container": {func(s *corev1.PodSpec) {
+			s.InitContainers = []corev1.Container{{Name: "setup", Image: "x", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/d"}, {Name: VolumeName, MountPath: "/x"}}}}
+		}, "spec.template.spec.initContainers[0].volumeMounts[1]"},
 		"a mount on lockwrap": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "data", MountPath: WrapperPath + "/", SubPath: "lockwrap"}}
 		}, "spec.template.spec.containers[0].volumeMounts[1]"},

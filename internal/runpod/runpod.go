@@ -174,6 +174,17 @@ func reserved(spec corev1.PodSpec, wi int) error {
 			return fmt.Errorf("spec.template.spec.containers[%d]: the name %q is reserved for lockwrap's init container; rename the container", i, InitContainerName)
 		}
 	}
+	// lockwrap's volume is the controller's: a container of the template mounting it (read
+	// and write) could put another file in lockwrap's place.
+	for kind, cs := range map[string][]corev1.Container{"containers": spec.Containers, "initContainers": spec.InitContainers} {
+		for i, c := range cs {
+			for j, m := range c.VolumeMounts {
+				if m.Name == VolumeName {
+					return fmt.Errorf("spec.template.spec.%s[%d].volumeMounts[%d]: volume %q is lockwrap's; mount another volume", kind, i, j, VolumeName)
+				}
+			}
+		}
+	}
 	c := spec.Containers[wi]
 	for j, e := range c.Env {
 		if strings.HasPrefix(e.Name, EnvPrefix) && !TemplateSettable[e.Name] {
