@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -292,7 +293,25 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 	if plan.Due != nil {
 		n++
 	}
-	p.recordN(runstatus.OutcomeMissed, CauseScheduleChanged, *plan.Latest, n, fmt.Sprintf("not started before spec.schedule/timeZone/suspend changed at %s", at.UTC().Format(time.RFC3339)))
+	// An occurrence whose withdrawn pod may yet say its job ran (prepare.go) is that
+	// pod's to count: counted missed here, it was counted again by the pod's report.
+	held := func(t time.Time) bool {
+		return slices.ContainsFunc(slices.Collect(maps.Values(p.aside)), func(a asideEntry) bool { return a.waiting && a.occ.Equal(t) })
+	}
+	last := *plan.Latest
+	for _, a := range p.aside {
+		if a.waiting && a.occ.After(from) && !a.occ.After(at) && sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
+			n--
+		}
+	}
+	for held(last) {
+		t, ok := sched.LatestIn(from, last.Add(-time.Nanosecond))
+		if !ok {
+			break
+		}
+		last = t
+	}
+	p.recordN(runstatus.OutcomeMissed, CauseScheduleChanged, last, n, fmt.Sprintf("not started before spec.schedule/timeZone/suspend changed at %s", at.UTC().Format(time.RFC3339)))
 	p.status.LastScheduleTime = &metav1.Time{Time: *plan.Latest}
 	p.status.Deferred = nil
 }

@@ -159,3 +159,58 @@ func TestLingeringWithdrawnPodHoldsNothingBack(t *testing.T) {
 		t.Errorf("lastScheduleTime %v: the schedule waits for a pod that did not run (next pass in %s)", st, p.requeue)
 	}
 }
+
+// TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce: a schedule edit (or a
+// suspension) while a withdrawn prepared pod has not said whether its job ran counted its
+// occurrence missed (not started before the change), and then the pod's report counted
+// it again. It is the pod's to count.
+func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	pod, err := runpod.Build(job, t1, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+	pod.Annotations[runpod.AnnotationWithdrawnAhead] = "a blackout now covers its instant"
+	pod.Finalizers = []string{runpod.FinalizerTracking}
+	pod.Spec.NodeName = "n1"
+	del := metav1.NewTime(t1.Add(50 * time.Second))
+	pod.DeletionTimestamp = &del
+	wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
+	started := metav1.NewTime(t1.Add(-25 * time.Second))
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	// The user edits the schedule at t1+3s, while the pod has not said.
+	job.Spec.Schedule = "30 * * * * *"
+	job.Generation = 2
+	p1 := passWith(t, r, job, t1.Add(3*time.Second))
+	job.Status = *p1.status
+
+	var cur corev1.Pod
+	if err := api.Get(context.Background(), client.ObjectKeyFromObject(pod), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase = corev1.PodSucceeded
+	rep := `{"v":1,"outcome":"Succeeded","occurrence":"` + t1.Format(time.RFC3339) + `","key":"ns/j","holder":"h","fencingToken":7,"startedAt":"` + t1.Format(time.RFC3339Nano) + `","exitCode":0}`
+	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 0, Message: rep, StartedAt: started, FinishedAt: metav1.NewTime(t1.Add(5 * time.Second))}}}}
+	if err := api.Status().Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	p2 := passWith(t, r, job, t1.Add(6*time.Second))
+	var records []string
+	for _, rec := range p2.status.Recent {
+		if rec.Occurrence.Time.Equal(t1) {
+			records = append(records, rec.Outcome)
+		}
+	}
+	if len(records) != 1 || records[0] != "Succeeded" {
+		t.Errorf("occurrence %s recorded %v, want once Succeeded (counters %+v)", t1.Format(time.RFC3339), records, p2.status.Counters)
+	}
+}
