@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -295,16 +294,14 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 	}
 	// An occurrence whose withdrawn pod may yet say its job ran (prepare.go) is that
 	// pod's to count: counted missed here, it was counted again by the pod's report.
-	held := func(t time.Time) bool {
-		return slices.ContainsFunc(slices.Collect(maps.Values(p.aside)), func(a asideEntry) bool { return a.waiting && a.occ.Equal(t) })
-	}
-	last := *plan.Latest
-	for _, a := range p.aside {
-		if a.waiting && a.occ.After(from) && !a.occ.After(at) && sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
+	waiting := p.waitingOccurrences()
+	for _, t := range waiting {
+		if t.After(from) && !t.After(at) && sched.Next(t.Add(-time.Nanosecond)).Equal(t) {
 			n--
 		}
 	}
-	for held(last) {
+	last := *plan.Latest
+	for slices.ContainsFunc(waiting, last.Equal) {
 		t, ok := sched.LatestIn(from, last.Add(-time.Nanosecond))
 		if !ok {
 			break

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
@@ -40,20 +43,7 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 			job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
 			job.Spec.StartingDeadlineSeconds = c.deadline
 			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
-			pod, err := runpod.Build(job, t1, runpod.Options{ClusterName: "c", WrapperImage: "w"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
-			pod.Annotations[runpod.AnnotationWithdrawnAhead] = "no longer the next occurrence to run (schedule change or blackout)"
-			pod.Finalizers = []string{runpod.FinalizerTracking}
-			pod.Spec.NodeName = "n1"
-			del := metav1.NewTime(t1.Add(50 * time.Second)) // deleted at t1−1s, a 51 s grace
-			pod.DeletionTimestamp = &del
-			wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
-			waiting := metav1.NewTime(t1.Add(-25 * time.Second))
-			pod.Status.Phase = corev1.PodRunning
-			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: waiting}}}}
+			pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
 			api := fakeAPI(t, pod)
 			r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
 
@@ -65,21 +55,7 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 
 			// Its kubelet says: the job ran (lockwrap started it at t1) and succeeded, or
 			// lockwrap, waiting for t1, was stopped before it.
-			var cur corev1.Pod
-			if err := api.Get(context.Background(), client.ObjectKeyFromObject(pod), &cur); err != nil {
-				t.Fatal(err)
-			}
-			rep := `{"v":1,"outcome":"Interrupted","occurrence":"` + t1.Format(time.RFC3339) + `","key":"ns/j","holder":"h","exitCode":143}`
-			cur.Status.Phase = corev1.PodFailed
-			if c.ran {
-				rep = `{"v":1,"outcome":"Succeeded","occurrence":"` + t1.Format(time.RFC3339) + `","key":"ns/j","holder":"h","fencingToken":7,"startedAt":"` + t1.Format(time.RFC3339Nano) + `","exitCode":0}`
-				cur.Status.Phase = corev1.PodSucceeded
-			}
-			cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Message: rep, StartedAt: waiting, FinishedAt: metav1.NewTime(c.saidAt.Add(-time.Second))}}}}
-			if err := api.Status().Update(context.Background(), &cur); err != nil {
-				t.Fatal(err)
-			}
+			cur := podEnds(t, api, pod, c.ran, c.saidAt.Add(-time.Second))
 			p2 := passWith(t, r, job, c.saidAt)
 			if !c.ran {
 				// Released uncounted (its finalizer off, so its deletion ends); the pass
@@ -87,27 +63,18 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 				if !slices.ContainsFunc(p2.mark, func(m *corev1.Pod) bool { return m.Name == cur.Name }) {
 					t.Fatalf("the withdrawn pod that did not run is not released: mark %v", p2.mark)
 				}
-				if err := api.Get(context.Background(), client.ObjectKeyFromObject(pod), &cur); err != nil {
-					t.Fatal(err)
-				}
 				cur.Finalizers = nil
-				if err := api.Update(context.Background(), &cur); err != nil {
+				if err := api.Update(context.Background(), cur); err != nil {
 					t.Fatal(err)
 				}
 				job.Status = *p2.status
 				p2 = passWith(t, r, job, c.saidAt.Add(time.Second))
 			}
-			var records []string
-			for _, rec := range p2.status.Recent {
-				if rec.Occurrence.Time.Equal(t1) {
-					records = append(records, rec.Outcome)
-				}
-			}
 			want := runstatus.OutcomeMissed
 			if c.ran {
 				want = "Succeeded"
 			}
-			if len(records) != 1 || records[0] != want {
+			if records := recordsOf(p2.status.Recent, t1); len(records) != 1 || records[0] != want {
 				t.Errorf("occurrence %s recorded %v, want once %s (counters %+v)", t1.Format(time.RFC3339), records, want, p2.status.Counters)
 			}
 		})
@@ -124,12 +91,7 @@ func TestLingeringWithdrawnPodHoldsNothingBack(t *testing.T) {
 	job := passJob("* * * * *", false)
 	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
 	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
-	pod, err := runpod.Build(job, t1, runpod.Options{ClusterName: "c", WrapperImage: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
-	pod.Annotations[runpod.AnnotationWithdrawnAhead] = "no longer the next occurrence to run (schedule change or blackout)"
+	pod := withdrawnPreparedPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
 	pod.Finalizers = []string{"example.com/keep"} // ours released; another keeps it
 	pod.Labels[runpod.LabelCounted] = "true"
 	del := metav1.NewTime(t1.Add(-5 * time.Second))
@@ -146,13 +108,7 @@ func TestLingeringWithdrawnPodHoldsNothingBack(t *testing.T) {
 	job.Status = *p0.status
 
 	p := passWith(t, r, job, t2.Add(500*time.Millisecond))
-	var records []string
-	for _, rec := range p.status.Recent {
-		if rec.Occurrence.Time.Equal(t1) {
-			records = append(records, rec.Outcome)
-		}
-	}
-	if len(records) != 1 || records[0] != runstatus.OutcomeMissed {
+	if records := recordsOf(p.status.Recent, t1); len(records) != 1 || records[0] != runstatus.OutcomeMissed {
 		t.Errorf("occurrence %s recorded %v, want once Missed", t1.Format(time.RFC3339), records)
 	}
 	if st := p.status.LastScheduleTime; st == nil || st.Time.Before(t2) {
@@ -169,20 +125,7 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 	job := passJob("* * * * *", false)
 	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
 	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
-	pod, err := runpod.Build(job, t1, runpod.Options{ClusterName: "c", WrapperImage: "w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
-	pod.Annotations[runpod.AnnotationWithdrawnAhead] = "a blackout now covers its instant"
-	pod.Finalizers = []string{runpod.FinalizerTracking}
-	pod.Spec.NodeName = "n1"
-	del := metav1.NewTime(t1.Add(50 * time.Second))
-	pod.DeletionTimestamp = &del
-	wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
-	started := metav1.NewTime(t1.Add(-25 * time.Second))
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}
+	pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
 	api := fakeAPI(t, pod)
 	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
 
@@ -192,25 +135,126 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 	p1 := passWith(t, r, job, t1.Add(3*time.Second))
 	job.Status = *p1.status
 
+	podEnds(t, api, pod, true, t1.Add(5*time.Second))
+	p2 := passWith(t, r, job, t1.Add(6*time.Second))
+	if records := recordsOf(p2.status.Recent, t1); len(records) != 1 || records[0] != "Succeeded" {
+		t.Errorf("occurrence %s recorded %v, want once Succeeded (counters %+v)", t1.Format(time.RFC3339), records, p2.status.Counters)
+	}
+}
+
+// withdrawnPreparedPod is job's pod for occ, prepared ahead and then withdrawn for why.
+func withdrawnPreparedPod(t *testing.T, job *v1alpha1.LockedCronJob, occ time.Time, why string) *corev1.Pod {
+	t.Helper()
+	pod, err := runpod.Build(job, occ, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+	pod.Annotations[runpod.AnnotationWithdrawnAhead] = why
+	return pod
+}
+
+// waitingWithdrawnPod is a withdrawn prepared pod that has not said whether its job ran:
+// deleted at occ−1s with a 51 s grace, its tracking finalizer on, its wrapped container
+// running since occ−25s (lockwrap waiting for the instant, or the job under way).
+func waitingWithdrawnPod(t *testing.T, job *v1alpha1.LockedCronJob, occ time.Time, why string) *corev1.Pod {
+	t.Helper()
+	pod := withdrawnPreparedPod(t, job, occ, why)
+	pod.Finalizers = []string{runpod.FinalizerTracking}
+	pod.Spec.NodeName = "n1"
+	del := metav1.NewTime(occ.Add(50 * time.Second))
+	pod.DeletionTimestamp = &del
+	wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(occ.Add(-25 * time.Second))}}}}
+	return pod
+}
+
+// podEnds has the kubelet say, at finished, how a waitingWithdrawnPod's job ended: it ran
+// (lockwrap started it at its instant) and succeeded, or lockwrap was stopped while
+// waiting for the instant. It returns the pod as the API server holds it then.
+func podEnds(t *testing.T, api client.Client, pod *corev1.Pod, ran bool, finished time.Time) *corev1.Pod {
+	t.Helper()
 	var cur corev1.Pod
 	if err := api.Get(context.Background(), client.ObjectKeyFromObject(pod), &cur); err != nil {
 		t.Fatal(err)
 	}
-	cur.Status.Phase = corev1.PodSucceeded
-	rep := `{"v":1,"outcome":"Succeeded","occurrence":"` + t1.Format(time.RFC3339) + `","key":"ns/j","holder":"h","fencingToken":7,"startedAt":"` + t1.Format(time.RFC3339Nano) + `","exitCode":0}`
+	occ, _ := runstatus.Occurrence(pod)
+	rep := `{"v":1,"outcome":"Interrupted","occurrence":"` + occ.Format(time.RFC3339) + `","key":"ns/j","holder":"h","exitCode":143}`
+	cur.Status.Phase = corev1.PodFailed
+	if ran {
+		rep = `{"v":1,"outcome":"Succeeded","occurrence":"` + occ.Format(time.RFC3339) + `","key":"ns/j","holder":"h","fencingToken":7,"startedAt":"` + occ.Format(time.RFC3339Nano) + `","exitCode":0}`
+		cur.Status.Phase = corev1.PodSucceeded
+	}
+	wrapped := pod.Annotations[runpod.AnnotationWrappedContainer]
+	started := pod.Status.ContainerStatuses[0].State.Running.StartedAt
 	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: 0, Message: rep, StartedAt: started, FinishedAt: metav1.NewTime(t1.Add(5 * time.Second))}}}}
+		ExitCode: 0, Message: rep, StartedAt: started, FinishedAt: metav1.NewTime(finished)}}}}
 	if err := api.Status().Update(context.Background(), &cur); err != nil {
 		t.Fatal(err)
 	}
-	p2 := passWith(t, r, job, t1.Add(6*time.Second))
-	var records []string
-	for _, rec := range p2.status.Recent {
-		if rec.Occurrence.Time.Equal(t1) {
-			records = append(records, rec.Outcome)
+	return &cur
+}
+
+// recordsOf is the outcomes status.recent holds for occ.
+func recordsOf(recent []v1alpha1.RunRecord, occ time.Time) []string {
+	var out []string
+	for _, rec := range recent {
+		if rec.Occurrence.Time.Equal(occ) {
+			out = append(out, rec.Outcome)
 		}
 	}
-	if len(records) != 1 || records[0] != "Succeeded" {
-		t.Errorf("occurrence %s recorded %v, want once Succeeded (counters %+v)", t1.Format(time.RFC3339), records, p2.status.Counters)
+	return out
+}
+
+// TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed: with prepareAheadSeconds longer
+// than the schedule's step, the next occurrence's pod is prepared while t1's, withdrawn,
+// has not said whether its job ran. Once t2 has come, its pod is the newest with a pod,
+// and the occurrences between the watermark and it that have none were counted missed
+// (no decision recorded) — t1 among them, which its pod's report then counted again. t1
+// is counted once: by its pod's report if its job ran, missed if not.
+func TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed(t *testing.T) {
+	for _, ran := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ran=%v", ran), func(t *testing.T) {
+			t1, t2 := passAt, passAt.Add(10*time.Second)
+			job := passJob("*/10 * * * * *", false)
+			job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-10 * time.Second)}
+			withdrawn := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
+			next, err := runpod.Build(job, t2, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			next.Annotations[runpod.AnnotationPreparedAhead] = "true"
+			next.Finalizers = []string{runpod.FinalizerTracking}
+			next.Spec.NodeName = "n1"
+			next.Status.Phase = corev1.PodRunning
+			next.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: next.Annotations[runpod.AnnotationWrappedContainer], State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t1)}}}}
+			api := fakeAPI(t, withdrawn, next)
+			r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+			p := passWith(t, r, job, t2.Add(500*time.Millisecond))
+			job.Status = *p.status
+			cur := podEnds(t, api, withdrawn, ran, t2.Add(2*time.Second))
+			p = passWith(t, r, job, t2.Add(3*time.Second))
+			job.Status = *p.status
+			want := "Succeeded"
+			if !ran {
+				want = runstatus.OutcomeMissed
+				cur.Finalizers = nil // released uncounted; its deletion ends
+				if err := api.Update(context.Background(), cur); err != nil {
+					t.Fatal(err)
+				}
+				p = passWith(t, r, job, t2.Add(4*time.Second))
+			}
+			if records := recordsOf(p.status.Recent, t1); len(records) != 1 || records[0] != want {
+				t.Errorf("occurrence %s recorded %v, want once %s (counters %+v)", t1.Format(time.RFC3339), records, want, p.status.Counters)
+			}
+			for _, rec := range p.status.Recent {
+				if !ran && rec.Occurrence.Time.Equal(t1) && !strings.Contains(rec.Message, "withdrawn (a blackout now covers its instant)") {
+					t.Errorf("occurrence %s missed, saying %q: not why", t1.Format(time.RFC3339), rec.Message)
+				}
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
 func (p *pass) withdrawAhead(pod *corev1.Pod, why string) {
 	p.withdrawn = append(p.withdrawn, withdrawal{pod, why})
 	occ, _ := runstatus.Occurrence(pod)
-	p.putAside(pod.Name, occ, true)
+	p.putAside(pod.Name, asideEntry{occ, true, why})
 	p.log.Info("prepared pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
 }
 
@@ -116,24 +116,25 @@ func (p *pass) setAside(pod *corev1.Pod, v tracking.Verdict) {
 		return
 	}
 	occ, _ := runstatus.Occurrence(pod)
-	p.putAside(pod.Name, occ, v == tracking.Active)
+	p.putAside(pod.Name, asideEntry{occ, v == tracking.Active, why})
 	if v == tracking.Active && pod.DeletionTimestamp == nil {
 		p.withdrawn = append(p.withdrawn, withdrawal{pod, why}) // noted, but its deletion failed: again
 	}
 }
 
-// asideEntry is a pod standing aside: its occurrence, and whether it may yet say that
-// its job ran (waiting: Active) or is known not to have (Withdrawn).
+// asideEntry is a pod standing aside: its occurrence, whether it may yet say that its
+// job ran (waiting: Active) or is known not to have (Withdrawn), and why it was withdrawn.
 type asideEntry struct {
 	occ     time.Time
 	waiting bool
+	why     string
 }
 
-func (p *pass) putAside(name string, occ time.Time, waiting bool) {
+func (p *pass) putAside(name string, a asideEntry) {
 	if p.aside == nil {
 		p.aside = map[string]asideEntry{}
 	}
-	p.aside[name] = asideEntry{occ, waiting}
+	p.aside[name] = a
 }
 
 func (p *pass) isAside(name string) bool {
@@ -155,6 +156,18 @@ func (p *pass) asideUndecided(decided time.Time) (string, time.Time, bool) {
 		}
 	}
 	return name, first, !first.IsZero()
+}
+
+// waitingOccurrences are the occurrences of the pods standing aside that may yet say
+// their job ran: each is that pod's to count (catchUp, accountUntilChange).
+func (p *pass) waitingOccurrences() []time.Time {
+	var out []time.Time
+	for _, a := range p.aside {
+		if a.waiting {
+			out = append(out, a.occ)
+		}
+	}
+	return out
 }
 
 // standing is pods without those that stand aside from their occurrence.
