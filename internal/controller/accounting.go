@@ -116,7 +116,19 @@ func (p *pass) track(pods []corev1.Pod) {
 		p.setAside(pod, d.Verdict)
 		switch d.Verdict {
 		case tracking.Withdrawn:
-			p.mark = append(p.mark, pod) // released, not counted
+			if !occ.After(in.Decided) {
+				// The schedule has gone past it without deciding it: a change of
+				// schedule, time zone or suspension while the pod had not said
+				// (accountUntilChange left it to the pod). Counted missed, once.
+				p.count(pod, withoutReport(pod, occ, report.Missed, withdrawnUnrun(pod.Annotations[runpod.AnnotationWithdrawnAhead], "spec.schedule, spec.timeZone or spec.suspend changed before it said so")))
+				continue
+			}
+			// Released, not counted: the schedule decides its occurrence. Named in
+			// status.countedPods until marked, as a counted pod is, so that a pass that
+			// finds it unmarked (the patch failed, the cache lags) settles it rather
+			// than deciding it again (above, once the schedule has gone past it).
+			p.countedPods = append(p.countedPods, pod.Name)
+			p.mark = append(p.mark, pod)
 		case tracking.Active:
 			p.active = append(p.active, pod)
 			if !d.Recheck.IsZero() {
@@ -140,6 +152,12 @@ func (p *pass) track(pods []corev1.Pod) {
 			p.count(pod, withoutReport(pod, occ, report.Error, d.Reason))
 		}
 	}
+}
+
+// withdrawnUnrun says why an occurrence whose prepared pod was withdrawn (why) and did
+// not run the job is missed: then.
+func withdrawnUnrun(why, then string) string {
+	return fmt.Sprintf("its pod, prepared ahead, was withdrawn (%s) and did not run the job; %s", why, then)
 }
 
 func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {

@@ -159,7 +159,7 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 		st.Deferred = nil
 	}
 	for _, a := range unrun {
-		p.record(runstatus.OutcomeMissed, CauseSuperseded, a.occ, fmt.Sprintf("its pod, prepared ahead, was withdrawn (%s) and did not run the job; occurrence %s came before it was decided", a.why, at))
+		p.record(runstatus.OutcomeMissed, CauseSuperseded, a.occ, withdrawnUnrun(a.why, "occurrence "+at+" came before it was decided"))
 	}
 	p.recordN(runstatus.OutcomeMissed, CauseUnrecorded, g.last, g.missed, "not started, and no decision about it was recorded (a status write lost to a manager restart or a conflict, or the manager was down); occurrence "+at+" has a pod")
 }

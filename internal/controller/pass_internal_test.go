@@ -94,6 +94,7 @@ func passWith(t *testing.T, r *LockedCronJobReconciler, job *v1alpha1.LockedCron
 		p.active = append(p.active, c)
 	}
 	r.manualRun(ctx, p, nil, nil)
+	p.status.CountedPods = sortedNames(p.countedPods) // step 6
 	return p
 }
 
