@@ -278,3 +278,29 @@ func TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentWithdrawnPodIsCountedOnceAtItsInstant: a pod prepared well ahead and
+// withdrawn from a node that has gone silent. Its deletion's grace ended before its
+// instant; it was counted Lost (Error) then, and its occurrence, still to come, was
+// decided again when it came. It is counted once, at its instant.
+func TestSilentWithdrawnPodIsCountedOnceAtItsInstant(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(300))
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
+	del := metav1.NewTime(t1.Add(-220 * time.Second)) // asked at t1−250s, a 30 s grace
+	pod.DeletionTimestamp = &del
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	var recent []v1alpha1.RunRecord
+	for _, at := range []time.Duration{-150 * time.Second, -30 * time.Second, 500 * time.Millisecond, 10 * time.Second, time.Minute + 500*time.Millisecond} {
+		p := passWith(t, r, job, t1.Add(at))
+		job.Status = *p.status
+		recent = p.status.Recent
+	}
+	if records := recordsOf(recent, t1); len(records) != 1 || records[0] != "Error" {
+		t.Errorf("occurrence %s recorded %v, want once Error (counters %+v)", t1.Format(time.RFC3339), records, job.Status.Counters)
+	}
+}

@@ -98,7 +98,7 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	started := Started(pod)
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead {
-		return decideWithdrawnAhead(pod, in.Now, started, ended)
+		return decideWithdrawnAhead(pod, occurrence, in.Now, started, ended)
 	}
 	if why := takenAwayAhead(pod, occurrence, in, ended); why != "" && !manual {
 		return Decision{Verdict: WithdrawAhead, Reason: why}
@@ -148,8 +148,9 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 
 // decideWithdrawnAhead decides a pod withdrawn before its instant. lockwrap waits for
 // the instant in it, so its container runs: only its end (or its kubelet's silence past
-// the deletion's grace) says whether the job ran.
-func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) Decision {
+// the deletion's grace and the instant, before which lockwrap runs nothing) says whether
+// the job ran.
+func decideWithdrawnAhead(pod *corev1.Pod, occurrence, now time.Time, started, ended bool) Decision {
 	switch {
 	case ended && JobRan(pod):
 		return Decision{Verdict: Report}
@@ -159,10 +160,14 @@ func decideWithdrawnAhead(pod *corev1.Pod, now time.Time, started, ended bool) D
 		return Decision{Verdict: Active} // its deletion is still to be made (prepare.go)
 	}
 	until := pod.DeletionTimestamp.Add(TerminatingGrace)
-	switch {
-	case !started && (pod.Spec.NodeName == "" || !now.Before(until)):
+	if !started && (pod.Spec.NodeName == "" || !now.Before(until)) {
 		return Decision{Verdict: Withdrawn}
-	case !now.Before(until):
+	}
+	if started && occurrence.After(until) {
+		// Counted before its instant, its occurrence was counted again when it came.
+		until = occurrence
+	}
+	if !now.Before(until) {
 		return Decision{Verdict: Lost, Reason: fmt.Sprintf("withdrawn before its instant, but its kubelet did not say by %s whether the job ran (node lost or pod force-deleted)", until.UTC().Format(time.RFC3339))}
 	}
 	return Decision{Verdict: Active, Recheck: until}

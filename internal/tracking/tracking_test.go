@@ -188,6 +188,13 @@ func TestDecide(t *testing.T) {
 			Input{Now: occ.Add(-time.Second)}, Withdrawn, nil, time.Time{}},
 		{"withdrawn ahead, no word from its kubelet in time: Lost (it may have run)", pod(running(0), onNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
 			Input{Now: occ.Add(TerminatingGrace)}, Lost, []string{"withdrawn before its instant", "whether the job ran"}, time.Time{}},
+		// Withdrawn well ahead (prepareAheadSeconds up to 300) from a node gone silent: the
+		// grace ends before the instant, before which lockwrap runs nothing. Counted Lost
+		// then, the occurrence was counted again when it came (a second pod, or missed).
+		{"withdrawn ahead, silent past the grace but before its instant: waits for the instant", pod(running(0), onNode, withdrawnAhead, deleted(occ.Add(-2*time.Minute))),
+			Input{Now: occ.Add(-time.Minute)}, Active, nil, occ},
+		{"withdrawn ahead, silent past the grace and the instant: Lost", pod(running(0), onNode, withdrawnAhead, deleted(occ.Add(-2*time.Minute))),
+			Input{Now: occ}, Lost, []string{"withdrawn before its instant", "whether the job ran"}, time.Time{}},
 		// Prepared ahead and taken away before its instant by someone else (a drain,
 		// preemption, kubectl delete, its kubelet): its occurrence has not come, so it is
 		// withdrawn as the controller's own withdrawals, not counted. Counted, it was
