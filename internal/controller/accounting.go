@@ -116,11 +116,8 @@ func (p *pass) track(pods []corev1.Pod) {
 		p.setAside(pod, d.Verdict)
 		switch d.Verdict {
 		case tracking.Withdrawn:
-			if !occ.After(in.Decided) {
-				// The schedule has gone past it without deciding it: a change of
-				// schedule, time zone or suspension while the pod had not said
-				// (accountUntilChange left it to the pod). Counted missed, once.
-				p.count(pod, withoutReport(pod, occ, report.Missed, withdrawnUnrun(pod.Annotations[runpod.AnnotationWithdrawnAhead], "spec.schedule, spec.timeZone or spec.suspend changed before it said so")))
+			if then := p.passedOver(occ, in.Decided); then != "" {
+				p.count(pod, withoutReport(pod, occ, report.Missed, fmt.Sprintf("its pod, prepared ahead, was withdrawn (%s) and did not run the job; %s", pod.Annotations[runpod.AnnotationWithdrawnAhead], then)))
 				continue
 			}
 			// Released, not counted: the schedule decides its occurrence. Named in
@@ -154,10 +151,25 @@ func (p *pass) track(pods []corev1.Pod) {
 	}
 }
 
-// withdrawnUnrun says why an occurrence whose prepared pod was withdrawn (why) and did
-// not run the job is missed: then.
-func withdrawnUnrun(why, then string) string {
-	return fmt.Sprintf("its pod, prepared ahead, was withdrawn (%s) and did not run the job; %s", why, then)
+// passedOver says why the occurrence occ of a withdrawn prepared pod that did not run
+// its job is for the pod to count (missed), or "" if it is the schedule's to decide:
+// one after decided (the watermark), or one that no schedule in force had. The
+// watermark went past it, while its pod had not said, only where the pod was left to
+// count it: a change of spec.schedule, timeZone or suspend after it (accountUntilChange),
+// or a later occurrence's pod (catchUp). Once its pod has said, it is released named
+// in status.countedPods, so that this is asked once.
+func (p *pass) passedOver(occ, decided time.Time) string {
+	if occ.After(decided) {
+		return ""
+	}
+	if since := p.status.ScheduleSince; since != nil && !occ.After(since.Time) {
+		return "spec.schedule, spec.timeZone or spec.suspend changed before it said so"
+	}
+	sched, ok := observedSchedule(p.job.Spec.Schedule, p.job.Spec.TimeZone, p.status.ObservedSchedule)
+	if ok && sched.Next(occ.Add(-time.Nanosecond)).Equal(occ) {
+		return "a later occurrence was decided before it said so"
+	}
+	return ""
 }
 
 func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {

@@ -223,13 +223,17 @@ func recordsOf(recent []v1alpha1.RunRecord, occ time.Time) []string {
 	return out
 }
 
-// TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed: with prepareAheadSeconds longer
-// than the schedule's step, the next occurrence's pod is prepared while t1's, withdrawn,
-// has not said whether its job ran. Once t2 has come, its pod is the newest with a pod,
-// and the occurrences between the watermark and it that have none were counted missed
-// (no decision recorded) — t1 among them, which its pod's report then counted again. t1
-// is counted once: by its pod's report if its job ran, missed if not.
-func TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed(t *testing.T) {
+// TestNextPodWhileAWithdrawnOneWaitsCountsEachOnce: t2's pod exists and runs while t1's,
+// withdrawn, has not said whether its job ran (a state the schedule step does not make
+// itself — it prepares only the next occurrence and waits at t1 — but a lagging cache, a
+// clock behind, or a schedule edit can show). Each occurrence is counted once:
+//   - t1 by its pod's report if its job ran, missed if not. Counted missed as one
+//     without a pod, it was counted again by the report; taken for one with a pod and
+//     passed over, it was never counted if its job did not run.
+//   - t2 by its own report, once: its pod finishes and is pruned (no history kept)
+//     before t1's pod says. A watermark held before t1 meanwhile had the schedule
+//     decide t2 again afterwards (a second pod for it).
+func TestNextPodWhileAWithdrawnOneWaitsCountsEachOnce(t *testing.T) {
 	for _, ran := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ran=%v", ran), func(t *testing.T) {
 			t1, t2 := passAt, passAt.Add(10*time.Second)
@@ -245,28 +249,54 @@ func TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed(t *testing.T) {
 			next.Finalizers = []string{runpod.FinalizerTracking}
 			next.Spec.NodeName = "n1"
 			next.Status.Phase = corev1.PodRunning
-			next.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: next.Annotations[runpod.AnnotationWrappedContainer], State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t1)}}}}
+			wrapped := next.Annotations[runpod.AnnotationWrappedContainer]
+			next.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t1)}}}}
 			api := fakeAPI(t, withdrawn, next)
 			r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+			ctx := context.Background()
+			pass := func(at time.Duration) *pass {
+				p := passWith(t, r, job, t2.Add(at))
+				job.Status = *p.status
+				return p
+			}
 
-			p := passWith(t, r, job, t2.Add(500*time.Millisecond))
-			job.Status = *p.status
-			cur := podEnds(t, api, withdrawn, ran, t2.Add(2*time.Second))
-			p = passWith(t, r, job, t2.Add(3*time.Second))
-			job.Status = *p.status
+			pass(500 * time.Millisecond)
+			// t2's job succeeds; its pod is counted, then marked and pruned.
+			if err := api.Get(ctx, client.ObjectKeyFromObject(next), next); err != nil {
+				t.Fatal(err)
+			}
+			next.Status.Phase = corev1.PodSucceeded
+			rep := `{"v":1,"outcome":"Succeeded","occurrence":"` + t2.Format(time.RFC3339) + `","key":"ns/j","holder":"h","fencingToken":8,"startedAt":"` + t2.Format(time.RFC3339Nano) + `","exitCode":0}`
+			next.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				Message: rep, StartedAt: metav1.NewTime(t1), FinishedAt: metav1.NewTime(t2.Add(time.Second))}}}}
+			if err := api.Status().Update(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			pass(1500 * time.Millisecond)
+			next.Finalizers = nil
+			if err := api.Update(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			if err := api.Delete(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			pass(2 * time.Second)
+
+			cur := podEnds(t, api, withdrawn, ran, t2.Add(2500*time.Millisecond))
+			p := pass(3 * time.Second)
 			want := "Succeeded"
 			if !ran {
 				want = runstatus.OutcomeMissed
 				// Released uncounted and its occurrence decided; a pass before the
 				// release shows (the patch failed, or the cache lags) finds it again.
-				p = passWith(t, r, job, t2.Add(3500*time.Millisecond))
-				job.Status = *p.status
+				pass(3500 * time.Millisecond)
 				cur.Finalizers = nil // its deletion ends
-				if err := api.Update(context.Background(), cur); err != nil {
+				if err := api.Update(ctx, cur); err != nil {
 					t.Fatal(err)
 				}
-				p = passWith(t, r, job, t2.Add(4*time.Second))
+				p = pass(4 * time.Second)
 			}
+			p = pass(5 * time.Second)
 			if records := recordsOf(p.status.Recent, t1); len(records) != 1 || records[0] != want {
 				t.Errorf("occurrence %s recorded %v, want once %s (counters %+v)", t1.Format(time.RFC3339), records, want, p.status.Counters)
 			}
@@ -274,6 +304,13 @@ func TestNextPreparedPodDoesNotCountTheWithdrawnOneMissed(t *testing.T) {
 				if !ran && rec.Occurrence.Time.Equal(t1) && !strings.Contains(rec.Message, "withdrawn (a blackout now covers its instant)") {
 					t.Errorf("occurrence %s missed, saying %q: not why", t1.Format(time.RFC3339), rec.Message)
 				}
+			}
+			if records := recordsOf(p.status.Recent, t2); len(records) != 1 || records[0] != "Succeeded" {
+				t.Errorf("occurrence %s recorded %v, want once Succeeded (counters %+v)", t2.Format(time.RFC3339), records, p.status.Counters)
+			}
+			var again corev1.Pod
+			if err := api.Get(ctx, client.ObjectKeyFromObject(next), &again); err == nil {
+				t.Errorf("occurrence %s, run and counted, has a second pod %s", t2.Format(time.RFC3339), again.Name)
 			}
 		})
 	}
@@ -302,5 +339,57 @@ func TestSilentWithdrawnPodIsCountedOnceAtItsInstant(t *testing.T) {
 	}
 	if records := recordsOf(recent, t1); len(records) != 1 || records[0] != "Error" {
 		t.Errorf("occurrence %s recorded %v, want once Error (counters %+v)", t1.Format(time.RFC3339), records, job.Status.Counters)
+	}
+}
+
+// TestWithdrawnPodOfAnEditedAwayOccurrenceIsNotCounted: the schedule is edited at
+// t1−10s to one without t1, and t1's prepared pod withdrawn; the new schedule's pods run
+// and the watermark goes past t1 before that pod says its job did not run. No schedule in
+// force had t1 when it came: nothing is counted for it (it was counted missed, "the
+// schedule changed before it said so", or not, as the timing went).
+func TestWithdrawnPodOfAnEditedAwayOccurrenceIsNotCounted(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
+	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
+	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
+	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(5 * time.Second)}
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	podEnds(t, api, pod, false, t1.Add(5500*time.Millisecond))
+	p := passWith(t, r, job, t1.Add(6*time.Second))
+	if records := recordsOf(p.status.Recent, t1); len(records) != 0 || p.status.Counters.Missed != 0 {
+		t.Errorf("occurrence %s, of no schedule in force, recorded %v (counters %+v)", t1.Format(time.RFC3339), records, p.status.Counters)
+	}
+	if !slices.ContainsFunc(p.mark, func(m *corev1.Pod) bool { return m.Name == pod.Name }) {
+		t.Errorf("its pod is not released: mark %v", p.mark)
+	}
+}
+
+// TestWithdrawnPodOfAnEditedAwayOccurrenceHoldsNothingBack: the schedule is edited at
+// t1−10s to one without t1, while t1's prepared pod, withdrawn, has not said whether its
+// job ran (its kubelet has until its grace ends). The new schedule's occurrence at t1+5s
+// starts on time: no decision of the new schedule waits for a pod of an occurrence it
+// does not have.
+func TestWithdrawnPodOfAnEditedAwayOccurrenceHoldsNothingBack(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
+	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
+	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
+	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-5 * time.Second)}
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	p := passWith(t, r, job, t1.Add(5500*time.Millisecond))
+	due := t1.Add(5 * time.Second)
+	var created corev1.Pod
+	if err := api.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: runpod.Name(job.Name, due)}, &created); err != nil {
+		t.Errorf("occurrence %s of the new schedule not started while a pod of the old one has not said: %v (lastScheduleTime %v, requeue %s)", due.Format(time.RFC3339), err, p.status.LastScheduleTime, p.requeue)
 	}
 }

@@ -117,36 +117,15 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 	if to.IsZero() || !to.After(from) {
 		return
 	}
-	mark := &to
-	defer func() {
-		if mark != nil {
-			st.LastScheduleTime = &metav1.Time{Time: *mark}
-		}
-	}()
+	defer func() { st.LastScheduleTime = &metav1.Time{Time: to} }()
 	sched, ok := observedSchedule(job.Spec.Schedule, job.Spec.TimeZone, st.ObservedSchedule)
 	if !ok {
 		return
 	}
-	if w, ok := firstWaiting(sched, p.waitingOccurrences(), from, to); ok {
-		// A pod standing aside that may yet say whether its job ran holds the watermark
-		// before its occurrence: its report counts it if the job ran; if not, the
-		// schedule decides it (prepare.go), which it could not once the watermark had
-		// passed it. What lies before it without a pod is decided now.
-		to, mark = w, nil
-		if prev, ok := sched.LatestIn(from, w.Add(-time.Nanosecond)); ok {
-			mark = &prev
-		}
-	}
-	// An occurrence whose pod was withdrawn ahead and did not run the job has a pod of
-	// its name, lingering perhaps, but nothing decided it: it is missed, and says why.
-	var unrun []asideEntry
-	for _, a := range p.aside {
-		if !a.waiting && a.occ.After(from) && a.occ.Before(to) && sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) && !slices.ContainsFunc(started, a.occ.Equal) {
-			unrun = append(unrun, a)
-			started = append(started, a.occ)
-		}
-	}
-	slices.SortFunc(unrun, func(a, b asideEntry) int { return a.occ.Compare(b.occ) })
+	// A pod standing aside that may yet say its job ran does not move the watermark, but
+	// its occurrence is not one without a pod: if its job ran, its report counts it; if
+	// not, track counts it missed (passedOver).
+	started = append(started, p.waitingOccurrences()...)
 	g := findGap(sched, from, to, timeOf(st.Deferred), started)
 	at := to.UTC().Format(time.RFC3339)
 	if g.deferred {
@@ -158,22 +137,7 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 		}
 		st.Deferred = nil
 	}
-	for _, a := range unrun {
-		p.record(runstatus.OutcomeMissed, CauseSuperseded, a.occ, withdrawnUnrun(a.why, "occurrence "+at+" came before it was decided"))
-	}
 	p.recordN(runstatus.OutcomeMissed, CauseUnrecorded, g.last, g.missed, "not started, and no decision about it was recorded (a status write lost to a manager restart or a conflict, or the manager was down); occurrence "+at+" has a pod")
-}
-
-// firstWaiting is the earliest of waiting (the occurrences of pods standing aside that
-// may yet say whether their job ran) that sched has in (from, to].
-func firstWaiting(sched *schedule.Schedule, waiting []time.Time, from, to time.Time) (time.Time, bool) {
-	var first time.Time
-	for _, w := range waiting {
-		if w.After(from) && !w.After(to) && sched.Next(w.Add(-time.Nanosecond)).Equal(w) && (first.IsZero() || w.Before(first)) {
-			first = w
-		}
-	}
-	return first, !first.IsZero()
 }
 
 // observedSchedule is the schedule the job's pods were created under: the one

@@ -642,7 +642,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		return occ.Equal(plan.Next) && bs.unreadable == nil && !bs.rules.At(occ, bs.rollouts).Blocked() && !bs.rules.At(p.now, bs.rollouts).Blocked()
 	}, "no longer the next occurrence to run (schedule change or blackout)")
 
-	if name, occ, ok := p.asideUndecided(earliest(job, st)); ok {
+	if name, occ, ok := p.asideUndecided(sched, earliest(job, st)); ok {
 		// Its prepared pod was withdrawn, and may have run the job all the same: the
 		// occurrence is decided once the pod has said and is gone (prepare.go), and
 		// nothing after it before then — counted missed (its deadline passed, a later

@@ -103,7 +103,7 @@ func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
 func (p *pass) withdrawAhead(pod *corev1.Pod, why string) {
 	p.withdrawn = append(p.withdrawn, withdrawal{pod, why})
 	occ, _ := runstatus.Occurrence(pod)
-	p.putAside(pod.Name, asideEntry{occ, true, why})
+	p.putAside(pod.Name, asideEntry{occ, true})
 	p.log.Info("prepared pod withdrawn", "pod", pod.Name, "occurrence", occ.UTC().Format(time.RFC3339), "reason", why)
 }
 
@@ -116,18 +116,17 @@ func (p *pass) setAside(pod *corev1.Pod, v tracking.Verdict) {
 		return
 	}
 	occ, _ := runstatus.Occurrence(pod)
-	p.putAside(pod.Name, asideEntry{occ, v == tracking.Active, why})
+	p.putAside(pod.Name, asideEntry{occ, v == tracking.Active})
 	if v == tracking.Active && pod.DeletionTimestamp == nil {
 		p.withdrawn = append(p.withdrawn, withdrawal{pod, why}) // noted, but its deletion failed: again
 	}
 }
 
-// asideEntry is a pod standing aside: its occurrence, whether it may yet say that its
-// job ran (waiting: Active) or is known not to have (Withdrawn), and why it was withdrawn.
+// asideEntry is a pod standing aside: its occurrence, and whether it may yet say that
+// its job ran (waiting: Active) or is known not to have (Withdrawn).
 type asideEntry struct {
 	occ     time.Time
 	waiting bool
-	why     string
 }
 
 func (p *pass) putAside(name string, a asideEntry) {
@@ -142,16 +141,18 @@ func (p *pass) isAside(name string) bool {
 	return ok
 }
 
-// asideUndecided returns the earliest occurrence after decided (the watermark) that has
-// come by the pass's time and that a pod standing aside, not yet known whether its job
-// ran, was made for, and that pod's name: the schedule waits for it. A pod known not to
-// have run (released, and perhaps lingering: its node gone) holds nothing back; its
-// occurrence is decided as if it had never been.
-func (p *pass) asideUndecided(decided time.Time) (string, time.Time, bool) {
+// asideUndecided returns the earliest occurrence of sched after decided (the watermark)
+// that has come by the pass's time and that a pod standing aside, not yet known whether
+// its job ran, was made for, and that pod's name: the schedule waits for it. A pod known
+// not to have run (released, and perhaps lingering: its node gone) holds nothing back;
+// its occurrence is decided as if it had never been. Nor does one of an occurrence sched
+// does not have (made under a schedule since edited): sched decides nothing about it.
+func (p *pass) asideUndecided(sched *schedule.Schedule, decided time.Time) (string, time.Time, bool) {
 	var name string
 	var first time.Time
 	for n, a := range p.aside {
-		if a.waiting && a.occ.After(decided) && !a.occ.After(p.now) && (first.IsZero() || a.occ.Before(first)) {
+		if a.waiting && a.occ.After(decided) && !a.occ.After(p.now) && (first.IsZero() || a.occ.Before(first)) &&
+			sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
 			name, first = n, a.occ
 		}
 	}
