@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -116,7 +117,7 @@ func (p *pass) track(pods []corev1.Pod) {
 		p.setAside(pod, d.Verdict)
 		switch d.Verdict {
 		case tracking.Withdrawn:
-			if then := p.passedOver(occ, in.Decided); then != "" {
+			if then := p.passedOver(pod, occ, in.Decided); then != "" {
 				p.count(pod, withoutReport(pod, occ, report.Missed, fmt.Sprintf("its pod, prepared ahead, was withdrawn (%s) and did not run the job; %s", pod.Annotations[runpod.AnnotationWithdrawnAhead], then)))
 				continue
 			}
@@ -151,25 +152,57 @@ func (p *pass) track(pods []corev1.Pod) {
 	}
 }
 
-// passedOver says why the occurrence occ of a withdrawn prepared pod that did not run
-// its job is for the pod to count (missed), or "" if it is the schedule's to decide:
-// one after decided (the watermark), or one that no schedule in force had. The
-// watermark went past it, while its pod had not said, only where the pod was left to
-// count it: a change of spec.schedule, timeZone or suspend after it (accountUntilChange),
-// or a later occurrence's pod (catchUp). Once its pod has said, it is released named
-// in status.countedPods, so that this is asked once.
-func (p *pass) passedOver(occ, decided time.Time) string {
+// passedOver says why the occurrence occ of pod, withdrawn ahead, its job not run, is
+// the pod's to count (missed), or "" if it is the schedule's to decide: one after decided
+// (the watermark), or one that no schedule in force had when it came. The watermark went
+// past it while its pod had not said only where the pod was left to count it: a change of
+// spec.schedule, timeZone or suspend after it came (accountUntilChange notes that on the
+// pod), or a later occurrence's pod under the schedule in force (catchUp). Once its pod
+// has said, it is released named in status.countedPods, so that this is asked once.
+func (p *pass) passedOver(pod *corev1.Pod, occ, decided time.Time) string {
 	if occ.After(decided) {
 		return ""
 	}
-	if since := p.status.ScheduleSince; since != nil && !occ.After(since.Time) {
-		return "spec.schedule, spec.timeZone or spec.suspend changed before it said so"
+	if at := pod.Annotations[runpod.AnnotationDueBeforeChange]; at != "" {
+		return "spec.schedule, spec.timeZone or spec.suspend changed at " + at + ", after it came and before it said so"
 	}
+	since := p.status.ScheduleSince
 	sched, ok := observedSchedule(p.job.Spec.Schedule, p.job.Spec.TimeZone, p.status.ObservedSchedule)
-	if ok && sched.Next(occ.Add(-time.Nanosecond)).Equal(occ) {
+	if ok && (since == nil || occ.After(since.Time)) && sched.Next(occ.Add(-time.Nanosecond)).Equal(occ) {
 		return "a later occurrence was decided before it said so"
 	}
 	return ""
+}
+
+// noteDue records that the change at `at` left the occurrence of pod name to it.
+func (p *pass) noteDue(name string, at time.Time) {
+	if p.dueBeforeChange == nil {
+		p.dueBeforeChange = map[string]string{}
+	}
+	p.dueBeforeChange[name] = at.UTC().Format(time.RFC3339)
+}
+
+// noteDueBeforeChange notes on each pod that accountUntilChange left its occurrence to
+// (runpod.AnnotationDueBeforeChange) when the change was: before the status write that
+// records the change, so that no pass sees the one without the other (a write that does
+// not land is made again by the next pass, and the note with it).
+func (r *LockedCronJobReconciler) noteDueBeforeChange(ctx context.Context, p *pass) error {
+	for name, at := range p.dueBeforeChange {
+		if slices.ContainsFunc(p.active, func(a *corev1.Pod) bool {
+			return a.Name == name && a.Annotations[runpod.AnnotationDueBeforeChange] != ""
+		}) {
+			continue
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.job.Namespace, Name: name}}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{runpod.AnnotationDueBeforeChange: at}}})
+		if err != nil {
+			return err
+		}
+		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("noting on pod %s that its occurrence came before the schedule changed: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {
@@ -265,7 +298,7 @@ func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
 func (p *pass) unstarted(due time.Time) *corev1.Pod {
 	own := runpod.Name(p.job.Name, due)
 	for _, pod := range p.active {
-		if pod.Name != own && !runpod.IsManual(pod) && pod.DeletionTimestamp == nil && !tracking.Started(pod) && !p.isWithdrawing(pod) {
+		if pod.Name != own && !runpod.IsManual(pod) && pod.DeletionTimestamp == nil && !tracking.Started(pod) && !p.isWithdrawing(pod) && !p.isAside(pod.Name) {
 			return pod
 		}
 	}
@@ -324,10 +357,12 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 	}
 	// An occurrence whose withdrawn pod may yet say its job ran (prepare.go) is that
 	// pod's to count: counted missed here, it was counted again by the pod's report.
-	waiting := p.waitingOccurrences()
-	for _, t := range waiting {
-		if t.After(from) && !t.After(at) && sched.Next(t.Add(-time.Nanosecond)).Equal(t) {
+	var waiting []time.Time
+	for name, a := range p.aside {
+		if a.waiting && a.occ.After(from) && !a.occ.After(at) && sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
 			n--
+			waiting = append(waiting, a.occ)
+			p.noteDue(name, at)
 		}
 	}
 	last := *plan.Latest

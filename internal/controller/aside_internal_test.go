@@ -393,3 +393,55 @@ func TestWithdrawnPodOfAnEditedAwayOccurrenceHoldsNothingBack(t *testing.T) {
 		t.Errorf("occurrence %s of the new schedule not started while a pod of the old one has not said: %v (lastScheduleTime %v, requeue %s)", due.Format(time.RFC3339), err, p.status.LastScheduleTime, p.requeue)
 	}
 }
+
+// TestWithdrawnPodOfASuspendedOccurrenceIsNotCounted: the job is suspended at t1−20s
+// (t1's prepared pod withdrawn) and resumed at t1+3s; the resumed schedule's next pod
+// runs and the watermark goes past t1 before that pod says its job did not run. The job
+// was suspended at t1: nothing is counted for it. (The resume, the latest change of the
+// schedule, came after t1, and t1 was counted missed as one a change had left to its pod.)
+func TestWithdrawnPodOfASuspendedOccurrenceIsNotCounted(t *testing.T) {
+	t1, t2 := passAt, passAt.Add(time.Minute)
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	pod := waitingWithdrawnPod(t, job, t1, "the job is suspended")
+	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(3 * time.Second)}
+	job.Status.LastScheduleTime = &metav1.Time{Time: t2}
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	podEnds(t, api, pod, false, t2.Add(time.Second))
+	p := passWith(t, r, job, t2.Add(2*time.Second))
+	if records := recordsOf(p.status.Recent, t1); len(records) != 0 || p.status.Counters.Missed != 0 {
+		t.Errorf("occurrence %s, while the job was suspended, recorded %v (counters %+v)", t1.Format(time.RFC3339), records, p.status.Counters)
+	}
+}
+
+// TestUndeletedWithdrawnPodHoldsNoBacklog: a prepared pod withdrawn (noted) whose
+// deletion failed, its job not started, of an occurrence a schedule edit took away: the
+// new schedule's due occurrence starts; it is not counted missed behind the withdrawn pod
+// as a backlog.
+func TestUndeletedWithdrawnPodHoldsNoBacklog(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
+	pod.DeletionTimestamp = nil
+	pod.Status.Phase = corev1.PodPending
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Annotations[runpod.AnnotationWrappedContainer], State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
+	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
+	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-5 * time.Second)}
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	p := passWith(t, r, job, t1.Add(5500*time.Millisecond))
+	due := t1.Add(5 * time.Second)
+	if records := recordsOf(p.status.Recent, due); len(records) != 0 {
+		t.Errorf("occurrence %s recorded %v behind the withdrawn pod", due.Format(time.RFC3339), p.status.Recent)
+	}
+	var created corev1.Pod
+	if err := api.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: runpod.Name(job.Name, due)}, &created); err != nil {
+		t.Errorf("occurrence %s not started: %v", due.Format(time.RFC3339), err)
+	}
+}

@@ -207,7 +207,11 @@ type pass struct {
 	// (tracking.Withdraw): deleted with the reason noted, counted from what the deletion
 	// (unbound) or the kubelet says.
 	withdrawing []withdrawal
-	seen        []string // names of all the job's pods in the cache
+	// dueBeforeChange: pods withdrawn ahead whose occurrence a change of the schedule left
+	// to them (accountUntilChange), by name, with the change's time: noted on them
+	// (runpod.AnnotationDueBeforeChange) before the status write.
+	dueBeforeChange map[string]string
+	seen            []string // names of all the job's pods in the cache
 	// blackout: what the schedule step found of spec.blackout (nil when it did not get
 	// that far: suspended, an invalid schedule or blackout); a run request reads it.
 	blackout *blackoutState
@@ -414,6 +418,9 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// 7: write status once (unless it only records a pod not yet started: deferral.go),
 	// then act on what it records.
 	p.requeueForNews()
+	if err := r.noteDueBeforeChange(ctx, p); err != nil {
+		return ctrl.Result{}, err
+	}
 	latest := ""
 	if p.status.LastScheduleTime != nil {
 		latest = runpod.Name(job.Name, p.status.LastScheduleTime.Time)
