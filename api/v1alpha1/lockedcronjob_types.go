@@ -575,6 +575,16 @@ type LockedCronJobStatus struct {
 	// +listType=atomic
 	// +optional
 	CountedPods []string `json:"countedPods,omitempty"`
+
+	// DueBeforeChange is bookkeeping for exact counters: pods prepared ahead and
+	// withdrawn whose occurrence came before a change of spec.schedule, spec.timeZone or
+	// spec.suspend, and which had not said then whether their job ran. The change counted
+	// the other occurrences of the old schedule that had not started, and left each of
+	// these to its pod: its report if its job ran, missed if not. A name goes once its
+	// pod has said.
+	// +listType=atomic
+	// +optional
+	DueBeforeChange []string `json:"dueBeforeChange,omitempty"`
 }
 
 // LockedCronJob runs a job once per scheduled occurrence, however many clusters,

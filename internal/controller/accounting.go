@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -156,15 +155,16 @@ func (p *pass) track(pods []corev1.Pod) {
 // the pod's to count (missed), or "" if it is the schedule's to decide: one after decided
 // (the watermark), or one that no schedule in force had when it came. The watermark went
 // past it while its pod had not said only where the pod was left to count it: a change of
-// spec.schedule, timeZone or suspend after it came (accountUntilChange notes that on the
-// pod), or a later occurrence's pod under the schedule in force (catchUp). Once its pod
-// has said, it is released named in status.countedPods, so that this is asked once.
+// spec.schedule, timeZone or suspend after it came (accountUntilChange names the pod in
+// status.dueBeforeChange, in the write that moves the watermark), or a later occurrence's
+// pod under the schedule in force (catchUp). Once its pod has said, it is released named
+// in status.countedPods, so that this is asked once.
 func (p *pass) passedOver(pod *corev1.Pod, occ, decided time.Time) string {
 	if occ.After(decided) {
 		return ""
 	}
-	if at := pod.Annotations[runpod.AnnotationDueBeforeChange]; at != "" {
-		return "spec.schedule, spec.timeZone or spec.suspend changed at " + at + ", after it came and before it said so"
+	if slices.Contains(p.status.DueBeforeChange, pod.Name) {
+		return "spec.schedule, spec.timeZone or spec.suspend changed after it came and before it said so"
 	}
 	since := p.status.ScheduleSince
 	sched, ok := observedSchedule(p.job.Spec.Schedule, p.job.Spec.TimeZone, p.status.ObservedSchedule)
@@ -172,37 +172,6 @@ func (p *pass) passedOver(pod *corev1.Pod, occ, decided time.Time) string {
 		return "a later occurrence was decided before it said so"
 	}
 	return ""
-}
-
-// noteDue records that the change at `at` left the occurrence of pod name to it.
-func (p *pass) noteDue(name string, at time.Time) {
-	if p.dueBeforeChange == nil {
-		p.dueBeforeChange = map[string]string{}
-	}
-	p.dueBeforeChange[name] = at.UTC().Format(time.RFC3339)
-}
-
-// noteDueBeforeChange notes on each pod that accountUntilChange left its occurrence to
-// (runpod.AnnotationDueBeforeChange) when the change was: before the status write that
-// records the change, so that no pass sees the one without the other (a write that does
-// not land is made again by the next pass, and the note with it).
-func (r *LockedCronJobReconciler) noteDueBeforeChange(ctx context.Context, p *pass) error {
-	for name, at := range p.dueBeforeChange {
-		if slices.ContainsFunc(p.active, func(a *corev1.Pod) bool {
-			return a.Name == name && a.Annotations[runpod.AnnotationDueBeforeChange] != ""
-		}) {
-			continue
-		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.job.Namespace, Name: name}}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{runpod.AnnotationDueBeforeChange: at}}})
-		if err != nil {
-			return err
-		}
-		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("noting on pod %s that its occurrence came before the schedule changed: %w", name, err)
-		}
-	}
-	return nil
 }
 
 func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {
@@ -362,7 +331,7 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 		if a.waiting && a.occ.After(from) && !a.occ.After(at) && sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
 			n--
 			waiting = append(waiting, a.occ)
-			p.noteDue(name, at)
+			p.dueBeforeChange = append(p.dueBeforeChange, name)
 		}
 	}
 	last := *plan.Latest
@@ -470,6 +439,21 @@ func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name stri
 		}
 	}
 	return nil
+}
+
+// bookkeeping sets the status lists that keep counting exact across passes and restarts:
+// status.countedPods (counted, to be marked), status.dueBeforeChange (left by a change
+// of the schedule to pods that have not said yet: those named before that still wait, and
+// this pass's).
+func (p *pass) bookkeeping() {
+	p.status.CountedPods = sortedNames(p.countedPods)
+	due := p.dueBeforeChange
+	for _, n := range p.status.DueBeforeChange {
+		if a, ok := p.aside[n]; ok && a.waiting {
+			due = append(due, n)
+		}
+	}
+	p.status.DueBeforeChange = sortedNames(due)
 }
 
 // sortedNames is names sorted, nil when empty.

@@ -136,6 +136,13 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 			job.Generation = 2
 			p := passWith(t, r, job, t1.Add(3*time.Second))
 			job.Status = *p.status
+			// The change leaves t1 to its pod, in the write that records the change, and
+			// a pass before the pod says keeps it so.
+			p = passWith(t, r, job, t1.Add(4*time.Second))
+			job.Status = *p.status
+			if got := job.Status.DueBeforeChange; !slices.Equal(got, []string{pod.Name}) {
+				t.Errorf("status.dueBeforeChange %v, want [%s]", got, pod.Name)
+			}
 
 			cur := podEnds(t, api, pod, ran, t1.Add(5*time.Second))
 			p = passWith(t, r, job, t1.Add(6*time.Second))
@@ -153,6 +160,9 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 			}
 			if records := recordsOf(p.status.Recent, t1); len(records) != 1 || records[0] != want {
 				t.Errorf("occurrence %s recorded %v, want once %s (counters %+v)", t1.Format(time.RFC3339), records, want, p.status.Counters)
+			}
+			if got := p.status.DueBeforeChange; len(got) != 0 {
+				t.Errorf("status.dueBeforeChange %v once the pod has said", got)
 			}
 		})
 	}

@@ -26,7 +26,7 @@ var vocabulary = func() map[string]string {
 	for _, s := range []string{
 		runpod.LabelJob, runpod.LabelCounted, runpod.LabelRunRequest, "true",
 		runpod.AnnotationScheduledTime, runpod.AnnotationWrappedContainer, runpod.AnnotationWithdrawn,
-		runpod.AnnotationWithdrawnAhead, runpod.AnnotationPreparedAhead, runpod.AnnotationDueBeforeChange, runpod.AnnotationRequestedAt, runpod.FinalizerTracking,
+		runpod.AnnotationWithdrawnAhead, runpod.AnnotationPreparedAhead, runpod.AnnotationRequestedAt, runpod.FinalizerTracking,
 		runpod.InitContainerName, "job", v1alpha1.GroupVersion.String(), "LockedCronJob", "v1", "Pod",
 		string(corev1.PodPending), string(corev1.PodRunning), string(corev1.PodSucceeded), string(corev1.PodFailed), string(corev1.PodUnknown),
 		string(corev1.PodScheduled), string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown),

@@ -208,9 +208,8 @@ type pass struct {
 	// (unbound) or the kubelet says.
 	withdrawing []withdrawal
 	// dueBeforeChange: pods withdrawn ahead whose occurrence a change of the schedule left
-	// to them (accountUntilChange), by name, with the change's time: noted on them
-	// (runpod.AnnotationDueBeforeChange) before the status write.
-	dueBeforeChange map[string]string
+	// to them in this pass (accountUntilChange): status.dueBeforeChange.
+	dueBeforeChange []string
 	seen            []string // names of all the job's pods in the cache
 	// blackout: what the schedule step found of spec.blackout (nil when it did not get
 	// that far: suspended, an invalid schedule or blackout); a run request reads it.
@@ -411,16 +410,13 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 6: status that follows from the world.
 	setActive(p.status, p.active)
-	p.status.CountedPods = sortedNames(p.countedPods)
+	p.bookkeeping()
 	p.status.LockKey = runpod.LockKey(&job)
 	p.status.ObservedGeneration = job.Generation
 
 	// 7: write status once (unless it only records a pod not yet started: deferral.go),
 	// then act on what it records.
 	p.requeueForNews()
-	if err := r.noteDueBeforeChange(ctx, p); err != nil {
-		return ctrl.Result{}, err
-	}
 	latest := ""
 	if p.status.LastScheduleTime != nil {
 		latest = runpod.Name(job.Name, p.status.LastScheduleTime.Time)

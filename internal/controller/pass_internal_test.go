@@ -94,10 +94,7 @@ func passWith(t *testing.T, r *LockedCronJobReconciler, job *v1alpha1.LockedCron
 		p.active = append(p.active, c)
 	}
 	r.manualRun(ctx, p, nil, nil)
-	p.status.CountedPods = sortedNames(p.countedPods)     // step 6
-	if err := r.noteDueBeforeChange(ctx, p); err != nil { // step 7, before the status write
-		t.Fatal(err)
-	}
+	p.bookkeeping() // step 6
 	return p
 }
 

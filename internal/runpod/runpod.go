@@ -40,13 +40,6 @@ const (
 	// the job: the pod is counted if its job ran, and otherwise released uncounted, its
 	// occurrence decided by the schedule as if the pod had never been.
 	AnnotationWithdrawnAhead = "scheduling.lockedcron.io/withdrawn-ahead"
-	// AnnotationDueBeforeChange is on a pod withdrawn ahead whose occurrence came, and
-	// had not said whether its job ran, when spec.schedule, timeZone or suspend changed
-	// (the value: the change's time). The change counted the other occurrences of the old
-	// schedule that had not started, and left this one to its pod: counted from its
-	// report if its job ran, missed if not. A pod without it whose job did not run is
-	// its occurrence's to decide only while a schedule in force has it.
-	AnnotationDueBeforeChange = "scheduling.lockedcron.io/due-before-change"
 	// AnnotationPreparedAhead marks a pod created ahead of its occurrence's instant
 	// (prepareAheadSeconds): until the instant the job may still withdraw it. A pod
 	// without it was created at or after its instant, by a pass that decided the
