@@ -18,6 +18,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -156,6 +157,42 @@ var _ = Describe("Prepare-ahead", func() {
 				Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
 		}, v1alpha1.Counters{SkippedBlackout: 1}, "SkippedBlackout"),
 	)
+
+	// The schedule is edited after the instant while the withdrawn pod has not said: the
+	// edit counts what the old schedule left unstarted, and leaves this occurrence to its
+	// pod (status.dueBeforeChange, which the CRD must keep). Its job did not run: missed,
+	// once. It used to be released uncounted, the occurrence in no counter.
+	It("counts once the occurrence a schedule edit left to a withdrawn prepared pod", func() {
+		at := time.Now().Add(15 * time.Second).Truncate(time.Second) // room for a loaded machine
+		api, job := preparedGuarded("edited", at)
+		pod := podsOf(job)[0]
+		ns, name := pod.Namespace, pod.Name
+		runOnNode(&pod)
+		writeStatus(api, func(d *appsv1.Deployment) {
+			deploymentDone(d)
+			d.Status.AvailableReplicas = 1 // rolling out: withdrawn
+		})
+		Eventually(func() bool { p, _ := getPod(ns, name); return p.DeletionTimestamp != nil }, 5*time.Second).Should(BeTrue(), "withdrawn")
+
+		time.Sleep(time.Until(at.Add(time.Second))) // the edit comes after the instant
+		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = dailyAt(at.Add(2 * time.Hour)) })
+		Eventually(func() []string { return getJob(job).Status.DueBeforeChange }, 15*time.Second).Should(ConsistOf(name))
+		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}), "left to the pod")
+
+		p, err := getPod(ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		finishPod(p, corev1.PodFailed, 70, reportJSON(report.Report{Outcome: report.Interrupted, Occurrence: p.Annotations[runpod.AnnotationScheduledTime],
+			Message: "interrupted by terminated while waiting for the occurrence's instant; the command did not run"}))
+		Expect(k8sClient.Delete(ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(gone(ns, name), 15*time.Second).Should(BeTrue(), "released")
+		missed := v1alpha1.Counters{Missed: 1}
+		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 15*time.Second).Should(Equal(missed))
+		Consistently(func() v1alpha1.Counters { return getJob(job).Status.Counters }, 2*time.Second).Should(Equal(missed), "counted once")
+		st := getJob(job).Status
+		Expect(st.Recent).To(ConsistOf(And(HaveField("Occurrence.Time", BeTemporally("==", at)), HaveField("Outcome", runstatus.OutcomeMissed),
+			HaveField("Message", ContainSubstring("changed after it came")))))
+		Expect(st.DueBeforeChange).To(BeEmpty())
+	})
 
 	// A prepared pod taken away before its instant by someone other than the controller —
 	// a node drain's eviction, preemption, kubectl delete, its kubelet failing it — whose
