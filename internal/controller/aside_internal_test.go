@@ -455,3 +455,28 @@ func TestUndeletedWithdrawnPodHoldsNoBacklog(t *testing.T) {
 		t.Errorf("occurrence %s not started: %v", due.Format(time.RFC3339), err)
 	}
 }
+
+// TestLingeringWithdrawnPodInABlackout: t1's prepared pod was withdrawn because a
+// blackout window covers t1, did not run, and lingers (its node gone). At t1 the blackout
+// skips the occurrence. The wait for the pod's name to be free came before the blackout
+// step: t1 waited, and was counted missed once superseded, not skipped.
+func TestLingeringWithdrawnPodInABlackout(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	s, e := metav1.NewTime(t1.Add(-10*time.Second)), metav1.NewTime(t1.Add(30*time.Second))
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &s, End: &e}}}
+	pod := withdrawnPreparedPod(t, job, t1, "a blackout now covers its instant")
+	pod.Finalizers = []string{"example.com/keep"} // ours released; another keeps it
+	pod.Labels[runpod.LabelCounted] = "true"
+	del := metav1.NewTime(t1.Add(-5 * time.Second))
+	pod.DeletionTimestamp = &del
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+
+	p := passWith(t, r, job, t1.Add(time.Second))
+	if records := recordsOf(p.status.Recent, t1); len(records) != 1 || records[0] != runstatus.OutcomeSkippedBlackout {
+		t.Errorf("occurrence %s in the blackout recorded %v, want once %s (requeue %s)", t1.Format(time.RFC3339), records, runstatus.OutcomeSkippedBlackout, p.requeue)
+	}
+}

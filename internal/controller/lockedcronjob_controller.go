@@ -678,14 +678,8 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		return r.prepare(ctx, p, &plan, bs, berr)
 	}
 	due := *plan.Due
-	if name := runpod.Name(job.Name, due); p.isAside(name) {
-		// Its pod was withdrawn ahead and did not run the job, but it still holds the
-		// occurrence's name (it lingers: its node gone, another finalizer): the occurrence
-		// waits for it, within its deadline, and is superseded otherwise.
-		p.log.V(1).Info("occurrence waits for its withdrawn pod to be gone", "occurrence", due.UTC().Format(time.RFC3339), "pod", name)
-		p.requeueAt(asideRetry)
-		return nil
-	} else if p.hasPod(name) {
+	name := runpod.Name(job.Name, due)
+	if p.hasPod(name) && !p.isAside(name) {
 		// Created ahead of its time (prepareAheadSeconds), or by a pass whose status
 		// write was deferred: nothing to do, and no POST to find out.
 		st.LastScheduleTime = &metav1.Time{Time: due}
@@ -693,6 +687,15 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	}
 	// 5b: a blackout skips or defers the due occurrence.
 	if !applyBlackout(p, bs, due, deadline) {
+		return nil
+	}
+	if p.isAside(name) {
+		// Its pod was withdrawn ahead and did not run the job, but it still holds the
+		// occurrence's name (it lingers: its node gone, another finalizer): the occurrence
+		// waits for it, within its deadline, and is superseded otherwise. (After the
+		// blackout step: one that a blackout skips is skipped, not waited on.)
+		p.log.V(1).Info("occurrence waits for its withdrawn pod to be gone", "occurrence", due.UTC().Format(time.RFC3339), "pod", name)
+		p.requeueAt(asideRetry)
 		return nil
 	}
 	if berr != nil && berr.blocking() {
