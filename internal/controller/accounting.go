@@ -126,6 +126,9 @@ func (p *pass) track(pods []corev1.Pod) {
 			// than deciding it again (above, once the schedule has gone past it).
 			p.countedPods = append(p.countedPods, pod.Name)
 			p.mark = append(p.mark, pod)
+			if pod.DeletionTimestamp == nil {
+				p.doomed = append(p.doomed, pod) // ended before its deletion was made again
+			}
 		case tracking.Active:
 			p.active = append(p.active, pod)
 			if !d.Recheck.IsZero() {

@@ -480,3 +480,27 @@ func TestLingeringWithdrawnPodInABlackout(t *testing.T) {
 		t.Errorf("occurrence %s in the blackout recorded %v, want once %s (requeue %s)", t1.Format(time.RFC3339), records, runstatus.OutcomeSkippedBlackout, p.requeue)
 	}
 }
+
+// TestEndedUndeletedWithdrawnPodIsDeleted: a prepared pod noted withdrawn whose deletion
+// failed, and which ended before a pass made it again (its lockwrap interrupted): it is
+// released uncounted and deleted. It was released and left, holding its occurrence's name
+// (the occurrence waited for it, then was superseded) until history pruning took it.
+func TestEndedUndeletedWithdrawnPodIsDeleted(t *testing.T) {
+	t1 := passAt
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
+	pod.DeletionTimestamp = nil
+	api := fakeAPI(t, pod)
+	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	podEnds(t, api, pod, false, t1.Add(-2*time.Second))
+
+	p := passWith(t, r, job, t1.Add(-time.Second))
+	if !slices.ContainsFunc(p.doomed, func(d *corev1.Pod) bool { return d.Name == pod.Name }) {
+		t.Errorf("the withdrawn pod, ended and not deleted, is not deleted: doomed %v", p.doomed)
+	}
+	if c := p.status.Counters; c != (v1alpha1.Counters{}) {
+		t.Errorf("counted %+v, want nothing", c)
+	}
+}
