@@ -5,7 +5,11 @@ package wrapper
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
@@ -36,5 +40,30 @@ func TestStraysLeftAreReported(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(rep.Warnings, "\n"), "may outlive the lock's release: processes of the command still alive") {
 		t.Errorf("the report does not say processes may be left: %q", rep.Warnings)
+	}
+}
+
+// TestStrayNotPermittedIsReported: a process of the run lockwrap may not signal (a
+// set-user-ID program it started, running as another user) survives the search. It was
+// passed over as if it were gone, and the search said none was left.
+func TestStrayNotPermittedIsReported(t *testing.T) {
+	const mark = "LOCKEDCRON_TEST_STRAY_EPERM"
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = append(os.Environ(), mark+"=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	killFn = func(pid int, sig syscall.Signal) error {
+		if pid == cmd.Process.Pid {
+			return syscall.EPERM
+		}
+		return syscall.Kill(pid, sig)
+	}
+	t.Cleanup(func() { killFn = syscall.Kill })
+
+	err := killMarked(mark, true)
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) || !strings.Contains(err.Error(), "not permitted") {
+		t.Errorf("killMarked = %v, want it to name pid %d, not permitted", err, cmd.Process.Pid)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -52,6 +53,9 @@ func killStrays(mark string) string {
 // killMarkedFn is killMarked; a test makes it give up.
 var killMarkedFn = killMarked
 
+// killFn is syscall.Kill; a test makes it refuse (EPERM), which root's never does.
+var killFn = syscall.Kill
+
 func killMarked(mark string, descendantsOnly bool) error {
 	needle := []byte("\x00" + mark + "=")
 	self := os.Getpid()
@@ -62,6 +66,7 @@ func killMarked(mark string, descendantsOnly bool) error {
 			return fmt.Errorf("looking for the command's processes: %w", err)
 		}
 		found := 0
+		var refused []string // the run's, not ours to signal (a set-user-ID program)
 		for _, pid := range pids {
 			env, err := environ(pid)
 			buf = append(buf[:1], env...)
@@ -71,9 +76,15 @@ func killMarked(mark string, descendantsOnly bool) error {
 			default:
 				continue // not the run's, or gone
 			}
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			switch err := killFn(pid, syscall.SIGKILL); {
+			case err == nil:
 				found++
+			case errors.Is(err, syscall.EPERM):
+				refused = append(refused, strconv.Itoa(pid))
 			}
+		}
+		if found == 0 && len(refused) > 0 {
+			return fmt.Errorf("processes of the command could not be killed (operation not permitted: a set-user-ID program?): pid %s", strings.Join(refused, ", "))
 		}
 		if found == 0 {
 			return nil
