@@ -165,6 +165,7 @@ type LockedCronJobReconciler struct {
 
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs/status,verbs=update
+// +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
