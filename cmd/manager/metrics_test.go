@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +32,7 @@ import (
 // call and rate-limiter latencies served.
 // KUBEBUILDER_ASSETS="$(hack/k8s-binaries.sh)" go test ./cmd/manager/ -run TestMetrics
 func TestMetricsEndpointAuth(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run through `make test`, which builds kube-apiserver and etcd and sets it")
-	}
+	needAssets(t)
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
