@@ -251,10 +251,14 @@ func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
 	if unmarked || controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) {
 		p.mark = append(p.mark, pod)
 	}
-	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead && !tracking.JobRan(pod) {
+	_, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]
+	unrun := ahead && !tracking.JobRan(pod)
+	if unrun {
 		p.setAside(pod, tracking.Withdrawn)
 	}
 	switch {
+	case runstatus.Finished(pod) && unrun && pod.DeletionTimestamp == nil:
+		p.doomed = append(p.doomed, pod) // withdrawn, its deletion failed: it holds its occurrence's name
 	case runstatus.Finished(pod):
 		if !unmarked {
 			p.history = append(p.history, pod)

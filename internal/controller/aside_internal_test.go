@@ -503,4 +503,20 @@ func TestEndedUndeletedWithdrawnPodIsDeleted(t *testing.T) {
 	if c := p.status.Counters; c != (v1alpha1.Counters{}) {
 		t.Errorf("counted %+v, want nothing", c)
 	}
+
+	// Marked, but the deletion failed: the next pass deletes it again.
+	job.Status = *p.status
+	var cur corev1.Pod
+	if err := api.Get(context.Background(), client.ObjectKeyFromObject(pod), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Labels[runpod.LabelCounted] = "true"
+	cur.Finalizers = nil
+	if err := api.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	p = passWith(t, r, job, t1.Add(-500*time.Millisecond))
+	if !slices.ContainsFunc(p.doomed, func(d *corev1.Pod) bool { return d.Name == pod.Name }) {
+		t.Errorf("marked, its deletion failed: not deleted again: doomed %v", p.doomed)
+	}
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
@@ -65,5 +68,32 @@ func TestStrayNotPermittedIsReported(t *testing.T) {
 	err := killMarked(mark, true)
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) || !strings.Contains(err.Error(), "not permitted") {
 		t.Errorf("killMarked = %v, want it to name pid %d, not permitted", err, cmd.Process.Pid)
+	}
+}
+
+// TestExitedStrayIsNotLeft: a process of the run that has exited, its parent not having
+// collected it yet (a zombie), runs nothing: a refused signal to it (it ran as another
+// user) does not make the report warn that it may outlive the lock.
+func TestExitedStrayIsNotLeft(t *testing.T) {
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zombie.Wait() })
+	live := exec.Command("sleep", "60")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Process.Kill(); _ = live.Wait() })
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return exited(zombie.Process.Pid), nil
+	}); err != nil {
+		t.Fatalf("pid %d never became a zombie: %v", zombie.Process.Pid, err)
+	}
+	if exited(live.Process.Pid) {
+		t.Errorf("a running process (pid %d) taken for exited", live.Process.Pid)
+	}
+	if !exited(1 << 30) {
+		t.Error("a pid that does not exist not taken for exited")
 	}
 }

@@ -66,7 +66,7 @@ func killMarked(mark string, descendantsOnly bool) error {
 			return fmt.Errorf("looking for the command's processes: %w", err)
 		}
 		found := 0
-		var refused []string // the run's, not ours to signal (a set-user-ID program)
+		var refused []string // the run's, not ours to signal (running as another user)
 		for _, pid := range pids {
 			env, err := environ(pid)
 			buf = append(buf[:1], env...)
@@ -79,12 +79,14 @@ func killMarked(mark string, descendantsOnly bool) error {
 			switch err := killFn(pid, syscall.SIGKILL); {
 			case err == nil:
 				found++
-			case errors.Is(err, syscall.EPERM):
+			case errors.Is(err, syscall.EPERM) && !exited(pid):
+				// (An exited one of another user, not yet collected by the reaper, refuses
+				// the signal and its environment alike: it is not left.)
 				refused = append(refused, strconv.Itoa(pid))
 			}
 		}
 		if found == 0 && len(refused) > 0 {
-			return fmt.Errorf("processes of the command could not be killed (operation not permitted: a set-user-ID program?): pid %s", strings.Join(refused, ", "))
+			return fmt.Errorf("processes of the command could not be killed (operation not permitted: running as another user, through sudo or su?): pid %s", strings.Join(refused, ", "))
 		}
 		if found == 0 {
 			return nil
@@ -148,19 +150,32 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 // parentOf reads a process's parent pid from its /proc/<pid>/stat (which, unlike its
 // environ, does not wait for its memory map).
 func parentOf(dir string) (int, bool) {
-	b, err := os.ReadFile(dir + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// pid (comm) state ppid …: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+1:])
+	f := statFields(dir)
 	if len(f) < 2 {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(string(f[1]))
 	return ppid, err == nil
+}
+
+// exited reports whether pid has ended (gone, or a zombie its parent has not collected
+// yet): nothing of it runs, whatever its environment or its owner.
+func exited(pid int) bool {
+	f := statFields("/proc/" + strconv.Itoa(pid))
+	return len(f) == 0 || string(f[0]) == "Z" || string(f[0]) == "X"
+}
+
+// statFields is /proc/<pid>/stat after the command name: state, ppid, … (nil if it
+// cannot be read).
+func statFields(dir string) [][]byte {
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return nil
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return bytes.Fields(b[i+1:])
 }
