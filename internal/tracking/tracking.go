@@ -241,13 +241,18 @@ func JobRan(pod *corev1.Pod) bool {
 	if cs == nil {
 		return false
 	}
-	term := cs.State.Terminated
-	if term == nil {
-		term = cs.LastTerminationState.Terminated
+	// The last attempt's word, and the one before it (restartPolicy OnFailure: an attempt
+	// that ran the job and failed, then one interrupted before it started the job again).
+	for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if term != nil && ranIn(term) {
+			return true
+		}
 	}
-	if term == nil {
-		return false // never ran: lockwrap could not have started the job
-	}
+	return false // never ran, or said it did not: lockwrap did not start the job
+}
+
+// ranIn reports whether an attempt's termination says the job's command started.
+func ranIn(term *corev1.ContainerStateTerminated) bool {
 	r, err := report.Decode([]byte(term.Message))
 	if err != nil {
 		return true

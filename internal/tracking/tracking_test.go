@@ -182,6 +182,13 @@ func TestDecide(t *testing.T) {
 			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
 		{"withdrawn ahead, ended without a readable report: counted (it may have run)", pod(onNode, withdrawnAhead, phase(corev1.PodFailed), exited(137), deleted(occ.Add(-time.Second))),
 			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
+		{"withdrawn ahead, an earlier attempt ran the job (restartPolicy OnFailure), the last was interrupted: its report counts",
+			pod(onNode, withdrawnAhead, phase(corev1.PodFailed), reported(70, `{"v":1,"outcome":"Interrupted"}`), func(p *corev1.Pod) {
+				p.Status.ContainerStatuses[0].RestartCount = 1
+				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1,
+					Message: `{"v":1,"outcome":"Failed","exitCode":1,"startedAt":"2026-11-30T02:00:00.01Z"}`}
+			}, deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Minute)}, Report, nil, time.Time{}},
 		{"withdrawn ahead, its container never started: released uncounted", pod(endedOnNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
 			Input{Now: occ.Add(time.Second)}, Withdrawn, nil, time.Time{}},
 		{"withdrawn ahead, unscheduled: released at once", pod(unschedulable, withdrawnAhead, deleted(occ.Add(-time.Second))),
