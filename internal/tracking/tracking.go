@@ -151,10 +151,13 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 // the deletion's grace and the instant, before which lockwrap runs nothing) says whether
 // the job ran.
 func decideWithdrawnAhead(pod *corev1.Pod, occurrence, now time.Time, started, ended bool) Decision {
+	// Ended by someone else while its container ran (its node lost, the pod GC failed
+	// it as its kubelet last said): no word on the job, as a silent kubelet (below).
+	silent := ended && !JobRan(pod) && runningWhenLastSeen(pod)
 	switch {
 	case ended && JobRan(pod):
 		return Decision{Verdict: Report}
-	case ended:
+	case ended && !silent:
 		return Decision{Verdict: Withdrawn}
 	case pod.DeletionTimestamp == nil:
 		return Decision{Verdict: Active} // its deletion is still to be made (prepare.go)
@@ -249,6 +252,12 @@ func JobRan(pod *corev1.Pod) bool {
 		}
 	}
 	return false // never ran, or said it did not: lockwrap did not start the job
+}
+
+// runningWhenLastSeen reports whether the wrapped container's last known state is running.
+func runningWhenLastSeen(pod *corev1.Pod) bool {
+	cs := wrapped(pod)
+	return cs != nil && cs.State.Running != nil
 }
 
 // ranIn reports whether an attempt's termination says the job's command started.

@@ -189,6 +189,13 @@ func TestDecide(t *testing.T) {
 					Message: `{"v":1,"outcome":"Failed","exitCode":1,"startedAt":"2026-11-30T02:00:00.01Z"}`}
 			}, deleted(occ.Add(-time.Second))),
 			Input{Now: occ.Add(time.Minute)}, Report, nil, time.Time{}},
+		// Its node lost, the pod GC failed it as its kubelet last said (running): no word
+		// on whether the job ran. As a silent kubelet: Lost, no sooner than the grace and
+		// the instant. It was released uncounted at once, though the job may have run.
+		{"withdrawn ahead, failed by the pod GC while running, within the grace: waits", pod(running(0), onNode, withdrawnAhead, phase(corev1.PodFailed), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(10 * time.Second)}, Active, nil, occ.Add(-time.Second + TerminatingGrace)},
+		{"withdrawn ahead, failed by the pod GC while running, past the grace: Lost", pod(running(0), onNode, withdrawnAhead, phase(corev1.PodFailed), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(TerminatingGrace)}, Lost, []string{"whether the job ran"}, time.Time{}},
 		{"withdrawn ahead, its container never started: released uncounted", pod(endedOnNode, withdrawnAhead, deleted(occ.Add(-time.Second))),
 			Input{Now: occ.Add(time.Second)}, Withdrawn, nil, time.Time{}},
 		{"withdrawn ahead, unscheduled: released at once", pod(unschedulable, withdrawnAhead, deleted(occ.Add(-time.Second))),
