@@ -112,3 +112,39 @@ func TestOneUnsurePOSTPerPass(t *testing.T) {
 		t.Errorf("occurrence %s counted missed (%d) while its pod exists: %+v", passAt.Format(time.RFC3339), n, p2.status.Recent)
 	}
 }
+
+// TestNameFreedBetweenPOSTAndReadStaysDue: the due occurrence's POST finds its name taken
+// by another's pod (an earlier job's of this name, which the garbage collector deletes),
+// and that pod is gone by the time the pass reads it. The name is free: the occurrence
+// stays due and the pass comes back for it. It was taken for one this job had started —
+// no pod made, never run, never counted (the envtest "runs an occurrence the old job had
+// prepared a pod for" failed so under load).
+func TestNameFreedBetweenPOSTAndReadStaysDue(t *testing.T) {
+	job := passJob("0 * * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: passAt.Add(-time.Hour)}
+	name := runpod.Name(job.Name, passAt)
+	taken := true
+	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Name == name && taken {
+				taken = false // deleted right after this answer
+				return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "pods"}, name)
+			}
+			return cl.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	p := passWith(t, r, job, passAt.Add(time.Second))
+	if lst := p.status.LastScheduleTime; lst != nil && !lst.Time.Before(passAt) {
+		t.Errorf("lastScheduleTime %v: the occurrence taken for started, with no pod", lst)
+	}
+	if p.requeue <= 0 || p.requeue > 5*time.Second {
+		t.Errorf("next pass in %s, want one within seconds: the name is free", p.requeue)
+	}
+	job.Status = *p.status
+	p = passWith(t, r, job, passAt.Add(2*time.Second))
+	var pod corev1.Pod
+	if err := cl.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: name}, &pod); err != nil {
+		t.Errorf("the occurrence's pod not made once its name was free: %v", err)
+	}
+}

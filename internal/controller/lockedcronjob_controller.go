@@ -785,7 +785,15 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 		}
 		// The deterministic name makes AlreadyExists mean "already started", if it is ours.
 		var existing corev1.Pod
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), &existing); err == nil && !metav1.IsControlledBy(&existing, job) {
+		switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), &existing); {
+		case apierrors.IsNotFound(err):
+			// Gone since the POST (another's pod, deleted as the garbage collector does):
+			// the name is free and the occurrence still due. Taken for started, it had no
+			// pod, and was neither run nor counted.
+			p.requeueAt(asideRetry)
+			p.holdCreates = true
+			return nil
+		case err == nil && !metav1.IsControlledBy(&existing, job):
 			p.eventf(corev1.EventTypeWarning, ReasonPodNameTaken, "occurrence %s: pod %s exists and is not ours", occ, pod.Name)
 			return nil
 		}
