@@ -45,7 +45,7 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
 			pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
 			api := fakeAPI(t, pod)
-			r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+			r := testReconciler(api)
 
 			p1 := passWith(t, r, job, c.waitAt)
 			if n := p1.status.Counters.Missed; n != 0 {
@@ -97,7 +97,7 @@ func TestLingeringWithdrawnPodHoldsNothingBack(t *testing.T) {
 	del := metav1.NewTime(t1.Add(-5 * time.Second))
 	pod.DeletionTimestamp = &del
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	// While t1 is due, its pod still holds its name: t1 waits, undecided (it used to be
 	// taken for started, since a pod of its name was there, and never counted).
@@ -129,7 +129,7 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
 			pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
 			api := fakeAPI(t, pod)
-			r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+			r := testReconciler(api)
 
 			// The user edits the schedule at t1+3s, while the pod has not said.
 			job.Spec.Schedule = "30 * * * * *"
@@ -222,6 +222,21 @@ func podEnds(t *testing.T, api client.Client, pod *corev1.Pod, ran bool, finishe
 	return &cur
 }
 
+// editedAwayJob is a job every minute, prepared 30 s ahead, whose schedule was edited at
+// t1−10s to one without t1 ("5/10 * * * * *"), its watermark at watermark; and t1's
+// prepared pod, withdrawn by the edit, which has not said whether its job ran.
+func editedAwayJob(t *testing.T, t1, watermark time.Time) (*v1alpha1.LockedCronJob, *corev1.Pod) {
+	t.Helper()
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
+	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
+	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
+	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
+	job.Status.LastScheduleTime = &metav1.Time{Time: watermark}
+	return job, pod
+}
+
 // recordsOf is the outcomes status.recent holds for occ.
 func recordsOf(recent []v1alpha1.RunRecord, occ time.Time) []string {
 	var out []string
@@ -262,7 +277,7 @@ func TestNextPodWhileAWithdrawnOneWaitsCountsEachOnce(t *testing.T) {
 			wrapped := next.Annotations[runpod.AnnotationWrappedContainer]
 			next.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: wrapped, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t1)}}}}
 			api := fakeAPI(t, withdrawn, next)
-			r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+			r := testReconciler(api)
 			ctx := context.Background()
 			pass := func(at time.Duration) *pass {
 				p := passWith(t, r, job, t2.Add(at))
@@ -339,7 +354,7 @@ func TestSilentWithdrawnPodIsCountedOnceAtItsInstant(t *testing.T) {
 	del := metav1.NewTime(t1.Add(-220 * time.Second)) // asked at t1−250s, a 30 s grace
 	pod.DeletionTimestamp = &del
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	var recent []v1alpha1.RunRecord
 	for _, at := range []time.Duration{-150 * time.Second, -30 * time.Second, 500 * time.Millisecond, 10 * time.Second, time.Minute + 500*time.Millisecond} {
@@ -359,15 +374,9 @@ func TestSilentWithdrawnPodIsCountedOnceAtItsInstant(t *testing.T) {
 // schedule changed before it said so", or not, as the timing went).
 func TestWithdrawnPodOfAnEditedAwayOccurrenceIsNotCounted(t *testing.T) {
 	t1 := passAt
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
-	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
-	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
-	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(5 * time.Second)}
+	job, pod := editedAwayJob(t, t1, t1.Add(5*time.Second))
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	podEnds(t, api, pod, false, t1.Add(5500*time.Millisecond))
 	p := passWith(t, r, job, t1.Add(6*time.Second))
@@ -386,15 +395,9 @@ func TestWithdrawnPodOfAnEditedAwayOccurrenceIsNotCounted(t *testing.T) {
 // does not have.
 func TestWithdrawnPodOfAnEditedAwayOccurrenceHoldsNothingBack(t *testing.T) {
 	t1 := passAt
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
-	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
-	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
-	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-5 * time.Second)}
+	job, pod := editedAwayJob(t, t1, t1.Add(-5*time.Second))
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	p := passWith(t, r, job, t1.Add(5500*time.Millisecond))
 	due := t1.Add(5 * time.Second)
@@ -417,7 +420,7 @@ func TestWithdrawnPodOfASuspendedOccurrenceIsNotCounted(t *testing.T) {
 	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(3 * time.Second)}
 	job.Status.LastScheduleTime = &metav1.Time{Time: t2}
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	podEnds(t, api, pod, false, t2.Add(time.Second))
 	p := passWith(t, r, job, t2.Add(2*time.Second))
@@ -432,18 +435,12 @@ func TestWithdrawnPodOfASuspendedOccurrenceIsNotCounted(t *testing.T) {
 // as a backlog.
 func TestUndeletedWithdrawnPodHoldsNoBacklog(t *testing.T) {
 	t1 := passAt
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-	pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
+	job, pod := editedAwayJob(t, t1, t1.Add(-5*time.Second))
 	pod.DeletionTimestamp = nil
 	pod.Status.Phase = corev1.PodPending
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Annotations[runpod.AnnotationWrappedContainer], State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
-	job.Spec.Schedule, job.Generation = "5/10 * * * * *", 2
-	job.Status.ObservedSchedule = "5/10 * * * * *|UTC|suspend=false"
-	job.Status.ScheduleSince = &metav1.Time{Time: t1.Add(-10 * time.Second)}
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-5 * time.Second)}
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	p := passWith(t, r, job, t1.Add(5500*time.Millisecond))
 	due := t1.Add(5 * time.Second)
@@ -473,7 +470,7 @@ func TestLingeringWithdrawnPodInABlackout(t *testing.T) {
 	del := metav1.NewTime(t1.Add(-5 * time.Second))
 	pod.DeletionTimestamp = &del
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 
 	p := passWith(t, r, job, t1.Add(time.Second))
 	if records := recordsOf(p.status.Recent, t1); len(records) != 1 || records[0] != runstatus.OutcomeSkippedBlackout {
@@ -493,7 +490,7 @@ func TestEndedUndeletedWithdrawnPodIsDeleted(t *testing.T) {
 	pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
 	pod.DeletionTimestamp = nil
 	api := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(api)
 	podEnds(t, api, pod, false, t1.Add(-2*time.Second))
 
 	p := passWith(t, r, job, t1.Add(-time.Second))

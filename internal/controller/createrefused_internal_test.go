@@ -52,7 +52,7 @@ func TestRefusedPodCreateIsTriedAgainWithinTheDeadline(t *testing.T) {
 					return cl.Create(ctx, obj, opts...)
 				},
 			}).Build()
-			r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+			r := testReconciler(cl)
 			p := passWith(t, r, job, passAt.Add(time.Second))
 			cond := meta.FindStatusCondition(p.status.Conditions, ConditionReady)
 			if cond == nil || cond.Reason != c.reason {
@@ -133,7 +133,7 @@ func TestNameFreedBetweenPOSTAndReadStaysDue(t *testing.T) {
 			return cl.Create(ctx, obj, opts...)
 		},
 	}).Build()
-	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(cl)
 	p := passWith(t, r, job, passAt.Add(time.Second))
 	if lst := p.status.LastScheduleTime; lst != nil && !lst.Time.Before(passAt) {
 		t.Errorf("lastScheduleTime %v: the occurrence taken for started, with no pod", lst)

@@ -47,9 +47,13 @@ func passJob(sched string, suspend bool) *v1alpha1.LockedCronJob {
 // a fake API server; it returns the reconciler (its client) and the pass.
 func runPass(t *testing.T, job *v1alpha1.LockedCronJob, now time.Time, objs ...client.Object) (*LockedCronJobReconciler, *pass) {
 	t.Helper()
-	cl := fakeAPI(t, objs...)
-	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(fakeAPI(t, objs...))
 	return r, passWith(t, r, job, now)
+}
+
+// testReconciler is a reconciler whose cache and API reader are both api.
+func testReconciler(api client.Client) *LockedCronJobReconciler {
+	return &LockedCronJobReconciler{Client: api, APIReader: api, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
 }
 
 // fakeAPI is a fake API server holding objs.
@@ -166,7 +170,7 @@ func TestLostPrepareAnswerLeavesTheOccurrenceToTheSchedule(t *testing.T) {
 
 	// The prepare POST at at-30s: created, its answer lost; the next pass finds the pod.
 	cl := fakeAPI(t, pod)
-	r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Pod: runpod.Options{ClusterName: "c", WrapperImage: "w"}}
+	r := testReconciler(cl)
 	r.decided.noteUnsure(job, at)
 	if err := r.resolveUnsure(context.Background(), job, at.Add(-25*time.Second)); err != nil {
 		t.Fatal(err)

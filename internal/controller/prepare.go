@@ -160,7 +160,7 @@ func (p *pass) asideUndecided(sched *schedule.Schedule, decided time.Time) (stri
 }
 
 // waitingOccurrences are the occurrences of the pods standing aside that may yet say
-// their job ran: each is that pod's to count (catchUp, accountUntilChange).
+// their job ran: each is that pod's to count (catchUp counts it as started).
 func (p *pass) waitingOccurrences() []time.Time {
 	var out []time.Time
 	for _, a := range p.aside {
