@@ -10,6 +10,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
 // apiServerWait is how long the manager waits at start-up for kube-apiserver to answer.
@@ -60,7 +63,21 @@ func clientConfigs(base *rest.Config, qps float64, burst int) (cfg, leaderElecti
 	}
 	cfg = rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = float32(qps), burst
+	cfg.WarningHandlerWithContext = apiWarnings{crlog.NewKubeAPIWarningLogger(crlog.KubeAPIWarningLoggerOptions{})}
 	leaderElection = rest.CopyConfig(cfg)
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	return cfg, leaderElection, nil
+}
+
+// apiWarnings logs the API server's warnings as controller-runtime's client does, but for
+// those every pod of the controller draws on purpose (runpod.IsOwnWarning): three a pod,
+// nothing to act on.
+type apiWarnings struct {
+	log rest.WarningHandlerWithContext
+}
+
+func (w apiWarnings) HandleWarningHeaderWithContext(ctx context.Context, code int, agent, message string) {
+	if !runpod.IsOwnWarning(message) {
+		w.log.HandleWarningHeaderWithContext(ctx, code, agent, message)
+	}
 }

@@ -31,8 +31,11 @@ func commonEnv(occ, pod string) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "MODE", Value: "full"},
 		secretEnv("LOCKEDCRON_REDIS_URL", "url", false),
+		{Name: "LOCKEDCRON_REDIS_USERNAME"}, // what the Secret lacks is empty, not envFrom's
 		secretEnv("LOCKEDCRON_REDIS_USERNAME", "username", true),
+		{Name: "LOCKEDCRON_REDIS_PASSWORD"},
 		secretEnv("LOCKEDCRON_REDIS_PASSWORD", "password", true),
+		{Name: "LOCKEDCRON_REDIS_CA_CERT"},
 		secretEnv("LOCKEDCRON_REDIS_CA_CERT", "ca.crt", true),
 		{Name: "LOCKEDCRON_LOCK_KEY", Value: "reconcile-ledger"},
 		{Name: "LOCKEDCRON_LOCK_TTL", Value: "30s"},

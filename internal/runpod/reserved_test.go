@@ -18,17 +18,32 @@ import (
 func lockwrapConfig(t *testing.T, pod *corev1.Pod, envFrom map[string]string) config.Config {
 	t.Helper()
 	c := pod.Spec.Containers[0]
+	// The Secret holds a url and none of the optional keys.
+	secret := map[string]string{SecretKeyURL: "redis://redis:6379"}
+	// As the kubelet makes the environment: envFrom first, then env in order, a later
+	// entry replacing an earlier one; an optional secretKeyRef to a key the Secret lacks
+	// sets nothing (what was there stays).
 	env := map[string]string{}
 	for k, v := range envFrom {
 		env[k] = v
 	}
 	for _, e := range c.Env {
-		env[e.Name] = e.Value
-		if e.ValueFrom != nil {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			v, ok := secret[ref.Key]
+			if !ok && (ref.Optional == nil || !*ref.Optional) {
+				t.Fatalf("%s: the Secret has no key %q, which is not optional: the pod does not start", e.Name, ref.Key)
+			}
+			if ok {
+				env[e.Name] = v
+			}
+		default:
 			env[e.Name] = ""
 		}
 	}
-	env[config.EnvRedisURL] = "redis://redis:6379"
 	env[EnvPodUID] = "u1"
 	env[config.EnvHolder] = strings.ReplaceAll(env[config.EnvHolder], "$("+EnvPodUID+")", "u1")
 	env[config.EnvHolderInstance] = "u1"
@@ -82,7 +97,6 @@ func TestTemplateCannotSetLockwrapsVariables(t *testing.T) {
 		envFrom[v] = val
 	}
 	delete(envFrom, config.EnvRedisCAFile) // a file it would read: Parse fails on "forged"
-	delete(envFrom, config.EnvRedisCACert)
 	if got, want := lockwrapConfig(t, pod, envFrom), lockwrapConfig(t, pod, nil); !reflect.DeepEqual(got, want) {
 		t.Errorf("lockwrap took settings from envFrom:\n got %+v\nwant %+v", got, want)
 	}

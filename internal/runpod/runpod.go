@@ -389,35 +389,56 @@ func deadline(occurrence time.Time, seconds int64) time.Time {
 	return occurrence.Add(d)
 }
 
+// credentialsOptional are lockwrap's variables from optional keys of the Redis Secret.
+var credentialsOptional = []string{config.EnvRedisUsername, config.EnvRedisPassword, config.EnvRedisCACert}
+
+// IsOwnWarning says whether an API server warning on a pod's creation is the one every
+// pod Build makes draws on purpose: the optional Secret reference of a Redis credential
+// after its empty entry ("… hides previous definition of "LOCKEDCRON_REDIS_PASSWORD" …").
+func IsOwnWarning(message string) bool {
+	return slices.ContainsFunc(credentialsOptional, func(v string) bool {
+		return strings.Contains(message, `hides previous definition of "`+v+`"`)
+	})
+}
+
 func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string, notAfter time.Time, m *ManualRun) []corev1.EnvVar {
 	secret := job.Spec.Lock.Redis.SecretRef.Name
-	fromSecret := func(env, key string, optional bool) corev1.EnvVar {
+	fromSecret := func(env, key string) corev1.EnvVar {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
-		if optional {
-			ref.Optional = ptr.To(true)
-		}
 		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}}
+	}
+	// An optional key the Secret lacks sets nothing, and the kubelet leaves the variable
+	// as envFrom (a ConfigMap or Secret of the template) or an earlier entry set it: the
+	// empty entry before the reference is what stays then, so that lockwrap's Redis
+	// credentials come from the Secret or from nowhere. (The API server warns that the
+	// reference "hides previous definition"; the manager does not log that warning,
+	// IsOwnWarning.)
+	fromSecretOptional := func(env, key string) []corev1.EnvVar {
+		ref := fromSecret(env, key)
+		ref.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
+		return []corev1.EnvVar{{Name: env}, ref}
 	}
 	lit := func(env, value string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: value} }
 	lock := job.Spec.Lock
 
-	env := []corev1.EnvVar{
-		fromSecret(config.EnvRedisURL, SecretKeyURL, false),
-		fromSecret(config.EnvRedisUsername, SecretKeyUsername, true),
-		fromSecret(config.EnvRedisPassword, SecretKeyPassword, true),
-		fromSecret(config.EnvRedisCACert, SecretKeyCACert, true),
+	env := []corev1.EnvVar{fromSecret(config.EnvRedisURL, SecretKeyURL)}
+	keys := map[string]string{config.EnvRedisUsername: SecretKeyUsername, config.EnvRedisPassword: SecretKeyPassword, config.EnvRedisCACert: SecretKeyCACert}
+	for _, v := range credentialsOptional {
+		env = append(env, fromSecretOptional(v, keys[v])...)
+	}
+	env = append(env,
 		lit(config.EnvKey, LockKey(job)),
 		lit(config.EnvTTL, lock.TTLDuration().String()),
 		lit(config.EnvRenewInterval, lock.RenewIntervalDuration().String()),
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
-		{Name: EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
+		corev1.EnvVar{Name: EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
 		lit(config.EnvHolder, holder), // after EnvPodUID, which it refers to
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
 		lit(config.EnvKillGrace, lock.KillGracePeriodDuration().String()),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
 		lit(config.EnvDedupeRetention, job.Spec.Dedupe.RetentionDuration().String()),
 		lit(config.EnvTerminationLog, terminationLog),
-	}
+	)
 	if m != nil {
 		return append(env, manualEnv(job, *m, notAfter)...)
 	}

@@ -106,8 +106,11 @@ func TestBuildLiteralPod(t *testing.T) {
 				Env: []corev1.EnvVar{
 					{Name: "MODE", Value: "full"},
 					secret("LOCKEDCRON_REDIS_URL", "url", false),
+					{Name: "LOCKEDCRON_REDIS_USERNAME"}, // what the Secret lacks is empty, not envFrom's
 					secret("LOCKEDCRON_REDIS_USERNAME", "username", true),
+					{Name: "LOCKEDCRON_REDIS_PASSWORD"},
 					secret("LOCKEDCRON_REDIS_PASSWORD", "password", true),
+					{Name: "LOCKEDCRON_REDIS_CA_CERT"},
 					secret("LOCKEDCRON_REDIS_CA_CERT", "ca.crt", true),
 					{Name: "LOCKEDCRON_LOCK_KEY", Value: "reconcile-ledger"},
 					{Name: "LOCKEDCRON_LOCK_TTL", Value: "30s"},

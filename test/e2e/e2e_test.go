@@ -39,6 +39,9 @@ type job struct {
 	root bool
 	// args are more arguments for the job image (e.g. --incremental).
 	args []string
+	// settings, when set, is a ConfigMap of the namespace that the job's container takes
+	// its environment from (envFrom).
+	settings map[string]string
 }
 
 func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
@@ -64,6 +67,14 @@ func (j job) manifest() string {
 	}
 	if j.root {
 		podSec = "\n      securityContext:\n        runAsUser: 0\n        runAsGroup: 0"
+	}
+	configMap, envFrom := "", ""
+	if len(j.settings) > 0 {
+		configMap = fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: %s\ndata:\n", j.ns)
+		for k, v := range j.settings {
+			configMap += fmt.Sprintf("  %s: %q\n", k, v)
+		}
+		envFrom = "\n        envFrom:\n        - configMapRef: {name: settings}"
 	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -101,7 +112,7 @@ spec:
       - name: job
         image: k8s.local/lockedcron-e2e-job:dev
         imagePullPolicy: Never
-        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"%[13]s]%[11]s
+        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"%[13]s]%[11]s%[15]s
         env:
         - name: E2E_REDIS_URL
           valueFrom:
@@ -112,7 +123,7 @@ spec:
         - name: POD_NAMESPACE
           valueFrom:
             fieldRef: {fieldPath: metadata.namespace}
-`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra)
+%[14]s`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra, configMap, envFrom)
 }
 
 func apply(j job) {
@@ -391,6 +402,35 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 			expectExactCounters(j)
 			Expect(get(j).Status.Counters.Failed).To(BeZero(), "%s", j.ns)
 		}
+	})
+
+	It("takes lockwrap's Redis credentials from the Secret only, not from the template's envFrom", func() {
+		// The Secret has a url and no username, password or CA certificate; the template's
+		// envFrom ConfigMap has all three. The kubelet leaves a variable that an optional
+		// secretKeyRef does not find as envFrom set it: lockwrap authenticated with the
+		// ConfigMap's user and password (and trusted its CA), and every run failed.
+		j := job{ns: scenario("envfrom"), name: "envfrom", key: "e2e/envfrom-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "envfrom-" + suffix,
+			settings: map[string]string{
+				"LOCKEDCRON_REDIS_USERNAME": "not-the-user",
+				"LOCKEDCRON_REDIS_PASSWORD": "not-the-password",
+				"LOCKEDCRON_REDIS_CA_CERT":  "not a certificate",
+				"GREETING":                  "hi",
+			}}
+		apply(j)
+		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 2*time.Minute, time.Second).
+			Should(SatisfyAny(
+				HaveField("Succeeded", BeNumerically(">=", 2)),
+				HaveField("Failed", BeNumerically(">=", 1))), "no run ended")
+		suspend(j)
+		settle(j)
+		c := get(j).Status.Counters
+		Expect(c.Failed).To(BeZero(), "runs failed: lockwrap took its Redis settings from envFrom (%+v)", c)
+		Expect(c.Succeeded).To(BeNumerically(">=", 2))
+		rs := runs(j.label)
+		Expect(rs).NotTo(BeEmpty())
+		expectOneRunPerOccurrence(rs)
+		expectExactCounters(j)
 	})
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {
