@@ -83,7 +83,7 @@ func BuildManual(job *v1alpha1.LockedCronJob, m ManualRun, opts Options) (*corev
 }
 
 func manualEnv(job *v1alpha1.LockedCronJob, m ManualRun, windowStart time.Time) []corev1.EnvVar {
-	lit := func(env, value string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: value} }
+	lit := literal
 	var env []corev1.EnvVar
 	if m.Occurrence.IsZero() {
 		env = append(env, lit(config.EnvRunID, ManualRunID(job, m.ID)))

@@ -30,7 +30,9 @@ func lockwrapConfig(t *testing.T, pod *corev1.Pod, envFrom map[string]string) co
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom == nil:
-			env[e.Name] = e.Value
+			env[e.Name] = kubeletExpand(e.Value, env)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			env[e.Name] = "u1"
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
 			v, ok := secret[ref.Key]
@@ -44,14 +46,72 @@ func lockwrapConfig(t *testing.T, pod *corev1.Pod, envFrom map[string]string) co
 			env[e.Name] = ""
 		}
 	}
-	env[EnvPodUID] = "u1"
-	env[config.EnvHolder] = strings.ReplaceAll(env[config.EnvHolder], "$("+EnvPodUID+")", "u1")
-	env[config.EnvHolderInstance] = "u1"
 	cfg, _, err := config.Parse(c.Command[1:], func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// kubeletExpand is a literal value of the environment as the kubelet gives it: $(NAME)
+// is the value of a variable set before it (envFrom's or an earlier entry's), or stays
+// as written when there is none; $$ is $ (k8s.io/kubernetes third_party expansion).
+func kubeletExpand(in string, vars map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(in); i++ {
+		if in[i] != '$' || i+1 == len(in) {
+			b.WriteByte(in[i])
+			continue
+		}
+		switch in[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(in[i+2:], ')')
+			if end < 0 {
+				b.WriteString("$(")
+				i++
+				continue
+			}
+			name := in[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString("$(" + name + ")")
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// TestSpecValuesReachLockwrapVerbatim: the kubelet expands $(NAME) in a literal value of
+// the environment from the variables before it, the Redis credentials among them. A
+// lock key "nightly-$(POD_NAMESPACE)" became one key a namespace (and a pod of every
+// namespace ran each occurrence); "k-$(LOCKEDCRON_REDIS_PASSWORD)" put the password in
+// the key, the report and the pod's status. lockwrap gets spec's key, and the template's
+// termination message path, as written.
+func TestSpecValuesReachLockwrapVerbatim(t *testing.T) {
+	job := nightly()
+	job.Spec.Lock.Key = "nightly-$(MODE)-$(LOCKEDCRON_REDIS_URL)-$$(MODE)-$(NOPE)-$(-$"
+	job.Spec.Template.Spec.Containers[0].TerminationMessagePath = "/tmp/$(MODE)/report"
+	pod, err := Build(job, time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := lockwrapConfig(t, pod, map[string]string{"NOPE": "envFrom"})
+	if cfg.Key != job.Spec.Lock.Key {
+		t.Errorf("lockwrap's key is %q, want spec.lock.key %q", cfg.Key, job.Spec.Lock.Key)
+	}
+	if want := "/tmp/$(MODE)/report"; cfg.TerminationLog != want {
+		t.Errorf("lockwrap writes its report to %q, the kubelet reads %q", cfg.TerminationLog, want)
+	}
+	if want := "eu-1/billing/" + pod.Name + "/u1"; cfg.Holder != want || cfg.HolderInstance != "u1" {
+		t.Errorf("holder %q instance %q, want %q and u1", cfg.Holder, cfg.HolderInstance, want)
+	}
 }
 
 // TestTemplateCannotSetLockwrapsVariables: lockwrap reads its settings from LOCKEDCRON_*

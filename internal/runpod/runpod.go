@@ -127,8 +127,21 @@ func LockKey(job *v1alpha1.LockedCronJob) string {
 // takes over its crashed predecessor's lock; a pod of the same name in another cluster
 // given the same --cluster-name, or made again while the old one still runs on a node
 // out of reach, does not share it (each took the other's live lock over as its own).
+//
+// It is the variable's value as written in the pod: its own text escaped (Escape), the
+// reference not.
 func Holder(cluster, namespace, pod string) string {
-	return cluster + "/" + namespace + "/" + pod + "/$(" + EnvPodUID + ")"
+	return Escape(cluster+"/"+namespace+"/"+pod+"/") + "$(" + EnvPodUID + ")"
+}
+
+// Escape is text the kubelet gives a container as written, as a literal value of an
+// environment variable: it expands $(NAME) there from the variables set before it (the
+// Redis credentials among them) and reads $$ as $.
+func Escape(text string) string { return strings.ReplaceAll(text, "$", "$$") }
+
+// literal is the variable name with the value value, as the kubelet gives it.
+func literal(name, value string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, Value: Escape(value)}
 }
 
 // EnvPodUID is the pod's UID in the wrapped container (the downward API), for Holder.
@@ -284,7 +297,7 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter, m)...)
 	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {
-		c.Env = append(c.Env, corev1.EnvVar{Name: config.EnvRedisAllowedHosts, Value: allowed})
+		c.Env = append(c.Env, literal(config.EnvRedisAllowedHosts, allowed))
 	}
 	// lockwrap's other settings are its defaults, whatever the container's envFrom (a
 	// ConfigMap or Secret, read only when the pod starts) holds: an empty variable is
@@ -418,7 +431,7 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		ref.ValueFrom.SecretKeyRef.Optional = ptr.To(true)
 		return []corev1.EnvVar{{Name: env}, ref}
 	}
-	lit := func(env, value string) corev1.EnvVar { return corev1.EnvVar{Name: env, Value: value} }
+	lit := literal
 	lock := job.Spec.Lock
 
 	env := []corev1.EnvVar{fromSecret(config.EnvRedisURL, SecretKeyURL)}
@@ -432,7 +445,7 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvRenewInterval, lock.RenewIntervalDuration().String()),
 		lit(config.EnvOccurrence, occurrence.UTC().Format(time.RFC3339)),
 		corev1.EnvVar{Name: EnvPodUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
-		lit(config.EnvHolder, holder), // after EnvPodUID, which it refers to
+		corev1.EnvVar{Name: config.EnvHolder, Value: holder}, // after EnvPodUID, which it refers to
 		lit(config.EnvOnLost, strings.ToLower(string(orDefault(lock.OnLost, v1alpha1.OnLostTerminate)))),
 		lit(config.EnvKillGrace, lock.KillGracePeriodDuration().String()),
 		lit(config.EnvMinReplicas, strconv.Itoa(int(lock.MinReplicas))),
@@ -446,7 +459,7 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 	// that resumed after another ran the occurrence and pruned its pod) does not run a
 	// failed occurrence again (config.EnvHolderInstance). A manual run's name comes from
 	// its id, which a user may request again once its pod is gone: it runs again.
-	env = append(env, lit(config.EnvHolderInstance, "$("+EnvPodUID+")"))
+	env = append(env, corev1.EnvVar{Name: config.EnvHolderInstance, Value: "$(" + EnvPodUID + ")"})
 	contention := job.Spec.Contention
 	env = append(env, lit(config.EnvContention, strings.ToLower(string(orDefault(contention.Policy, v1alpha1.ContentionSkip)))))
 	if contention.Policy == v1alpha1.ContentionRetry && contention.Retry != nil {

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
 )
@@ -431,6 +432,35 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Expect(rs).NotTo(BeEmpty())
 		expectOneRunPerOccurrence(rs)
 		expectExactCounters(j)
+	})
+
+	It("keeps one lock for a key written like a variable reference, in every namespace", func() {
+		// The kubelet expands $(NAME) in an environment variable's literal value from the
+		// variables before it: "$(POD_NAMESPACE)" in the key, the template's own variable,
+		// made one lock a namespace, and both namespaces ran every occurrence.
+		key := "e2e/ref-$(POD_NAMESPACE)-" + suffix
+		var jobs []job
+		for _, t := range []string{"a", "b"} {
+			j := job{ns: scenario("ref-" + t), name: "report", key: key,
+				schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "ref-" + suffix}
+			apply(j)
+			jobs = append(jobs, j)
+		}
+		Eventually(func() int { return len(audit.ByOccurrence(runs("ref-" + suffix))) }, 3*time.Minute, time.Second).
+			Should(BeNumerically(">=", 4))
+		suspend(jobs...)
+		settle(jobs...)
+		rs := runs("ref-" + suffix)
+		expectOneRunPerOccurrence(rs)
+		for _, j := range jobs {
+			Expect(get(j).Status.LockKey).To(Equal(key))
+			expectExactCounters(j)
+		}
+		occ, err := time.Parse(time.RFC3339, rs[0].Occurrence)
+		Expect(err).NotTo(HaveOccurred())
+		done, err := lock.Succeeded(ctx, rdb, key, occ)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(done).To(BeTrue(), "the ledger has no success of %s under the key as written", rs[0].Occurrence)
 	})
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {
