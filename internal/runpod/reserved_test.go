@@ -156,7 +156,6 @@ func TestTemplateCannotSetLockwrapsVariables(t *testing.T) {
 		config.EnvNotAfter: "2030-01-01T00:00:00Z", config.EnvMinReplicas: "3"} {
 		envFrom[v] = val
 	}
-	delete(envFrom, config.EnvRedisCAFile) // a file it would read: Parse fails on "forged"
 	if got, want := lockwrapConfig(t, pod, envFrom), lockwrapConfig(t, pod, nil); !reflect.DeepEqual(got, want) {
 		t.Errorf("lockwrap took settings from envFrom:\n got %+v\nwant %+v", got, want)
 	}
@@ -168,9 +167,10 @@ func TestTemplateCannotSetLockwrapsVariables(t *testing.T) {
 }
 
 // TestTemplateCannotTakeLockwrapsNamesOrPlace: the init container's name, the wrapped
-// container's mounts at lockwrap's directory, and a $(LOCKEDCRON_…) reference in its
-// command or args (the kubelet expands it from the environment that holds the Redis
-// credentials: the job got them on its command line) are refused naming the field: a container
+// container's mounts at lockwrap's directory, and a $(LOCKEDCRON_REDIS_…) reference in its
+// command, args or a mount's subPathExpr (the kubelet expands it from the environment that
+// holds the Redis credentials: the job got them on its command line, or as a directory's
+// name, and the kubelet's error for a bad path put them in status) are refused naming the field: a container
 // of the init container's name, or a second mount at /lockedcron, made a pod the API
 // server refused at every occurrence; a mount at /lockedcron/lockwrap put the template's
 // file in lockwrap's place, and the job ran without the lock.
@@ -192,6 +192,9 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 		"the Redis URL in command": {func(s *corev1.PodSpec) {
 			s.Containers[0].Command = []string{"/bin/reconcile", "$(LOCKEDCRON_REDIS_URL)"}
 		}, "spec.template.spec.containers[0].command[1]"},
+		"the Redis password in a subPathExpr": {func(s *corev1.PodSpec) {
+			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/all"}, {Name: "data", MountPath: "/d", SubPathExpr: "runs/$$$(LOCKEDCRON_REDIS_PASSWORD)"}}
+		}, "spec.template.spec.containers[0].volumeMounts[1].subPathExpr"},
 		"a relative mount on lockwrap": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "lockedcron/lockwrap", SubPath: "lockwrap"}}
 		}, "spec.template.spec.containers[0].volumeMounts[0]"},
@@ -224,6 +227,7 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 func TestTemplateMayNameTheOccurrence(t *testing.T) {
 	job := nightly()
 	job.Spec.Template.Spec.Containers[0].Args = []string{"--as-of", "$(LOCKEDCRON_OCCURRENCE)", "--literal=$$(LOCKEDCRON_REDIS_PASSWORD)"}
+	job.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/d", SubPathExpr: "runs/$(LOCKEDCRON_OCCURRENCE)/$$(LOCKEDCRON_REDIS_URL)"}}
 	if _, err := Build(job, time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC), opts); err != nil {
 		t.Errorf("Build = %v", err)
 	}

@@ -204,14 +204,25 @@ func reserved(spec corev1.PodSpec, wi int) error {
 			return fmt.Errorf("spec.template.spec.containers[%d].env[%d]: %s: variables %s* are lockwrap's settings, which the controller sets from spec (spec.lock, spec.contention, spec.dedupe); remove it (of them the template may set only %s)", wi, j, e.Name, EnvPrefix, config.EnvWatermarkMonotonic)
 		}
 	}
-	// The kubelet expands $(VAR) in command and args from the container's environment,
-	// which holds the Redis credentials for lockwrap: a reference would hand them to the
-	// job's command line. ($$(…) is a literal.)
+	// The kubelet expands $(VAR) in command, args and a mount's subPathExpr from the
+	// container's environment, which holds the Redis credentials for lockwrap: a
+	// reference would hand them to the job's command line, or name a directory the job
+	// reads after them (and the kubelet's error for a path it refuses quotes it, in the
+	// pod's status). ($$(…) is a literal.)
+	refersToRedis := func(s string) bool {
+		return strings.Contains(strings.ReplaceAll(s, "$$", ""), "$("+redisEnvPrefix)
+	}
+	const refused = "refers to a %s* variable, lockwrap's Redis credentials, which the job must not be given; remove the reference"
 	for field, list := range map[string][]string{"command": c.Command, "args": c.Args} {
 		for j, a := range list {
-			if strings.Contains(strings.ReplaceAll(a, "$$", ""), "$("+redisEnvPrefix) {
-				return fmt.Errorf("spec.template.spec.containers[%d].%s[%d]: refers to a %s* variable, lockwrap's Redis credentials, which the job must not be given; remove the reference", wi, field, j, redisEnvPrefix)
+			if refersToRedis(a) {
+				return fmt.Errorf("spec.template.spec.containers[%d].%s[%d]: "+refused, wi, field, j, redisEnvPrefix)
 			}
+		}
+	}
+	for j, m := range c.VolumeMounts {
+		if refersToRedis(m.SubPathExpr) {
+			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d].subPathExpr: "+refused, wi, j, redisEnvPrefix)
 		}
 	}
 	// A relative path is the container root's (the kubelet makes it absolute).
