@@ -181,6 +181,35 @@ func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
 // (config.Variables, and the others it gives its command: LOCKEDCRON_*) in the wrapped
 // container, which the controller sets from spec, and a mount there at lockwrap's
 // directory or below, which would hide lockwrap or replace it with another file.
+// containerRestarts refuses what would restart the pod's containers past the pod's
+// restartPolicy (a container's own restartPolicy and restartPolicyRules, which the
+// kubelet applies first): lockwrap started again after its report ran under the ledger
+// (SuppressedDuplicate, again and again: the pod never ended and its occurrence was never
+// counted), and its last report replaced the run's. A regular container restarting Always
+// keeps the pod from ever ending. A native sidecar (an init container restarting Always)
+// is fine: the pod ends with its regular containers.
+func containerRestarts(spec corev1.PodSpec, wi int) error {
+	for i, c := range spec.Containers {
+		field := fmt.Sprintf("spec.template.spec.containers[%d]", i)
+		switch {
+		case i == wi && (c.RestartPolicy != nil || len(c.RestartPolicyRules) > 0):
+			return fmt.Errorf("%s.restartPolicy: the wrapped container (%s) may not have a restart policy or rules of its own: a restart after lockwrap's report would run it again; set spec.template.spec.restartPolicy (Never or OnFailure) instead", field, c.Name)
+		case c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways:
+			return fmt.Errorf("%s.restartPolicy: Always: container %s would keep the pod running after the job ends, and its occurrence would never be counted; make it a native sidecar (an init container with restartPolicy: Always) or remove the policy", field, c.Name)
+		}
+	}
+	for kind, cs := range map[string][]corev1.Container{"containers": spec.Containers, "initContainers": spec.InitContainers} {
+		for i, c := range cs {
+			for j, r := range c.RestartPolicyRules {
+				if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
+					return fmt.Errorf("spec.template.spec.%s[%d].restartPolicyRules[%d]: action %s would start the job's container again after its run; remove the rule", kind, i, j, r.Action)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 func reserved(spec corev1.PodSpec, wi int) error {
 	for i, c := range spec.Containers {
 		if c.Name == InitContainerName {
@@ -285,6 +314,9 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	case corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure:
 	default:
 		return nil, fmt.Errorf("spec.template.spec.restartPolicy: %q; must be Never or OnFailure", spec.RestartPolicy)
+	}
+	if err := containerRestarts(spec, wi); err != nil {
+		return nil, err
 	}
 
 	if na := NotAfter(job, occurrence, opts.NotAfter); m == nil && prepared(job) && !na.IsZero() && na.Before(occurrence) {

@@ -209,6 +209,20 @@ func TestBuildWrapsNamedContainerAndDefaults(t *testing.T) {
 	}
 }
 
+// TestBuildKeepsNativeSidecars: an init container restarting Always (a native sidecar,
+// which the pod's end stops) and another container's own restart on failure are accepted.
+func TestBuildKeepsNativeSidecars(t *testing.T) {
+	job := nightly()
+	spec := &job.Spec.Template.Spec
+	spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "x", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	spec.Containers = append(spec.Containers, corev1.Container{Name: "upload", Image: "x", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyOnFailure),
+		RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+			ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}})
+	if _, err := Build(job, time.Unix(60, 0), opts); err != nil {
+		t.Errorf("Build = %v", err)
+	}
+}
+
 func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 	for name, tc := range map[string]struct {
 		mutate func(*v1alpha1.LockedCronJob)
@@ -222,6 +236,30 @@ func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: VolumeName}}
 		}, "spec.template.spec.volumes"},
 		"long name": {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		// A container's own restart policy comes before the pod's: lockwrap restarted after
+		// its report (SuppressedDuplicate each time, the pod never ending, its occurrence
+		// never counted), or a run folded as a suppressed duplicate of itself.
+		"the wrapped container restarting Always": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.Containers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+		}, "spec.template.spec.containers[0].restartPolicy"},
+		"the wrapped container with its own restart policy": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.Containers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyOnFailure)
+		}, "spec.template.spec.containers[0].restartPolicy"},
+		"the wrapped container restarting on exit 0": {func(j *v1alpha1.LockedCronJob) {
+			c := &j.Spec.Template.Spec.Containers[0]
+			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyNever)
+			c.RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+				ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{0}}}}
+		}, "spec.template.spec.containers[0].restartPolicy"},
+		"another container that never ends": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.Containers = append(j.Spec.Template.Spec.Containers,
+				corev1.Container{Name: "proxy", Image: "x", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)})
+		}, "spec.template.spec.containers[1].restartPolicy"},
+		"a sidecar restarting every container": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "agent", Image: "x", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				RestartPolicyRules: []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestartAllContainers,
+					ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{3}}}}}}
+		}, "spec.template.spec.initContainers[0].restartPolicyRules[0]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job := nightly()
