@@ -195,6 +195,9 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 		"the Redis password in a subPathExpr": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/all"}, {Name: "data", MountPath: "/d", SubPathExpr: "runs/$$$(LOCKEDCRON_REDIS_PASSWORD)"}}
 		}, "spec.template.spec.containers[0].volumeMounts[1].subPathExpr"},
+		"the termination message in lockwrap's directory": {func(s *corev1.PodSpec) {
+			s.Containers[0].TerminationMessagePath = "lockedcron/../lockedcron/lockwrap"
+		}, "spec.template.spec.containers[0].terminationMessagePath"},
 		"a relative mount on lockwrap": {func(s *corev1.PodSpec) {
 			s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "lockedcron/lockwrap", SubPath: "lockwrap"}}
 		}, "spec.template.spec.containers[0].volumeMounts[0]"},
@@ -218,6 +221,22 @@ func TestTemplateCannotTakeLockwrapsNamesOrPlace(t *testing.T) {
 				t.Errorf("Build = %v, want an error naming %s", err, c.want)
 			}
 		})
+	}
+}
+
+// TestRelativeTerminationMessagePath: the kubelet reads a relative terminationMessagePath
+// from the container's root (it mounts the file at "/" + path); lockwrap wrote its report
+// relative to the job's workingDir, and every run was counted Error, its report lost.
+func TestRelativeTerminationMessagePath(t *testing.T) {
+	job := nightly()
+	c := &job.Spec.Template.Spec.Containers[0]
+	c.TerminationMessagePath, c.WorkingDir = "logs/./termination-log", "/app"
+	pod, err := Build(job, time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lockwrapConfig(t, pod, nil).TerminationLog; got != "/logs/termination-log" {
+		t.Errorf("lockwrap writes its report to %q, the kubelet reads /logs/termination-log", got)
 	}
 }
 

@@ -259,6 +259,9 @@ func reserved(spec corev1.PodSpec, wi int) error {
 		p = path.Clean("/" + p)
 		return p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/")
 	}
+	if under(c.TerminationMessagePath) {
+		return fmt.Errorf("spec.template.spec.containers[%d].terminationMessagePath: %s is in lockwrap's place (%s), where the kubelet would mount the file over it; use another path", wi, c.TerminationMessagePath, WrapperDir)
+	}
 	for j, m := range c.VolumeMounts {
 		if under(m.MountPath) {
 			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d]: mountPath %s is lockwrap's place (%s); mount the volume elsewhere", wi, j, m.MountPath, WrapperDir)
@@ -338,7 +341,10 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	}
 	// File, not FallbackToLogsOnError: a log tail is not a report.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
-	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), c.TerminationMessagePath, opts.NotAfter, m)...)
+	// The kubelet mounts the file at the path from the container's root, whatever the
+	// workingDir: lockwrap gets it so.
+	report := path.Clean("/" + c.TerminationMessagePath)
+	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), report, opts.NotAfter, m)...)
 	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {
 		c.Env = append(c.Env, literal(config.EnvRedisAllowedHosts, allowed))
 	}
