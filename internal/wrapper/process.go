@@ -45,17 +45,18 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithUs(c.SysProcAttr)
+	tty := foregroundTerminal(c.SysProcAttr)
 	if r := currentReaper(); r != nil {
 		exit, err := r.start(c)
 		if err != nil {
 			return nil, err
 		}
-		return &process{c: c, pgid: c.Process.Pid, exit: exit, mark: runMark(env)}, nil
+		return &process{c: c, pgid: c.Process.Pid, exit: exit, mark: runMark(env), tty: tty}, nil
 	}
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
-	return &process{c: c, pgid: c.Process.Pid, mark: runMark(env)}, nil
+	return &process{c: c, pgid: c.Process.Pid, mark: runMark(env), tty: tty}, nil
 }
 
 type process struct {
@@ -64,6 +65,7 @@ type process struct {
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
 	mark string                    // the name of its EnvRunMark variable ("" if none)
 	left string                    // why killStrays gave up ("": it did not)
+	tty  bool                      // its group was given lockwrap's terminal (foregroundTerminal)
 }
 
 // StraysLeft says why, once Wait has returned, processes of the run may be left (the
@@ -89,6 +91,9 @@ func (p *process) Signal(sig syscall.Signal) error {
 func (p *process) Wait() int {
 	code := p.wait()
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH: nothing left
+	if p.tty {
+		takeTerminal()
+	}
 	if p.mark != "" {
 		p.left = killStrays(p.mark)
 	}

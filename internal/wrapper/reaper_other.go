@@ -27,3 +27,8 @@ func (*reaper) start(*exec.Cmd) (<-chan syscall.WaitStatus, error) {
 
 // osCrashSignals: crashSignals of this system's only.
 var osCrashSignals []os.Signal
+
+// foregroundTerminal: the command stays in lockwrap's terminal's background here.
+func foregroundTerminal(*syscall.SysProcAttr) bool { return false }
+
+func takeTerminal() {}
