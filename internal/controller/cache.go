@@ -41,7 +41,7 @@ func CacheOptions() cache.Options {
 
 // slimPod keeps of a pod what the controller reads (issue 13: memory at thousands of
 // jobs): its metadata without managed fields and without labels and annotations other
-// than the controller's own (ownKeys), spec.nodeName, and of its status what a
+// than the controller's own (ownKeys), spec.nodeName and spec.restartPolicy, and of its status what a
 // pass reads (heldStatus). The rest of the spec (containers, the init container,
 // volumes, security contexts) and the managed fields are most of a pod's size, and no
 // pass reads them; the controller writes pods only by patches computed between two copies
@@ -59,7 +59,8 @@ func slimPod(obj any) (any, error) {
 	labels, annotations := ownPairs(pod.Labels), ownPairs(pod.Annotations)
 	pod.Labels, pod.Annotations = nil, nil
 	sharePodStrings(pod)
-	c := &cachedPod{podMeta: slimMeta(&pod.ObjectMeta, labels, annotations), nodeName: pod.Spec.NodeName, phase: pod.Status.Phase}
+	c := &cachedPod{podMeta: slimMeta(&pod.ObjectMeta, labels, annotations), nodeName: pod.Spec.NodeName, phase: pod.Status.Phase,
+		restartPolicy: sharedRestartPolicy(pod.Spec.RestartPolicy)}
 	if !history {
 		c.status = holdStatus(&pod.Status)
 	}
@@ -91,9 +92,20 @@ func slimPod(obj any) (any, error) {
 // either (the decoder clears it), and the cache's Get sets it on the reader's object.
 type cachedPod struct {
 	podMeta
-	nodeName string
-	phase    corev1.PodPhase
-	status   *heldStatus // nil for history: the phase alone
+	nodeName      string
+	restartPolicy corev1.RestartPolicy // whether an ended job container runs again (tracking.Decide)
+	phase         corev1.PodPhase
+	status        *heldStatus // nil for history: the phase alone
+}
+
+// sharedRestartPolicy is p, held once for all pods when it is one of the policies.
+func sharedRestartPolicy(p corev1.RestartPolicy) corev1.RestartPolicy {
+	for _, known := range []corev1.RestartPolicy{corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure, corev1.RestartPolicyAlways} {
+		if p == known {
+			return known
+		}
+	}
+	return p
 }
 
 // GetObjectKind: a cachedPod holds no kind (see cachedPod).
@@ -109,7 +121,7 @@ func (c *cachedPod) view() *corev1.Pod { return c.pod(false) }
 // pod builds the pod it stands for: the caller's own when deep, else sharing what it can.
 func (c *cachedPod) pod(deep bool) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: c.meta(deep)}
-	p.Spec.NodeName = c.nodeName
+	p.Spec.NodeName, p.Spec.RestartPolicy = c.nodeName, c.restartPolicy
 	if c.status != nil {
 		p.Status = c.status.status(c.phase, deep)
 	} else {

@@ -51,14 +51,16 @@ func TestSlimPod(t *testing.T) {
 		},
 		Spec: corev1.PodSpec{
 			NodeName:       "node-1",
+			RestartPolicy:  corev1.RestartPolicyOnFailure,
 			InitContainers: []corev1.Container{{Name: "lockwrap-install", Image: "k8s.local/lockedcron:dev"}},
 			Containers:     []corev1.Container{{Name: "job", Image: "busybox", Command: []string{"/lockwrap/lockwrap", "--", "date"}}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
 	}
 	slim := cached(t, full.DeepCopy())
-	if slim.Spec.NodeName != "node-1" || len(slim.Spec.Containers) != 0 || len(slim.Spec.InitContainers) != 0 || slim.ManagedFields != nil {
-		t.Errorf("slim pod keeps spec %+v, managed fields %v; want only spec.nodeName", slim.Spec, slim.ManagedFields)
+	// restartPolicy: whether an ended job container runs again (tracking.Decide).
+	if slim.Spec.NodeName != "node-1" || slim.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || len(slim.Spec.Containers) != 0 || len(slim.Spec.InitContainers) != 0 || slim.ManagedFields != nil {
+		t.Errorf("slim pod keeps spec %+v, managed fields %v; want only spec.nodeName and spec.restartPolicy", slim.Spec, slim.ManagedFields)
 	}
 	if slim.Status.Phase != corev1.PodRunning || len(slim.Status.ContainerStatuses) != 1 || slim.Labels[runpod.LabelJob] != "j" ||
 		slim.Annotations[runpod.AnnotationScheduledTime] == "" || len(slim.Finalizers) != 1 {

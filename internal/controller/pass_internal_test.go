@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
+	"github.com/lockedcron/lockedcron/internal/tracking"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -591,5 +593,41 @@ func TestStatusAndEventsShowControlsEscaped(t *testing.T) {
 	}
 	if len(p.events) != 1 || raw(p.events[0].note) {
 		t.Fatalf("events: %+v", p.events)
+	}
+}
+
+// TestJobEndedWhileAnotherContainerRuns: the job's container ended (Succeeded), and
+// another regular container of its pod (a proxy) runs on, so the pod never ends. It was
+// never counted, and stayed for ever. Once the pod has had tracking.EndGrace to end by
+// itself, its report is counted, once, and the pod deleted.
+func TestJobEndedWhileAnotherContainerRuns(t *testing.T) {
+	t1 := passAt
+	job := passJob("0 * * * *", false)
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1}
+	pod, err := runpod.Build(job, t1, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "proxy", Image: "proxy"})
+	rep := `{"v":1,"outcome":"Succeeded","occurrence":"` + t1.Format(time.RFC3339) + `","key":"ns/j","holder":"h","fencingToken":7,"exitCode":0}`
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{
+		{Name: pod.Annotations[runpod.AnnotationWrappedContainer], State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 0, Message: rep, StartedAt: metav1.NewTime(t1), FinishedAt: metav1.NewTime(t1.Add(10 * time.Second))}}},
+		{Name: "proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t1)}}},
+	}
+	r := testReconciler(fakeAPI(t, pod))
+
+	p := passWith(t, r, job, t1.Add(30*time.Second))
+	if p.status.Counters.Succeeded != 0 || len(p.doomed) != 0 {
+		t.Fatalf("counted %+v, doomed %v before the pod had time to end by itself", p.status.Counters, p.doomed)
+	}
+	job.Status = *p.status
+	p = passWith(t, r, job, t1.Add(10*time.Second+tracking.EndGrace))
+	if c := p.status.Counters; c.Succeeded != 1 || c.Runs != 1 {
+		t.Errorf("counters %+v, want the run counted once as Succeeded", c)
+	}
+	if !slices.ContainsFunc(p.doomed, func(d *corev1.Pod) bool { return d.Name == pod.Name }) {
+		t.Errorf("the pod, still running its proxy, is not deleted: doomed %v", p.doomed)
 	}
 }

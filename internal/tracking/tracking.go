@@ -31,6 +31,12 @@ const DefaultPendingTimeout = time.Hour
 // force-deleted).
 const TerminatingGrace = 30 * time.Second
 
+// EndGrace is how long a pod whose job has ended for good has to end by itself before its
+// report is folded all the same: another regular container of it (a proxy, a log shipper)
+// may run on and keep it from ever ending. Within it, a pod that ends (its sidecars
+// stopped, its phase written) is kept as history as usual.
+const EndGrace = time.Minute
+
 // Verdict is what becomes of a pod in a pass.
 type Verdict string
 
@@ -125,6 +131,12 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 			return Decision{Verdict: Lost, Reason: fmt.Sprintf("deleted after its job started; no report by %s (node lost or pod force-deleted)", until.UTC().Format(time.RFC3339))}
 		}
 		return Decision{Verdict: Active, Recheck: until}
+	}
+	if at, done := jobEnded(pod); done {
+		if until := at.Add(EndGrace); in.Now.Before(until) {
+			return Decision{Verdict: Active, Recheck: until}
+		}
+		return Decision{Verdict: Report}
 	}
 	if started {
 		return Decision{Verdict: Active}
@@ -302,6 +314,22 @@ func PendingDeadline(occurrence, created time.Time, startingDeadline *time.Durat
 		from = created
 	}
 	return from.Add(DefaultPendingTimeout)
+}
+
+// jobEnded says whether the wrapped container has ended for good while its pod has not
+// (another container runs on), and when: terminated, and not to be restarted (the pod's
+// restartPolicy Never, or OnFailure and exit 0; a container's own policy is refused by
+// runpod.Build).
+func jobEnded(pod *corev1.Pod) (time.Time, bool) {
+	cs := wrapped(pod)
+	if cs == nil || cs.State.Terminated == nil {
+		return time.Time{}, false
+	}
+	term := cs.State.Terminated
+	if pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && term.ExitCode != 0 {
+		return time.Time{}, false
+	}
+	return term.FinishedAt.Time, true
 }
 
 // wrapped is the status of the container lockwrap wraps (nil before it has one).

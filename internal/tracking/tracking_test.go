@@ -50,6 +50,21 @@ func exited(code int32) func(*corev1.Pod) {
 	}
 }
 
+// endedAt: the wrapped container ended at `at` with code, the pod's restartPolicy Never.
+func endedAt(at time.Time, code int32) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "job",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(at)}}})
+	}
+}
+
+// sidecarRunning: another regular container of the pod runs.
+func sidecarRunning(p *corev1.Pod) {
+	p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "proxy",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+}
+
 func phase(ph corev1.PodPhase) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Status.Phase = ph }
 }
@@ -269,6 +284,18 @@ func TestDecide(t *testing.T) {
 		{"prepared, deleted before its instant, its job ran all the same: its report", pod(prepared, onNode, phase(corev1.PodFailed), reported(143, `{"v":1,"outcome":"Failed","exitCode":143,"startedAt":"2026-11-30T02:00:00.01Z"}`), evicted(occ.Add(-time.Second), 30)),
 			Input{Now: occ.Add(time.Second)}, Report, nil, time.Time{}},
 		{"no status at all: waits like a pending pod", pod(), Input{Now: occ.Add(time.Second)}, Active, nil, occ.Add(time.Second + time.Hour)},
+		// Another container of the pod (a proxy, a log shipper) runs on after the job's
+		// ended: the pod never ended, and its occurrence was never counted.
+		{"the job ended, another container runs: its report once the pod has had time to end", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), sidecarRunning),
+			Input{Now: occ.Add(time.Minute + EndGrace)}, Report, nil, time.Time{}},
+		{"the job ended, another container runs: the pod may still end by itself", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 1), sidecarRunning),
+			Input{Now: occ.Add(time.Minute + time.Second)}, Active, nil, occ.Add(time.Minute + EndGrace)},
+		{"the job failed under OnFailure: its container runs again", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 1), sidecarRunning,
+			func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }),
+			Input{Now: occ.Add(time.Hour)}, Active, nil, time.Time{}},
+		{"the job succeeded under OnFailure, another container runs", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), sidecarRunning,
+			func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }),
+			Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := Decide(c.pod, occ, c.in)
