@@ -116,33 +116,43 @@ var ErrTooLarge = errors.New("report: does not fit the termination message limit
 // the structure) when the whole would be too long. Should even an empty message not be
 // enough (absurdly long key or holder), the longest of the free-text fields is shortened
 // too.
-func Encode(r Report) ([]byte, error) {
+func Encode(r Report) ([]byte, error) { return EncodeWithin(r, MaxBytes) }
+
+// MinBytes is the least EncodeWithin may be given: a report's structure with its free
+// text shortened to a few bytes each.
+const MinBytes = 256
+
+// EncodeWithin is Encode within max bytes (MinBytes to MaxBytes; outside, the nearer
+// bound): the kubelet's share of the pod's termination messages when the pod has more
+// containers than six.
+func EncodeWithin(r Report, limit int) ([]byte, error) {
+	limit = min(MaxBytes, max(limit, MinBytes))
 	r.V = Version
-	// Encoding never makes a string shorter: over MaxBytes of text cannot fit, and is not
+	// Encoding never makes a string shorter: over limit of text cannot fit, and is not
 	// encoded whole only to find that out.
 	text := len(r.Message) + len(r.Key) + len(r.Holder) + len(r.HeldBy) + len(r.Occurrence) + len(r.AcquiredAt) +
 		len(r.StartedAt) + len(r.ReleasedAt) + len(r.Watermark) + len(r.PreviousWatermark)
 	for _, w := range r.Warnings {
 		text += len(w)
 	}
-	if text <= MaxBytes {
+	if text <= limit {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return nil, err
 		}
-		if len(b) <= MaxBytes {
+		if len(b) <= limit {
 			return b, nil
 		}
 	}
-	// No part longer than MaxBytes can be in the report: those are cut to it at once, so
+	// No part longer than limit can be in the report: those are cut to it at once, so
 	// that the rounds below encode at most a few kilobytes (a report of three 1 MiB
 	// fields took half a second, and a fuzz run's minimizing of one took minutes).
-	msg := TruncateRunes(r.Message, MaxBytes)
+	msg := TruncateRunes(r.Message, limit)
 	r.Message = ""
 	for _, f := range []*string{&r.Key, &r.Holder, &r.HeldBy, &r.Occurrence, &r.AcquiredAt, &r.StartedAt, &r.ReleasedAt,
 		&r.Watermark, &r.PreviousWatermark} {
-		if len(*f) > MaxBytes {
-			*f = TruncateRunes(*f, MaxBytes) + "…"
+		if len(*f) > limit {
+			*f = TruncateRunes(*f, limit) + "…"
 		}
 	}
 	// Warnings are short, fixed sentences; should there be many or long ones, keep the
@@ -172,7 +182,7 @@ func Encode(r Report) ([]byte, error) {
 	for i, f := range fields {
 		enc[i] = encodedLen(*f)
 	}
-	for len(base) > MaxBytes {
+	for len(base) > limit {
 		li := 0
 		for i := range fields {
 			if enc[i] > enc[li] {
@@ -199,14 +209,14 @@ func Encode(r Report) ([]byte, error) {
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
 		r.Message = TruncateRunes(msg, mid) + ellipsis
-		if b, _ := json.Marshal(r); len(b) <= MaxBytes {
+		if b, _ := json.Marshal(r); len(b) <= limit {
 			lo = mid
 		} else {
 			hi = mid - 1
 		}
 	}
 	r.Message = TruncateRunes(msg, lo) + ellipsis
-	if b, err := json.Marshal(r); err != nil || len(b) <= MaxBytes {
+	if b, err := json.Marshal(r); err != nil || len(b) <= limit {
 		return b, err
 	}
 	return base, nil // not even "…" fits: leave the message out

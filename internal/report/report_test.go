@@ -81,6 +81,26 @@ func TestSurvivesTheKubeletsShareOfSixContainers(t *testing.T) {
 	}
 }
 
+// TestSurvivesTheShareOfManyContainers: with more containers than six (a mesh, agents,
+// several sidecars) the kubelet's share is smaller than MaxBytes; a report encoded within
+// the pod's share (the controller passes it, --report-max-bytes) survives the cut.
+func TestSurvivesTheShareOfManyContainers(t *testing.T) {
+	for _, containers := range []int{8, 12, 24, 48} {
+		share := 12 * 1024 / containers
+		r := full(strings.Repeat("x", 10000))
+		r.Key = strings.Repeat("k", 512)
+		r.Warnings = []string{strings.Repeat("w", 300), "redis: no persistence"}
+		b, err := EncodeWithin(r, share)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(b[:min(len(b), share)])
+		if err != nil || got.Outcome != r.Outcome || got.ExitCode != r.ExitCode || got.FencingToken != r.FencingToken {
+			t.Fatalf("%d containers: a %d-byte report cut to %d bytes: %v %+v", containers, len(b), share, err, got)
+		}
+	}
+}
+
 func TestEncodeHugeFields(t *testing.T) {
 	r := full(strings.Repeat("m", 5000))
 	r.Holder = strings.Repeat("h", 9000)

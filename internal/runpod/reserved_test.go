@@ -1,6 +1,7 @@
 package runpod
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -237,6 +238,31 @@ func TestRelativeTerminationMessagePath(t *testing.T) {
 	}
 	if got := lockwrapConfig(t, pod, nil).TerminationLog; got != "/logs/termination-log" {
 		t.Errorf("lockwrap writes its report to %q, the kubelet reads /logs/termination-log", got)
+	}
+}
+
+// TestReportWithinTheKubeletsShare: the kubelet keeps of a termination message the
+// container's share of 12 KiB, 12288 / (containers + init containers); lockwrap's report
+// (2048 bytes at most) was cut in a pod of more than six, no longer JSON, and counted Error.
+// lockwrap gets the pod's share when it is smaller.
+func TestReportWithinTheKubeletsShare(t *testing.T) {
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ containers, inits, want int }{{1, 0, 2048}, {3, 2, 2048}, {5, 2, 1536}, {10, 3, 877}} {
+		job := nightly()
+		spec := &job.Spec.Template.Spec
+		for i := 1; i < c.containers; i++ {
+			spec.Containers = append(spec.Containers, corev1.Container{Name: fmt.Sprintf("side-%d", i), Image: "x"})
+		}
+		for i := 0; i < c.inits; i++ {
+			spec.InitContainers = append(spec.InitContainers, corev1.Container{Name: fmt.Sprintf("init-%d", i), Image: "x"})
+		}
+		pod, err := Build(job, occ, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := lockwrapConfig(t, pod, nil).ReportMaxBytes; got != c.want {
+			t.Errorf("%d containers and %d init containers (and lockwrap's): report within %d bytes, want %d", c.containers, c.inits, got, c.want)
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
@@ -64,6 +65,10 @@ const (
 	WrapperPath = WrapperDir + "/lockwrap"
 	// ImageWrapperPath is lockwrap inside the operator's image.
 	ImageWrapperPath = "/lockwrap"
+
+	// kubeletMessageBytes is what the kubelet keeps of a pod's termination messages, shared
+	// among its containers (MaxPodTerminationMessageLogLength).
+	kubeletMessageBytes = 12 * 1024
 
 	// DefaultTerminationMessagePath is Kubernetes' default, where lockwrap writes its report.
 	DefaultTerminationMessagePath = "/dev/termination-log"
@@ -343,8 +348,14 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
 	// The kubelet mounts the file at the path from the container's root, whatever the
 	// workingDir: lockwrap gets it so.
-	report := path.Clean("/" + c.TerminationMessagePath)
-	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), report, opts.NotAfter, m)...)
+	reportPath := path.Clean("/" + c.TerminationMessagePath)
+	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), reportPath, opts.NotAfter, m)...)
+	// The kubelet keeps of each container's termination message its share of 12 KiB
+	// (12288 / the pod's containers and init containers), cutting the rest: a cut report is
+	// no JSON, and its run is counted Error.
+	if share := kubeletMessageBytes / (len(spec.Containers) + len(spec.InitContainers)); share < report.MaxBytes {
+		c.Env = append(c.Env, literal(config.EnvReportMaxBytes, strconv.Itoa(max(share, report.MinBytes))))
+	}
 	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {
 		c.Env = append(c.Env, literal(config.EnvRedisAllowedHosts, allowed))
 	}

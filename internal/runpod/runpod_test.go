@@ -135,6 +135,7 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_REDIS_CA_FILE"},
 					{Name: "LOCKEDCRON_REDIS_ALLOWED_HOSTS"},
 					{Name: "LOCKEDCRON_RUN_ID"},
+					{Name: "LOCKEDCRON_REPORT_MAX_BYTES"},
 					{Name: "LOCKEDCRON_WATERMARK_MONOTONIC"},
 				},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron", ReadOnly: true}},

@@ -71,7 +71,7 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 			fmt.Fprintln(stderr, rep.Message)
 			code = ExitInternal
 		}
-		if werr := WriteReport(cfg.TerminationLog, rep, stderr); werr != nil {
+		if werr := WriteReport(cfg.TerminationLog, cfg.ReportMaxBytes, rep, stderr); werr != nil {
 			fmt.Fprintf(stderr, "lockwrap: report: %v\n", werr)
 		}
 	}()
@@ -130,15 +130,15 @@ func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	fmt.Fprintf(l.w, "lockwrap: "+format+"\n", v...)
 }
 
-// WriteReport writes rep, encoded within report.MaxBytes, to path: a file (created or
-// truncated), "-" for stderr, "" for nowhere. The default /dev/termination-log is never
-// created (the kubelet creates it; outside Kubernetes it is missing, which is not an
-// error).
-func WriteReport(path string, rep report.Report, stderr io.Writer) error {
+// WriteReport writes rep, encoded within limit bytes (report.EncodeWithin), to path: a
+// file (created or truncated), "-" for stderr, "" for nowhere. The default
+// /dev/termination-log is never created (the kubelet creates it; outside Kubernetes it is
+// missing, which is not an error).
+func WriteReport(path string, limit int, rep report.Report, stderr io.Writer) error {
 	if path == "" {
 		return nil
 	}
-	b, err := report.Encode(rep)
+	b, err := report.EncodeWithin(rep, limit)
 	if err != nil {
 		return err
 	}

@@ -419,3 +419,21 @@ func TestSignalsThatWouldCrashItAreIgnored(t *testing.T) {
 		t.Fatalf("the lock is still held after the run")
 	}
 }
+
+// TestReportWithinItsShare: lockwrap writes its report within --report-max-bytes (the
+// controller gives the kubelet's share of the pod's 12 KiB when it is under 2048 bytes):
+// a longer one was cut by the kubelet, no longer JSON, and the run counted Error.
+func TestReportWithinItsShare(t *testing.T) {
+	s := redistest.Start(t)
+	path := filepath.Join(t.TempDir(), "report.json")
+	code, _ := runWrapped(t, nil, []string{config.EnvReportMaxBytes + "=600"}, append([]string{"--termination-log", path},
+		cmdArgs(flags(s.URL(), strings.Repeat("k", 500), strings.Repeat("h", 300)), "sh", "-c", "exit 3")...)...)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, path)
+	if len(b) > 600 || code != 3 || rep.Outcome != report.Failed || rep.ExitCode != 3 {
+		t.Errorf("report of %d bytes (exit %d, %s %d), want at most 600 and the run's failure", len(b), code, rep.Outcome, rep.ExitCode)
+	}
+}

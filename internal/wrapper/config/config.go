@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/report"
 )
 
 // Contention policies.
@@ -65,6 +66,7 @@ type Config struct {
 	MinReplicas     int
 	DedupeRetention time.Duration
 	TerminationLog  string // "" disables, "-" is stderr
+	ReportMaxBytes  int    // the most the report takes (report.MinBytes to report.MaxBytes)
 	// WatermarkMonotonic refuses a watermark smaller than the stored one (numerically
 	// when both are integers, else byte-wise); the run still succeeds, with a warning.
 	WatermarkMonotonic bool
@@ -108,6 +110,7 @@ var flagEnv = []struct{ flag, env string }{
 	{"min-replicas", EnvMinReplicas},
 	{"dedupe-retention", EnvDedupeRetention},
 	{"termination-log", EnvTerminationLog},
+	{"report-max-bytes", EnvReportMaxBytes},
 	{"watermark-monotonic", EnvWatermarkMonotonic},
 }
 
@@ -272,12 +275,16 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.IntVar(&cfg.MinReplicas, "min-replicas", 0, "")
 	fs.Var(duration{&cfg.DedupeRetention}, "dedupe-retention", "")
 	fs.StringVar(&cfg.TerminationLog, "termination-log", DefaultTerminationLog, "")
+	fs.IntVar(&cfg.ReportMaxBytes, "report-max-bytes", report.MaxBytes, "")
 	fs.BoolVar(&cfg.WatermarkMonotonic, "watermark-monotonic", false, "")
 
 	// The termination log first, from whatever is there, so a report can be written even
-	// when the rest does not parse.
+	// when the rest does not parse (within the variable's limit, if it is one).
 	if v := getenv(EnvTerminationLog); v != "" {
 		cfg.TerminationLog = v
+	}
+	if n, err := strconv.Atoi(getenv(EnvReportMaxBytes)); err == nil && n >= report.MinBytes && n <= report.MaxBytes {
+		cfg.ReportMaxBytes = n
 	}
 	for i, a := range args {
 		if a == "--" {
@@ -455,6 +462,9 @@ func (cfg *Config) validate(now time.Time) error {
 	if !cfg.NotBefore.IsZero() && !cfg.NotAfter.IsZero() && cfg.NotBefore.After(cfg.NotAfter) {
 		return &Error{Flag: "--not-before", Msg: fmt.Sprintf("%s is after --not-after %s: the command could never start; give a --not-before at or before --not-after ($%s, $%s)",
 			cfg.NotBefore.UTC().Format(time.RFC3339Nano), cfg.NotAfter.UTC().Format(time.RFC3339Nano), EnvNotBefore, EnvNotAfter)}
+	}
+	if cfg.ReportMaxBytes < report.MinBytes || cfg.ReportMaxBytes > report.MaxBytes {
+		return bad("report-max-bytes", "%d is not between %d and %d", cfg.ReportMaxBytes, report.MinBytes, report.MaxBytes)
 	}
 	if cfg.MinReplicas < 0 {
 		return bad("min-replicas", "%d is negative", cfg.MinReplicas)

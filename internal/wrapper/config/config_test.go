@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/report"
 )
 
 var now = time.Date(2026, 11, 30, 6, 7, 8, 9, time.UTC)
@@ -30,7 +31,7 @@ func TestParseDefaultsAndEnv(t *testing.T) {
 		Occurrence: time.Date(2026, 11, 30, 6, 7, 0, 0, time.UTC), Holder: "c/ns/pod",
 		Contention: ContentionRetry, RetryAttempts: 4, RetryBackoff: DefaultRetryBackoff,
 		RetryMaxBackoff: DefaultRetryMaxBack, OnLost: OnLostTerminate, KillGrace: DefaultKillGrace,
-		DedupeRetention: lock.DefaultRetention, TerminationLog: DefaultTerminationLog,
+		DedupeRetention: lock.DefaultRetention, TerminationLog: DefaultTerminationLog, ReportMaxBytes: report.MaxBytes,
 	}
 	if d := cmp.Diff(want, cfg, cmpopts.EquateEmpty()); d != "" {
 		t.Fatalf("config (-want +got):\n%s", d)
@@ -91,6 +92,8 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--retry-backoff", "10s", "--retry-max-backoff", "1s", "--", "x"), nil, "--retry-max-backoff"},
 		{append(base, "--on-lost", "panic", "--", "x"), nil, "--on-lost"},
 		{append(base, "--min-replicas", "-2", "--", "x"), nil, "--min-replicas"},
+		{append(base, "--report-max-bytes", "100", "--", "x"), nil, "--report-max-bytes"},
+		{append(base, "--", "x"), map[string]string{EnvReportMaxBytes: "4097"}, "--report-max-bytes"},
 		{append(base, "--holder", "eu-1/ns/pod/uid-1", "--holder-instance", "uid-2", "--", "x"), nil, "--holder-instance"},
 		{append(base, "--holder", "eu-1/ns/pod/uid-1", "--holder-instance", "pod/uid-1", "--", "x"), nil, "--holder-instance"},
 		{append(base, "--", "x"), map[string]string{EnvHolderInstance: "uid-1"}, "--holder-instance"}, // no --holder: a generated one

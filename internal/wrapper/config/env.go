@@ -52,6 +52,12 @@ const (
 	// (the controller sets it for a manual run that names no occurrence).
 	EnvRunID = "LOCKEDCRON_RUN_ID"
 
+	// EnvReportMaxBytes: --report-max-bytes, the most the report takes (report.MinBytes to
+	// report.MaxBytes, the default). The kubelet keeps of each container's termination
+	// message its share of 12 KiB, 12288 / (the pod's containers and init containers): the
+	// controller passes that share when it is smaller.
+	EnvReportMaxBytes = "LOCKEDCRON_REPORT_MAX_BYTES"
+
 	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
 	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
 
