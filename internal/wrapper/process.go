@@ -46,17 +46,27 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	dieWithUs(c.SysProcAttr)
 	tty := foregroundTerminal(c.SysProcAttr)
+	var exit <-chan syscall.WaitStatus
+	var err error
 	if r := currentReaper(); r != nil {
-		exit, err := r.start(c)
-		if err != nil {
-			return nil, err
-		}
-		return &process{c: c, pgid: c.Process.Pid, exit: exit, mark: runMark(env), tty: tty}, nil
+		exit, err = r.start(c)
+	} else {
+		err = c.Start()
 	}
-	if err := c.Start(); err != nil {
+	if tty {
+		// The child took the terminal before its exec: give it back if that failed; if
+		// not, lockwrap's own lines, written from the terminal's background while the
+		// command runs, must never stop it (stty tostop), nor its renewals with it.
+		if err != nil {
+			takeTerminal()
+		} else {
+			ignoreTerminalStops()
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
-	return &process{c: c, pgid: c.Process.Pid, mark: runMark(env), tty: tty}, nil
+	return &process{c: c, pgid: c.Process.Pid, exit: exit, mark: runMark(env)}, nil
 }
 
 type process struct {
@@ -65,7 +75,6 @@ type process struct {
 	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
 	mark string                    // the name of its EnvRunMark variable ("" if none)
 	left string                    // why killStrays gave up ("": it did not)
-	tty  bool                      // its group was given lockwrap's terminal (foregroundTerminal)
 }
 
 // StraysLeft says why, once Wait has returned, processes of the run may be left (the
@@ -91,9 +100,6 @@ func (p *process) Signal(sig syscall.Signal) error {
 func (p *process) Wait() int {
 	code := p.wait()
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH: nothing left
-	if p.tty {
-		takeTerminal()
-	}
 	if p.mark != "" {
 		p.left = killStrays(p.mark)
 	}

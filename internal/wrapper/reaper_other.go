@@ -32,3 +32,5 @@ var osCrashSignals []os.Signal
 func foregroundTerminal(*syscall.SysProcAttr) bool { return false }
 
 func takeTerminal() {}
+
+func ignoreTerminalStops() {}

@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"os/signal"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -23,9 +24,9 @@ func foregroundTerminal(a *syscall.SysProcAttr) bool {
 	return true
 }
 
-// takeTerminal makes lockwrap's group the terminal's foreground again once the command has
-// ended, so that its own writes there never stop it. A background group may do so only
-// with SIGTTOU blocked or ignored: blocked here, on this thread only.
+// takeTerminal makes lockwrap's group the terminal's foreground again when the command's
+// exec failed after its child had taken it. A background group may do so only with
+// SIGTTOU blocked or ignored: blocked here, on this thread only.
 func takeTerminal() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -39,3 +40,8 @@ func takeTerminal() {
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp())
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 }
+
+// ignoreTerminalStops has lockwrap ignore SIGTTOU, once its command (started with the
+// default disposition) holds the terminal: a background group's write to a terminal that
+// stops background writers then goes through.
+func ignoreTerminalStops() { signal.Ignore(syscall.SIGTTOU) }

@@ -42,11 +42,6 @@ func openPTY(t *testing.T) (ptm, pts *os.File) {
 	return ptm, pts
 }
 
-// TestJobOnATerminal: with tty: true the container runtime makes lockwrap (PID 1) the
-// session leader owning the terminal, its stdin. The job ran in a group of its own in the
-// terminal's background: its first terminal-mode call (stty, a pager, a password prompt)
-// stopped it with SIGTTOU, and lockwrap renewed the lock for ever, every later occurrence
-// of the key skipped. The job's group is the terminal's foreground while it runs.
 // onTerminal runs argv as the session leader of a new pseudo-terminal, its stdin, stdout
 // and stderr (as a container with tty: true runs its PID 1); it returns what the terminal
 // shows so far, the terminal's controlling side, and the end of the process.
@@ -112,10 +107,10 @@ func TestJobOnATerminal(t *testing.T) {
 	}
 }
 
-// TestTerminalBackAfterTheJob: lockwrap run as a shell's foreground job (a crontab's
-// neighbour: lockwrap by hand, job control on, the terminal stopping background writers:
-// stty tostop). Once its job ended, lockwrap's own warning on the terminal, written from
-// the background, stopped it; it takes the terminal back first.
+// TestTerminalBackAfterTheJob: lockwrap run as a shell's foreground job (lockwrap by
+// hand, job control on, the terminal stopping background writers: stty tostop). Once its
+// job ended, lockwrap's own warning on the terminal, written from the background (the
+// job's group held the terminal), stopped it.
 func TestTerminalBackAfterTheJob(t *testing.T) {
 	s := redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "report.json")
@@ -132,5 +127,54 @@ func TestTerminalBackAfterTheJob(t *testing.T) {
 	}
 	if !strings.Contains(shown(), "lockwrap exit 0") || !strings.Contains(shown(), "watermark not stored") {
 		t.Errorf("screen %q, want lockwrap's warning and its exit 0", shown())
+	}
+}
+
+// TestLockwrapWarnsFromTheBackground: while its job holds the terminal, lockwrap is in the
+// terminal's background. With job control and stty tostop (lockwrap run by hand), its own
+// line "renewal failed, retrying" stopped it: nobody renewed the lock or stopped the job,
+// which ran on past the lock's expiry. lockwrap's writes never stop it.
+func TestLockwrapWarnsFromTheBackground(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	started, late := filepath.Join(dir, "started"), filepath.Join(dir, "ran-past-the-lock")
+	script := `set -m; stty tostop; "$@"; echo "lockwrap exit $?"`
+	job := `touch "$1"; sleep 10; touch "$2"`
+	shown, _, done := onTerminal(t, []string{"TMPDIR=" + dir},
+		append([]string{"bash", "-c", script, "bash", "env", asLockwrap + "=1", os.Args[0], "--termination-log", filepath.Join(dir, "report.json")},
+			cmdArgs(flags(s.URL(), "tty-warn", "a", "--ttl", "4s", "--renew-interval", "1s", "--kill-grace", "1s"), "sh", "-c", job, "sh", started, late)...)...)
+	eventually(t, "the job running", func() bool { _, err := os.Stat(started); return err == nil })
+	s.Stop()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the shell did not finish; screen: %q", shown())
+	}
+	if _, err := os.Stat(late); err == nil || !strings.Contains(shown(), "terminating the command") || strings.Contains(shown(), "Stopped") {
+		t.Errorf("lockwrap did not stop its job when the lock was lost (ran past it: %v); screen %q", err == nil, shown())
+	}
+}
+
+// TestCommandNotStartedGivesTheTerminalBack: the command's group took the terminal in the
+// child, before the exec that failed: lockwrap, in the background of a terminal held by
+// no one, stopped at its own error line, the report unwritten.
+func TestCommandNotStartedGivesTheTerminalBack(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.json")
+	script := `set -m; stty tostop; "$@"; echo "lockwrap exit $?"`
+	shown, _, done := onTerminal(t, []string{"TMPDIR=" + dir},
+		append([]string{"bash", "-c", script, "bash", "env", asLockwrap + "=1", os.Args[0], "--termination-log", path},
+			cmdArgs(flags(s.URL(), "tty-exec", "a"), filepath.Join(dir, "no-such-command"))...)...)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the shell did not finish; screen: %q", shown())
+	}
+	if strings.Contains(shown(), "Stopped") || !strings.Contains(shown(), "lockwrap exit") {
+		t.Fatalf("screen %q, want lockwrap's exit", shown())
+	}
+	if rep := readReport(t, path); rep.Outcome != report.Error {
+		t.Errorf("report %+v, want Error", rep)
 	}
 }
