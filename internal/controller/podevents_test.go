@@ -48,6 +48,10 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 		{"deleted", []func(*corev1.Pod){running}, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }, true},
 		{"marked counted", nil, func(p *corev1.Pod) { p.Labels = map[string]string{runpod.LabelCounted: "true"} }, true},
 		{"released", nil, func(p *corev1.Pod) { p.Finalizers = nil }, true},
+		{"the job ended while another container runs on", []func(*corev1.Pod){running, func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
+			func(p *corev1.Pod) {
+				p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.Now()}}
+			}, true},
 		{"deleted by someone else, then withdrawn ahead", []func(*corev1.Pod){func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }},
 			func(p *corev1.Pod) { p.Annotations[runpod.AnnotationWithdrawnAhead] = "deleted before its instant" }, true},
 	}

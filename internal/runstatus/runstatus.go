@@ -305,6 +305,9 @@ func Prune(finished []*corev1.Pod, keepOK, keepFailed int, now time.Time) []*cor
 		if occ, err := Occurrence(p); err == nil && occ.After(now) {
 			continue
 		}
+		if p.DeletionTimestamp != nil {
+			continue // going already: it keeps no kept pod's place
+		}
 		if Succeeded(p) {
 			ok = append(ok, p)
 		} else {

@@ -184,6 +184,18 @@ func TestPruneOldestBeyondLimits(t *testing.T) {
 	}
 }
 
+// A pod being deleted (one the controller counted before it ended, another container of
+// it running on) is going: it takes no place among the kept ones, and the user's last
+// failed run is not pruned for it.
+func TestPruneKeepsWhatIsNotBeingDeleted(t *testing.T) {
+	going := finishedPod("going", t0.Add(time.Minute), corev1.PodFailed, "")
+	going.DeletionTimestamp = &metav1.Time{Time: t0.Add(2 * time.Minute)}
+	pods := []*corev1.Pod{finishedPod("last-failure", t0, corev1.PodFailed, ""), going}
+	if del := Prune(pods, 1, 1, t0.Add(time.Hour)); len(del) != 0 {
+		t.Errorf("pruned %s for a pod being deleted", del[0].Name)
+	}
+}
+
 // A pod whose occurrence is still to come by the controller's clock (its node's clock
 // ahead) ran early: it is what says its occurrence ran, so it stays until the clock has
 // reached it, whatever the limits, and the pods before it are pruned as if it were not

@@ -103,6 +103,18 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	}
 	started := Started(pod)
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	// The job ended for good while another regular container runs on: the pod is taken
+	// as ended once it has had EndGrace to end by itself, and never while it is still
+	// prepared (counted and deleted before its instant, its occurrence ran again in a new
+	// pod at the instant).
+	var outlived time.Time
+	if at, ok := outlivedBy(pod); ok && !ended {
+		outlived = at.Add(EndGrace)
+		if StillPrepared(pod, occurrence, in.Now, in.Decided) && outlived.Before(occurrence) {
+			outlived = occurrence
+		}
+		ended = !in.Now.Before(outlived)
+	}
 	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead {
 		return decideWithdrawnAhead(pod, occurrence, in.Now, started, ended)
 	}
@@ -132,11 +144,8 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		}
 		return Decision{Verdict: Active, Recheck: until}
 	}
-	if at, done := jobEnded(pod); done {
-		if until := at.Add(EndGrace); in.Now.Before(until) {
-			return Decision{Verdict: Active, Recheck: until}
-		}
-		return Decision{Verdict: Report}
+	if !outlived.IsZero() {
+		return Decision{Verdict: Active, Recheck: outlived}
 	}
 	if started {
 		return Decision{Verdict: Active}
@@ -316,20 +325,33 @@ func PendingDeadline(occurrence, created time.Time, startingDeadline *time.Durat
 	return from.Add(DefaultPendingTimeout)
 }
 
-// jobEnded says whether the wrapped container has ended for good while its pod has not
-// (another container runs on), and when: terminated, and not to be restarted (the pod's
-// restartPolicy Never, or OnFailure and exit 0; a container's own policy is refused by
-// runpod.Build).
-func jobEnded(pod *corev1.Pod) (time.Time, bool) {
+// JobEnded reports whether the wrapped container has terminated (its pod may not have).
+func JobEnded(pod *corev1.Pod) bool {
 	cs := wrapped(pod)
-	if cs == nil || cs.State.Terminated == nil {
+	return cs != nil && cs.State.Terminated != nil
+}
+
+// outlivedBy says whether the wrapped container has ended for good while another regular
+// container of its pod runs on (or waits to), and when it ended: terminated, not to be
+// restarted (the pod's restartPolicy Never, or OnFailure and exit 0; a container's own
+// policy is refused by runpod.Build), at a time the kubelet gave. When every regular
+// container has ended, the kubelet is ending the pod (its native sidecars, within their
+// grace): it ends by itself.
+func outlivedBy(pod *corev1.Pod) (time.Time, bool) {
+	cs := wrapped(pod)
+	if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.FinishedAt.IsZero() {
 		return time.Time{}, false
 	}
 	term := cs.State.Terminated
 	if pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && term.ExitCode != 0 {
 		return time.Time{}, false
 	}
-	return term.FinishedAt.Time, true
+	for _, other := range pod.Status.ContainerStatuses {
+		if other.Name != cs.Name && other.State.Terminated == nil {
+			return term.FinishedAt.Time, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // wrapped is the status of the container lockwrap wraps (nil before it has one).

@@ -293,6 +293,19 @@ func TestDecide(t *testing.T) {
 		{"the job failed under OnFailure: its container runs again", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 1), sidecarRunning,
 			func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }),
 			Input{Now: occ.Add(time.Hour)}, Active, nil, time.Time{}},
+		// Every regular container has ended: the kubelet is ending the pod (stopping its
+		// native sidecars, up to its terminationGracePeriodSeconds): it stays, as history.
+		{"the job ended, no other regular container runs: the pod ends by itself", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "mesh", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		}), Input{Now: occ.Add(10 * time.Minute)}, Active, nil, time.Time{}},
+		{"the job ended at an unknown time: not counted on a guess", pod(phase(corev1.PodRunning), endedAt(time.Time{}, 0), sidecarRunning),
+			Input{Now: occ.Add(10 * time.Minute)}, Active, nil, time.Time{}},
+		// A prepared pod whose lockwrap ended before the instant (a probe, the OOM killer)
+		// beside a plain sidecar: counted then, and deleted, its occurrence ran again in
+		// a new pod at the instant.
+		{"prepared, its lockwrap ended before the instant, a sidecar runs: waits for the instant", pod(prepared, phase(corev1.PodRunning), endedAt(occ.Add(-4*time.Minute), 0), sidecarRunning,
+			func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(-5 * time.Minute)) }),
+			Input{Now: occ.Add(-2 * time.Minute)}, Active, nil, occ},
 		{"the job succeeded under OnFailure, another container runs", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), sidecarRunning,
 			func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }),
 			Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
