@@ -17,7 +17,8 @@ import (
 //     for each of them, and that pass lists their pods from the cache.
 //   - Update: when the pod's state as a pass reads it changes (podState): its phase, its
 //     job starting, news for the status (deferral.go), deletion, the counted label, its
-//     finalizers, a restart of the wrapped container, its end. A kubelet writes a pod's status
+//     finalizers, a restart of the wrapped container, its end while another container
+//     runs on. A kubelet writes a pod's status
 //     four or five times on its way to Running; most of those writes change none of it.
 //     And the note that a prepared pod is withdrawn ahead of its instant.
 //   - Delete and generic events: always.
@@ -36,7 +37,7 @@ var podEvents = predicate.Funcs{
 type podState struct {
 	phase                  corev1.PodPhase
 	started, news, deleted bool
-	jobEnded               bool // the wrapped container ended (another may run on: tracking.Decide)
+	outlived               bool // the job ended while another container runs on (tracking.Decide)
 	counted                bool
 	withdrawnAhead         bool
 	finalizers             int
@@ -50,7 +51,7 @@ func stateOf(p *corev1.Pod) podState {
 		started:  tracking.Started(p),
 		news:     hasNews(p),
 		deleted:  p.DeletionTimestamp != nil,
-		jobEnded: tracking.JobEnded(p),
+		outlived: tracking.Outlived(p),
 		counted:  p.Labels[runpod.LabelCounted] == "true",
 		// A prepared pod deleted by someone else is withdrawn by a pass after its deletion:
 		// the note is what the next pass decides it by (tracking.Decide).

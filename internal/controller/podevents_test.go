@@ -48,10 +48,26 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 		{"deleted", []func(*corev1.Pod){running}, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }, true},
 		{"marked counted", nil, func(p *corev1.Pod) { p.Labels = map[string]string{runpod.LabelCounted: "true"} }, true},
 		{"released", nil, func(p *corev1.Pod) { p.Finalizers = nil }, true},
-		{"the job ended while another container runs on", []func(*corev1.Pod){running, func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
+		{"the job ended while another container runs on", []func(*corev1.Pod){running, func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodRunning
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}})
+		}}, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.Now()}}
+		}, true},
+		// A pod of one container: the kubelet writes the container's end, then the phase;
+		// the phase wakes the job.
+		{"the job of a one-container pod ended, its phase not yet written", []func(*corev1.Pod){running, func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
 			func(p *corev1.Pod) {
 				p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.Now()}}
-			}, true},
+			}, false},
+		{"the job ended and a proxy that had ended waits to run again", []func(*corev1.Pod){func(p *corev1.Pod) {
+			p.Spec.RestartPolicy, p.Status.Phase = corev1.RestartPolicyOnFailure, corev1.PodRunning
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{
+				{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.Now()}}},
+				{Name: "proxy", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, FinishedAt: metav1.Now()}}}}
+		}}, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[1].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+		}, true},
 		{"deleted by someone else, then withdrawn ahead", []func(*corev1.Pod){func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }},
 			func(p *corev1.Pod) { p.Annotations[runpod.AnnotationWithdrawnAhead] = "deleted before its instant" }, true},
 	}

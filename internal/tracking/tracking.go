@@ -103,6 +103,13 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	}
 	started := Started(pod)
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	// A pod being deleted never becomes history: once its job has ended for good, its
+	// report is its word, whatever the kubelet says (or, its node lost, fails to say) of
+	// the pod's other containers and its phase.
+	_, over := endedForGood(pod)
+	if over && pod.DeletionTimestamp != nil {
+		ended = true
+	}
 	// The job ended for good while another regular container runs on: the pod is taken
 	// as ended once it has had EndGrace to end by itself, and never while it is still
 	// prepared (counted and deleted before its instant, its occurrence ran again in a new
@@ -118,7 +125,9 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead {
 		return decideWithdrawnAhead(pod, occurrence, in.Now, started, ended)
 	}
-	if why := takenAwayAhead(pod, occurrence, in, ended); why != "" && !manual {
+	// lockwrap interrupted while it waited for the instant is taken away, whatever the
+	// pod's other containers do.
+	if why := takenAwayAhead(pod, occurrence, in, ended || over && interrupted(pod)); why != "" && !manual {
 		return Decision{Verdict: WithdrawAhead, Reason: why}
 	}
 	if pod.DeletionTimestamp != nil && !started {
@@ -325,30 +334,41 @@ func PendingDeadline(occurrence, created time.Time, startingDeadline *time.Durat
 	return from.Add(DefaultPendingTimeout)
 }
 
-// JobEnded reports whether the wrapped container has terminated (its pod may not have).
-func JobEnded(pod *corev1.Pod) bool {
+// endedForGood says whether the wrapped container has ended and will not run again (the
+// pod's restartPolicy Never, or OnFailure and exit 0; a container's own policy is refused
+// by runpod.Build), and when (zero if the kubelet did not say).
+func endedForGood(pod *corev1.Pod) (time.Time, bool) {
 	cs := wrapped(pod)
-	return cs != nil && cs.State.Terminated != nil
-}
-
-// outlivedBy says whether the wrapped container has ended for good while another regular
-// container of its pod runs on (or waits to), and when it ended: terminated, not to be
-// restarted (the pod's restartPolicy Never, or OnFailure and exit 0; a container's own
-// policy is refused by runpod.Build), at a time the kubelet gave. When every regular
-// container has ended, the kubelet is ending the pod (its native sidecars, within their
-// grace): it ends by itself.
-func outlivedBy(pod *corev1.Pod) (time.Time, bool) {
-	cs := wrapped(pod)
-	if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.FinishedAt.IsZero() {
+	if cs == nil || cs.State.Terminated == nil {
 		return time.Time{}, false
 	}
 	term := cs.State.Terminated
 	if pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && term.ExitCode != 0 {
 		return time.Time{}, false
 	}
+	return term.FinishedAt.Time, true
+}
+
+// Outlived reports whether the pod's job has ended for good while another regular container
+// of it runs on or waits to (outlivedBy).
+func Outlived(pod *corev1.Pod) bool {
+	_, ok := outlivedBy(pod)
+	return ok
+}
+
+// outlivedBy says whether the wrapped container has ended for good (endedForGood), at a
+// time the kubelet gave, while another regular container of its pod runs on (or waits
+// to), and when it ended. When every regular container has ended, the kubelet is ending
+// the pod (its native sidecars, within their grace): it ends by itself.
+func outlivedBy(pod *corev1.Pod) (time.Time, bool) {
+	at, over := endedForGood(pod)
+	if !over || at.IsZero() {
+		return time.Time{}, false
+	}
+	name := pod.Annotations[runpod.AnnotationWrappedContainer]
 	for _, other := range pod.Status.ContainerStatuses {
-		if other.Name != cs.Name && other.State.Terminated == nil {
-			return term.FinishedAt.Time, true
+		if other.Name != name && other.State.Terminated == nil {
+			return at, true
 		}
 	}
 	return time.Time{}, false

@@ -59,6 +59,15 @@ func endedAt(at time.Time, code int32) func(*corev1.Pod) {
 	}
 }
 
+// endedWith: the wrapped container ended at `at` with code and report msg, the pod's
+// restartPolicy Never.
+func endedWith(at time.Time, code int32, msg string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		endedAt(at, code)(p)
+		p.Status.ContainerStatuses[len(p.Status.ContainerStatuses)-1].State.Terminated.Message = msg
+	}
+}
+
 // sidecarRunning: another regular container of the pod runs.
 func sidecarRunning(p *corev1.Pod) {
 	p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "proxy",
@@ -306,6 +315,20 @@ func TestDecide(t *testing.T) {
 		{"prepared, its lockwrap ended before the instant, a sidecar runs: waits for the instant", pod(prepared, phase(corev1.PodRunning), endedAt(occ.Add(-4*time.Minute), 0), sidecarRunning,
 			func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(occ.Add(-5 * time.Minute)) }),
 			Input{Now: occ.Add(-2 * time.Minute)}, Active, nil, occ},
+		// A pod being deleted never becomes history: once its job has ended for good, its
+		// report is its word, whatever the kubelet says (or fails to say) of the rest.
+		{"deleted just after its job ended, a proxy still shown running: its report", pod(onNode, phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), sidecarRunning, deleted(occ.Add(time.Minute+time.Second))),
+			Input{Now: occ.Add(time.Minute + 31*time.Second)}, Report, nil, time.Time{}},
+		{"its node lost after its job ended, before the kubelet wrote the phase: its report", pod(onNode, phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), deleted(occ.Add(2*time.Minute))),
+			Input{Now: occ.Add(10 * time.Minute)}, Report, nil, time.Time{}},
+		{"withdrawn ahead, its lockwrap interrupted at the deletion, the phase not yet written: released", pod(onNode, withdrawnAhead, phase(corev1.PodRunning),
+			endedWith(occ.Add(-10*time.Second), 70, `{"v":1,"outcome":"Interrupted"}`), evicted(occ.Add(-10*time.Second), 5)),
+			Input{Now: occ.Add(15 * time.Second)}, Withdrawn, nil, time.Time{}},
+		// lockwrap interrupted while it waited for the instant (a liveness probe, a kill):
+		// replaced, as without the sidecar, so that the occurrence runs.
+		{"prepared, interrupted before its instant, a sidecar runs: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodRunning),
+			endedWith(occ.Add(-30*time.Second), 70, `{"v":1,"outcome":"Interrupted"}`), sidecarRunning),
+			Input{Now: occ.Add(-20 * time.Second)}, WithdrawAhead, nil, time.Time{}},
 		{"the job succeeded under OnFailure, another container runs", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), sidecarRunning,
 			func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }),
 			Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
