@@ -4,6 +4,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,6 +278,29 @@ func ParseTime(v string) (time.Time, error) {
 
 // Decode parses a termination message. It fails for anything that is not a version-1
 // report with a known outcome, so the caller can count it as an Error.
+// cutPrefix begins every report Encode writes: its version and outcome come first.
+const cutPrefix = `{"v":1,"outcome":"`
+
+// DecodeCut reads what is left of a report the kubelet cut to its share of the pod's
+// termination messages (12 KiB among the pod's containers, some injected by admission
+// webhooks or added later, which lockwrap was not told of): its outcome, which Encode
+// writes first. It says whether there was one.
+func DecodeCut(b []byte) (Report, bool) {
+	rest, ok := bytes.CutPrefix(b, []byte(cutPrefix))
+	if !ok {
+		return Report{}, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return Report{}, false
+	}
+	o := Outcome(rest[:end])
+	if !o.Valid() {
+		return Report{}, false
+	}
+	return Report{V: Version, Outcome: o}, true
+}
+
 func Decode(b []byte) (Report, error) {
 	var r Report
 	if len(b) == 0 {

@@ -353,7 +353,11 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	// The kubelet keeps of each container's termination message its share of 12 KiB
 	// (12288 / the pod's containers and init containers), cutting the rest: a cut report is
 	// no JSON, and its run is counted Error.
-	if share := kubeletMessageBytes / (len(spec.Containers) + len(spec.InitContainers)); share < report.MaxBytes {
+	n := len(spec.Containers) + len(spec.InitContainers)
+	if kubeletMessageBytes/n < report.MinBytes {
+		return nil, fmt.Errorf("spec.template.spec: %d containers and init containers, and lockwrap's: the kubelet keeps %d bytes of each one's termination message, too few for lockwrap's report (%d); at most %d in all", n-1, kubeletMessageBytes/n, report.MinBytes, kubeletMessageBytes/report.MinBytes-1)
+	}
+	if share := kubeletMessageBytes / n; share < report.MaxBytes {
 		c.Env = append(c.Env, literal(config.EnvReportMaxBytes, strconv.Itoa(max(share, report.MinBytes))))
 	}
 	if allowed := opts.RedisAllowedHosts.String(); allowed != "" {

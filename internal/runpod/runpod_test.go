@@ -1,6 +1,7 @@
 package runpod
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -237,6 +238,12 @@ func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: VolumeName}}
 		}, "spec.template.spec.volumes"},
 		"long name": {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		// The kubelet would keep under 256 bytes of each termination message: no report fits.
+		"too many containers": {func(j *v1alpha1.LockedCronJob) {
+			for i := 0; i < 48; i++ {
+				j.Spec.Template.Spec.InitContainers = append(j.Spec.Template.Spec.InitContainers, corev1.Container{Name: fmt.Sprintf("init-%d", i), Image: "x"})
+			}
+		}, "spec.template.spec"},
 		// A container's own restart policy comes before the pod's: lockwrap restarted after
 		// its report (SuppressedDuplicate each time, the pod never ending, its occurrence
 		// never counted), or a run folded as a suppressed duplicate of itself.

@@ -145,6 +145,11 @@ func ResultOf(pod *corev1.Pod) Result {
 		return res
 	}
 	r, err := report.Decode([]byte(term.Message))
+	if cut, ok := report.DecodeCut([]byte(term.Message)); err != nil && ok {
+		cut.Message = fmt.Sprintf("lockwrap's report was cut to %d bytes by the kubelet (the pod's containers share 12 KiB of termination messages, and it had more than lockwrap was told of); only its outcome is known", len(term.Message))
+		res.Report = cut
+		return res
+	}
 	if err != nil {
 		return invalid(fmt.Errorf("container %s exited %d without a valid report: %w", name, term.ExitCode, err))
 	}

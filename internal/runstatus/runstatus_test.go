@@ -2,6 +2,7 @@ package runstatus
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,28 @@ func TestResultOfWithoutAValidReportIsAnError(t *testing.T) {
 				t.Fatalf("got %+v, want an Error result that says why", r)
 			}
 		})
+	}
+}
+
+// TestResultOfAReportTheKubeletCut: the kubelet keeps of each container's termination
+// message its share of 12 KiB among the pod's containers, and containers that admission
+// webhooks inject (a mesh, a secrets agent) or kubectl debug adds later are not known
+// when the pod is built: a report cut to that share is no JSON, and its run was counted
+// Error. Its outcome, which the report holds first, is counted, saying it was cut.
+func TestResultOfAReportTheKubeletCut(t *testing.T) {
+	full, err := report.Encode(report.Report{Outcome: report.Succeeded, Key: strings.Repeat("k", 512), Holder: "c/ns/p/u",
+		FencingToken: 9, Message: strings.Repeat("m", 1500)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := 12 * 1024 / 9
+	r := ResultOf(finishedPod("p", t0, corev1.PodSucceeded, string(full[:share])))
+	if r.Invalid != nil || r.Report.Outcome != report.Succeeded || !strings.Contains(r.Report.Message, "cut") {
+		t.Fatalf("a %d-byte report cut to %d bytes: %+v, want its outcome, said to be cut", len(full), share, r)
+	}
+	// The outcome itself cut: nothing to read.
+	if r := ResultOf(finishedPod("p", t0, corev1.PodFailed, `{"v":1,"outcome":"Succ`)); r.Invalid == nil {
+		t.Errorf("an outcome cut short read as %s", r.Report.Outcome)
 	}
 }
 

@@ -283,8 +283,8 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	if v := getenv(EnvTerminationLog); v != "" {
 		cfg.TerminationLog = v
 	}
-	if n, err := strconv.Atoi(getenv(EnvReportMaxBytes)); err == nil && n >= report.MinBytes && n <= report.MaxBytes {
-		cfg.ReportMaxBytes = n
+	if n, err := strconv.ParseInt(getenv(EnvReportMaxBytes), 0, 0); err == nil && n >= report.MinBytes && n <= report.MaxBytes {
+		cfg.ReportMaxBytes = int(n) // read as the flag reads it (flag.IntVar: any base)
 	}
 	for i, a := range args {
 		if a == "--" {

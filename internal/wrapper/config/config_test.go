@@ -232,3 +232,13 @@ func TestDefaultHolderIsUniquePerRun(t *testing.T) {
 		holders[cfg.Holder] = true
 	}
 }
+
+// TestReportLimitReadBeforeTheRest: the report's limit is read before the other settings,
+// so that the report of a bad one fits the pod's share too, and read as the flag reads it.
+func TestReportLimitReadBeforeTheRest(t *testing.T) {
+	env := map[string]string{EnvReportMaxBytes: "0x400", EnvRedisURL: "redis://r:6379", EnvKey: "k"}
+	cfg, _, err := Parse([]string{"--ttl", "soon", "--", "x"}, func(k string) string { return env[k] })
+	if err == nil || cfg.ReportMaxBytes != 1024 {
+		t.Errorf("error %v, limit %d: want the --ttl error and the limit 1024", err, cfg.ReportMaxBytes)
+	}
+}
