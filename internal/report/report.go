@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 	"unicode/utf8"
 
@@ -276,19 +277,21 @@ func ParseTime(v string) (time.Time, error) {
 	return t, nil
 }
 
-// Decode parses a termination message. It fails for anything that is not a version-1
-// report with a known outcome, so the caller can count it as an Error.
 // cutPrefix begins every report Encode writes: its version and outcome come first.
 const cutPrefix = `{"v":1,"outcome":"`
 
 // DecodeCut reads what is left of a report the kubelet cut to its share of the pod's
 // termination messages (12 KiB among the pod's containers, some injected by admission
 // webhooks or added later, which lockwrap was not told of): its outcome, which Encode
-// writes first. It says whether there was one.
+// writes first. It says whether b was such a report: JSON that ends before its end.
 func DecodeCut(b []byte) (Report, bool) {
 	rest, ok := bytes.CutPrefix(b, []byte(cutPrefix))
 	if !ok {
 		return Report{}, false
+	}
+	var whole any
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&whole); !errors.Is(err, io.ErrUnexpectedEOF) {
+		return Report{}, false // whole (another message, or one with more after it), or not JSON
 	}
 	end := bytes.IndexByte(rest, '"')
 	if end < 0 {
@@ -301,6 +304,19 @@ func DecodeCut(b []byte) (Report, bool) {
 	return Report{V: Version, Outcome: o}, true
 }
 
+// DecodeAny is Decode, or, for a report the kubelet cut, DecodeCut's outcome (cut true).
+func DecodeAny(b []byte) (r Report, cut bool, err error) {
+	r, err = Decode(b)
+	if err != nil {
+		if c, ok := DecodeCut(b); ok {
+			return c, true, nil
+		}
+	}
+	return r, false, err
+}
+
+// Decode parses a termination message. It fails for anything that is not a version-1
+// report with a known outcome, so the caller can count it as an Error.
 func Decode(b []byte) (Report, error) {
 	var r Report
 	if len(b) == 0 {

@@ -41,6 +41,8 @@ type Result struct {
 	// StartedAt is when lockwrap started the job's command (the report's startedAt, the
 	// node's clock); zero when the command never started or the report does not say.
 	StartedAt time.Time
+	// Cut: the kubelet cut the report; only its outcome is known (report.DecodeCut).
+	Cut bool
 }
 
 // StartLag is how long after its occurrence the job's command started (StartedAt −
@@ -144,10 +146,10 @@ func ResultOf(pod *corev1.Pod) Result {
 		res.Report = report.Report{V: report.Version, Outcome: report.Missed, Message: "pod ended before its job container started" + why}
 		return res
 	}
-	r, err := report.Decode([]byte(term.Message))
-	if cut, ok := report.DecodeCut([]byte(term.Message)); err != nil && ok {
-		cut.Message = fmt.Sprintf("lockwrap's report was cut to %d bytes by the kubelet (the pod's containers share 12 KiB of termination messages, and it had more than lockwrap was told of); only its outcome is known", len(term.Message))
-		res.Report = cut
+	r, cut, err := report.DecodeAny([]byte(term.Message))
+	if cut {
+		r.Message = fmt.Sprintf("lockwrap's report was cut to %d bytes by the kubelet (the pod's containers share 12 KiB of termination messages, and it had more than lockwrap was told of); only its outcome is known", len(term.Message))
+		res.Report, res.Cut = r, true
 		return res
 	}
 	if err != nil {
@@ -222,6 +224,9 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	ran := rep.Outcome == report.Succeeded || rep.Outcome == report.Failed || rep.Outcome == report.LockLost
 	if rep.Outcome == report.Succeeded && (st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(&occ)) {
 		st.LastSuccessfulTime = &occ
+	}
+	if r.Cut {
+		return // no holder, token or watermark to show: the last known ones stay
 	}
 	if rep.Outcome == report.Succeeded {
 		foldLastSuccess(st, r, rep)

@@ -78,9 +78,17 @@ func TestResultOfAReportTheKubeletCut(t *testing.T) {
 	if r.Invalid != nil || r.Report.Outcome != report.Succeeded || !strings.Contains(r.Report.Message, "cut") {
 		t.Fatalf("a %d-byte report cut to %d bytes: %+v, want its outcome, said to be cut", len(full), share, r)
 	}
-	// The outcome itself cut: nothing to read.
-	if r := ResultOf(finishedPod("p", t0, corev1.PodFailed, `{"v":1,"outcome":"Succ`)); r.Invalid == nil {
-		t.Errorf("an outcome cut short read as %s", r.Report.Outcome)
+	// A cut report says nothing of its holder: the last holder known stays.
+	st := &v1alpha1.LockedCronJobStatus{LastHolder: &v1alpha1.Holder{Identity: "c/ns/before/u", FencingToken: 8, Occurrence: &metav1.Time{Time: t0.Add(-time.Hour)}}}
+	Fold(st, r)
+	if st.LastHolder.Identity != "c/ns/before/u" || st.LastSuccess != nil || st.Counters.Succeeded != 1 {
+		t.Errorf("a cut report folded as %+v, last success %+v", st.LastHolder, st.LastSuccess)
+	}
+	// The outcome itself cut, or a whole message that is not a report: nothing to read.
+	for _, msg := range []string{`{"v":1,"outcome":"Succ`, `{"v":1,"outcome":"Succeeded","v":2}`, `{"v":1,"outcome":"Succeeded"} and more`} {
+		if r := ResultOf(finishedPod("p", t0, corev1.PodFailed, msg)); r.Invalid == nil {
+			t.Errorf("%q read as %s", msg, r.Report.Outcome)
+		}
 	}
 }
 

@@ -106,8 +106,8 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	// A pod being deleted never becomes history: once its job has ended for good, its
 	// report is its word, whatever the kubelet says (or, its node lost, fails to say) of
 	// the pod's other containers and its phase.
-	_, over := endedForGood(pod)
-	if over && pod.DeletionTimestamp != nil {
+	endedAt, over := endedForGood(pod)
+	if over && !endedAt.IsZero() && pod.DeletionTimestamp != nil && !StillPrepared(pod, occurrence, in.Now, in.Decided) {
 		ended = true
 	}
 	// The job ended for good while another regular container runs on: the pod is taken
@@ -262,7 +262,7 @@ func interrupted(pod *corev1.Pod) bool {
 	if cs == nil || cs.State.Terminated == nil {
 		return false
 	}
-	r, err := report.Decode([]byte(cs.State.Terminated.Message))
+	r, _, err := report.DecodeAny([]byte(cs.State.Terminated.Message))
 	return err == nil && r.Outcome == report.Interrupted
 }
 
@@ -292,13 +292,15 @@ func runningWhenLastSeen(pod *corev1.Pod) bool {
 
 // ranIn reports whether an attempt's termination says the job's command started.
 func ranIn(term *corev1.ContainerStateTerminated) bool {
-	r, err := report.Decode([]byte(term.Message))
+	r, cut, err := report.DecodeAny([]byte(term.Message))
 	if err != nil {
 		return true
 	}
 	switch r.Outcome {
 	case report.Succeeded, report.Failed, report.LockLost:
 		return true
+	case report.Error:
+		return cut || r.StartedAt != "" // cut: whether it started is lost with the rest
 	}
 	return r.StartedAt != ""
 }

@@ -329,6 +329,27 @@ func TestDecide(t *testing.T) {
 		{"prepared, interrupted before its instant, a sidecar runs: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodRunning),
 			endedWith(occ.Add(-30*time.Second), 70, `{"v":1,"outcome":"Interrupted"}`), sidecarRunning),
 			Input{Now: occ.Add(-20 * time.Second)}, WithdrawAhead, nil, time.Time{}},
+		// Deleted before its instant with its job's word already in (its node's clock
+		// ahead, or lockwrap's error): counted then, it was released and a new pod made for
+		// the occurrence, counted again. Taken away, as a prepared pod ended before its instant.
+		{"prepared, its lockwrap ended with an error, deleted before its instant, a sidecar runs: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodRunning),
+			endedWith(occ.Add(-30*time.Second), 1, `{"v":1,"outcome":"Error","message":"boom"}`), sidecarRunning, deleted(occ.Add(-20*time.Second))),
+			Input{Now: occ.Add(-10 * time.Second)}, WithdrawAhead, nil, time.Time{}},
+		// The kubelet lost the container (ContainerStatusUnknown, exit 137, no end time, no
+		// report) of a pod being deleted: the job may still run. Its word is awaited.
+		{"deleted, its container's state unknown to the kubelet: waits for its word", pod(onNode, phase(corev1.PodRunning), func(p *corev1.Pod) {
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "ContainerStatusUnknown", Message: "The container could not be located when the pod was deleted."}}}}
+		}, deleted(occ.Add(time.Minute))), Input{Now: occ.Add(time.Minute + 10*time.Second)}, Active, nil, occ.Add(time.Minute + TerminatingGrace)},
+		// A report the kubelet cut (more containers than lockwrap was told of) says
+		// Interrupted as a whole one does.
+		{"prepared, interrupted before its instant, its report cut, a sidecar runs: withdrawn ahead", pod(prepared, onNode, phase(corev1.PodRunning),
+			endedWith(occ.Add(-30*time.Second), 70, `{"v":1,"outcome":"Interrupted","occurrence":"2026-11-30T02:0`), sidecarRunning),
+			Input{Now: occ.Add(-20 * time.Second)}, WithdrawAhead, nil, time.Time{}},
+		{"withdrawn ahead, interrupted, its report cut: released", pod(onNode, withdrawnAhead, phase(corev1.PodFailed),
+			reported(70, `{"v":1,"outcome":"Interrupted","occurrence":"2026-11-30T02:0`), deleted(occ.Add(-time.Second))),
+			Input{Now: occ.Add(time.Second)}, Withdrawn, nil, time.Time{}},
 		{"the job succeeded under OnFailure, another container runs", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), sidecarRunning,
 			func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }),
 			Input{Now: occ.Add(time.Hour)}, Report, nil, time.Time{}},
