@@ -143,6 +143,11 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 		}
 		return Decision{Verdict: Active, Recheck: until}
 	}
+	if ended && pod.DeletionTimestamp != nil && StillPrepared(pod, occurrence, in.Now, in.Decided) {
+		// Counted, a deleted pod is gone: its occurrence, still to come, got a new pod at
+		// its instant, counted again. It keeps its name (and the finalizer) until then.
+		return Decision{Verdict: Active, Recheck: occurrence}
+	}
 	if ended {
 		return Decision{Verdict: Report}
 	}
@@ -185,6 +190,10 @@ func decideWithdrawnAhead(pod *corev1.Pod, occurrence, now time.Time, started, e
 	// it as its kubelet last said): no word on the job, as a silent kubelet (below).
 	silent := ended && !JobRan(pod) && runningWhenLastSeen(pod)
 	switch {
+	case ended && JobRan(pod) && pod.DeletionTimestamp != nil && now.Before(occurrence):
+		// Its job ran before the controller's instant (its node's clock ahead): counted
+		// now, the pod gone, its occurrence got a new pod at the instant (as below).
+		return Decision{Verdict: Active, Recheck: occurrence}
 	case ended && JobRan(pod):
 		return Decision{Verdict: Report}
 	case ended && !silent:

@@ -256,8 +256,18 @@ func TestDecide(t *testing.T) {
 			func(p *corev1.Pod) { p.Status.Reason = "OutOfcpu" }), Input{Now: occ.Add(-10 * time.Second)}, Report, nil, time.Time{}},
 		{"prepared, skipped before the controller's instant (a node's clock ahead): its outcome", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`)),
 			Input{Now: occ.Add(-time.Second)}, Report, nil, time.Time{}},
-		{"prepared, skipped, then deleted before its instant: its outcome", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`), evicted(occ.Add(-2*time.Second), 30)),
-			Input{Now: occ.Add(-time.Second)}, Report, nil, time.Time{}},
+		// Deleted, it is gone once counted: counted before its instant, its occurrence got
+		// a new pod at the instant, counted again. It is its occurrence's outcome at the
+		// instant, its finalizer kept until then, so that its name holds the occurrence.
+		{"prepared, skipped, then deleted before its instant: its outcome at the instant", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`), evicted(occ.Add(-2*time.Second), 30)),
+			Input{Now: occ.Add(-time.Second)}, Active, nil, occ},
+		{"prepared, skipped, then deleted before its instant, seen at it: its outcome", pod(prepared, onNode, phase(corev1.PodSucceeded), reported(0, `{"v":1,"outcome":"SkippedContention","heldBy":"x"}`), evicted(occ.Add(-2*time.Second), 30)),
+			Input{Now: occ}, Report, nil, time.Time{}},
+		{"prepared, failed by the pod GC while its container ran, before its instant: decided at the instant", pod(prepared, onNode, phase(corev1.PodFailed), running(0), phase(corev1.PodFailed), deleted(occ.Add(-5*time.Second))),
+			Input{Now: occ.Add(-time.Second)}, Active, nil, occ},
+		{"withdrawn ahead, its job run early (its node's clock ahead), deleted, ended before the instant: decided at the instant", pod(onNode, withdrawnAhead, phase(corev1.PodSucceeded),
+			reported(0, `{"v":1,"outcome":"Succeeded","startedAt":"2026-11-30T01:59:58Z"}`), deleted(occ.Add(-5*time.Second))),
+			Input{Now: occ.Add(-time.Second)}, Active, nil, occ},
 		{"prepared, deleted before its instant, its kubelet's word: it never started", pod(prepared, endedOnNode, evicted(occ.Add(-10*time.Second), 30)),
 			Input{Now: occ.Add(-time.Second)}, WithdrawAhead, []string{"deleted before its instant"}, time.Time{}},
 		{"prepared, withdrawn by the controller before its instant: withdrawn ahead", pod(prepared, unschedulable, withdrawnFor("a blackout began before its job started: window"), deleted(occ.Add(-10*time.Second))),
