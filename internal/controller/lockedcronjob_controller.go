@@ -544,6 +544,10 @@ func eventType(o report.Outcome) string {
 func describe(r runstatus.Result) string {
 	rep := r.Report
 	occ := r.Occurrence.UTC().Format(time.RFC3339)
+	if r.Cut {
+		// Its outcome alone is known: no holder, token or exit code to show.
+		return fmt.Sprintf("occurrence %s: pod %s: %s (%s)", occ, r.Pod, rep.Outcome, rep.Message)
+	}
 	switch rep.Outcome {
 	case report.SkippedContention:
 		return fmt.Sprintf("occurrence %s: lock %q held by %s; pod %s skipped", occ, rep.Key, rep.HeldBy, r.Pod)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/printable"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/tracking"
@@ -629,5 +630,18 @@ func TestJobEndedWhileAnotherContainerRuns(t *testing.T) {
 	}
 	if !slices.ContainsFunc(p.doomed, func(d *corev1.Pod) bool { return d.Name == pod.Name }) {
 		t.Errorf("the pod, still running its proxy, is not deleted: doomed %v", p.doomed)
+	}
+}
+
+// TestDescribeACutReport: a report the kubelet cut holds its outcome only; its Event said
+// "ran … as  (fencing token 0), exit code 0", or "held by ;".
+func TestDescribeACutReport(t *testing.T) {
+	for _, o := range []report.Outcome{report.Failed, report.Succeeded, report.SkippedContention} {
+		r := runstatus.Result{Pod: "j-1", Occurrence: passAt, Cut: true, Report: report.Report{V: 1, Outcome: o, Message: "lockwrap's report was cut"}}
+		got := describe(r)
+		if strings.Contains(got, "exit code 0") || strings.Contains(got, "fencing token 0") || strings.Contains(got, "held by ;") ||
+			!strings.Contains(got, string(o)) || !strings.Contains(got, "cut") {
+			t.Errorf("%s: %q", o, got)
+		}
 	}
 }

@@ -367,14 +367,18 @@ func Outlived(pod *corev1.Pod) bool {
 	return ok
 }
 
-// outlivedBy says whether the wrapped container has ended for good (endedForGood), at a
-// time the kubelet gave, while another regular container of its pod runs on (or waits
-// to), and when it ended. When every regular container has ended, the kubelet is ending
+// outlivedBy says whether the wrapped container has ended for good (endedForGood) while
+// another regular container of its pod runs on (or waits to), and when it ended. When every regular container has ended, the kubelet is ending
 // the pod (its native sidecars, within their grace): it ends by itself.
 func outlivedBy(pod *corev1.Pod) (time.Time, bool) {
 	at, over := endedForGood(pod)
-	if !over || at.IsZero() {
+	if !over {
 		return time.Time{}, false
+	}
+	if at.IsZero() {
+		// The kubelet did not say when (a container it lost: ContainerStatusUnknown): no
+		// earlier than the pod's creation, a time every pass reads alike.
+		at = pod.CreationTimestamp.Time
 	}
 	name := pod.Annotations[runpod.AnnotationWrappedContainer]
 	for _, other := range pod.Status.ContainerStatuses {

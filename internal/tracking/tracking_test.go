@@ -317,8 +317,13 @@ func TestDecide(t *testing.T) {
 		{"the job ended, no other regular container runs: the pod ends by itself", pod(phase(corev1.PodRunning), endedAt(occ.Add(time.Minute), 0), func(p *corev1.Pod) {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "mesh", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 		}), Input{Now: occ.Add(10 * time.Minute)}, Active, nil, time.Time{}},
-		{"the job ended at an unknown time: not counted on a guess", pod(phase(corev1.PodRunning), endedAt(time.Time{}, 0), sidecarRunning),
-			Input{Now: occ.Add(10 * time.Minute)}, Active, nil, time.Time{}},
+		// The kubelet lost the job's container (ContainerStatusUnknown, no end time) while
+		// another container runs on: the pod never ends. It was never counted. Its end is
+		// taken as no earlier than the pod's creation.
+		{"the job ended at an unknown time, another container runs: counted from its creation on", pod(phase(corev1.PodRunning), endedAt(time.Time{}, 137), sidecarRunning),
+			Input{Now: occ.Add(10 * time.Minute)}, Report, nil, time.Time{}},
+		{"the job ended at an unknown time, another container runs, soon after its creation", pod(phase(corev1.PodRunning), endedAt(time.Time{}, 137), sidecarRunning),
+			Input{Now: occ.Add(30 * time.Second)}, Active, nil, occ.Add(time.Second + EndGrace)},
 		// A prepared pod whose lockwrap ended before the instant (a probe, the OOM killer)
 		// beside a plain sidecar: counted then, and deleted, its occurrence ran again in
 		// a new pod at the instant.
