@@ -181,11 +181,6 @@ func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
 	return i, nil
 }
 
-// reserved refuses, naming the field, what of the template would take lockwrap's names or
-// place: a container named as its init container, a variable of lockwrap's settings
-// (config.Variables, and the others it gives its command: LOCKEDCRON_*) in the wrapped
-// container, which the controller sets from spec, and a mount there at lockwrap's
-// directory or below, which would hide lockwrap or replace it with another file.
 // containerRestarts refuses what would restart the pod's containers past the pod's
 // restartPolicy (a container's own restartPolicy and restartPolicyRules, which the
 // kubelet applies first): lockwrap started again after its report ran under the ledger
@@ -203,7 +198,12 @@ func containerRestarts(spec corev1.PodSpec, wi int) error {
 			return fmt.Errorf("%s.restartPolicy: Always: container %s would keep the pod running after the job ends, and its occurrence would never be counted; make it a native sidecar (an init container with restartPolicy: Always) or remove the policy", field, c.Name)
 		}
 	}
-	for kind, cs := range map[string][]corev1.Container{"containers": spec.Containers, "initContainers": spec.InitContainers} {
+	// In a fixed order, so that the field named is the same on every pass.
+	for _, list := range []struct {
+		kind string
+		cs   []corev1.Container
+	}{{"containers", spec.Containers}, {"initContainers", spec.InitContainers}} {
+		kind, cs := list.kind, list.cs
 		for i, c := range cs {
 			for j, r := range c.RestartPolicyRules {
 				if r.Action == corev1.ContainerRestartRuleActionRestartAllContainers {
@@ -215,6 +215,11 @@ func containerRestarts(spec corev1.PodSpec, wi int) error {
 	return nil
 }
 
+// reserved refuses, naming the field, what of the template would take lockwrap's names or
+// place: a container named as its init container, a variable of lockwrap's settings
+// (config.Variables, and the others it gives its command: LOCKEDCRON_*) in the wrapped
+// container, which the controller sets from spec, and a mount there at lockwrap's
+// directory or below, which would hide lockwrap or replace it with another file.
 func reserved(spec corev1.PodSpec, wi int) error {
 	for i, c := range spec.Containers {
 		if c.Name == InitContainerName {
