@@ -43,6 +43,10 @@ type job struct {
 	// settings, when set, is a ConfigMap of the namespace that the job's container takes
 	// its environment from (envFrom).
 	settings map[string]string
+	// tty runs the job's container with tty: true (and the job sets its terminal's modes).
+	tty bool
+	// sidecar adds a regular container "proxy" that runs on after the job (an hour).
+	sidecar bool
 }
 
 func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
@@ -76,6 +80,18 @@ func (j job) manifest() string {
 			configMap += fmt.Sprintf("  %s: %q\n", k, v)
 		}
 		envFrom = "\n        envFrom:\n        - configMapRef: {name: settings}"
+	}
+	tty, sidecar := "", ""
+	if j.tty {
+		tty = "\n        tty: true"
+		extra += `, "--terminal"`
+	}
+	if j.sidecar {
+		sidecar = `
+      - name: proxy
+        image: k8s.local/lockedcron-e2e-job:dev
+        imagePullPolicy: Never
+        command: ["/usr/local/bin/e2e-job", "--sleep=1h", "--termination-log=/dev/null"]`
 	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -113,7 +129,7 @@ spec:
       - name: job
         image: k8s.local/lockedcron-e2e-job:dev
         imagePullPolicy: Never
-        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"%[13]s]%[11]s%[15]s
+        command: ["/usr/local/bin/e2e-job", "--sleep=%[6]s", "--label=%[7]s", "--termination-log=/dev/null"%[13]s]%[11]s%[15]s%[16]s
         env:
         - name: E2E_REDIS_URL
           valueFrom:
@@ -123,8 +139,8 @@ spec:
             fieldRef: {fieldPath: metadata.name}
         - name: POD_NAMESPACE
           valueFrom:
-            fieldRef: {fieldPath: metadata.namespace}
-%[14]s`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra, configMap, envFrom)
+            fieldRef: {fieldPath: metadata.namespace}%[17]s
+%[14]s`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra, configMap, envFrom, tty, sidecar)
 }
 
 func apply(j job) {
@@ -461,6 +477,59 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		done, err := lock.Succeeded(ctx, rdb, key, occ)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(done).To(BeTrue(), "the ledger has no success of %s under the key as written", rs[0].Occurrence)
+	})
+
+	It("runs a job on a terminal (tty: true) to its end, each occurrence once", func() {
+		// The job sets its terminal's modes first, as stty does. lockwrap runs the command in
+		// a process group of its own; in the terminal's background that call stopped the job
+		// (SIGTTOU) while lockwrap renewed the lock for ever. It exits 3 without a terminal.
+		j := job{ns: scenario("tty"), name: "tty", key: "e2e/tty-" + suffix,
+			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "tty-" + suffix, tty: true}
+		apply(j)
+		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 2*time.Minute, time.Second).
+			Should(SatisfyAny(
+				HaveField("Succeeded", BeNumerically(">=", 2)),
+				HaveField("Failed", BeNumerically(">=", 1))), "no run ended: the job stopped on its terminal")
+		suspend(j)
+		settle(j)
+		c := get(j).Status.Counters
+		Expect(c.Failed).To(BeZero(), "runs failed (exit 3: the container had no terminal): %+v", c)
+		rs := runs(j.label)
+		Expect(rs).NotTo(BeEmpty())
+		for _, r := range rs {
+			Expect(r.Finished).To(BeTrue(), "run of %s never ended", r.Occurrence)
+		}
+		expectOneRunPerOccurrence(rs)
+		expectExactCounters(j)
+		Expect(c.Runs).To(Equal(int64(len(rs))))
+	})
+
+	It("counts a run whose pod has a sidecar container that runs on, and deletes the pod", func() {
+		// A second regular container (a proxy, a log shipper) keeps the pod Running after the
+		// job ended: the pod was never counted, its occurrence Active for ever. It is counted
+		// by lockwrap's report a minute after the job ended (tracking.EndGrace), then deleted.
+		j := job{ns: scenario("sidecar"), name: "sidecar", key: "e2e/sidecar-" + suffix,
+			schedule: "*/15 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "sidecar-" + suffix, sidecar: true}
+		apply(j)
+		Eventually(func() int64 { return get(j).Status.Counters.Succeeded }, 3*time.Minute, time.Second).
+			Should(BeNumerically(">=", 2), "no run counted while the sidecar runs on")
+		suspend(j)
+		settle(j)
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty(), "counted pods whose sidecar runs on are deleted")
+		}, time.Minute, time.Second).Should(Succeed())
+		rs := runs(j.label)
+		expectOneRunPerOccurrence(rs)
+		for _, r := range rs {
+			Expect(r.Finished).To(BeTrue(), "run of %s never ended", r.Occurrence)
+		}
+		c := get(j).Status.Counters
+		Expect(c.Runs).To(Equal(int64(len(rs))), "status counts %d runs, the audit %d", c.Runs, len(rs))
+		Expect(c.Succeeded).To(Equal(int64(len(rs))), "%+v", c)
+		Expect(c.Failed + c.Interrupted + c.SkippedContention + c.DuplicatesSuppressed).To(BeZero(), "%+v", c)
+		Expect(get(j).Status.LastSuccess).NotTo(BeNil())
 	})
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {

@@ -18,7 +18,9 @@
 // see incremental.go), --sleep-max / E2E_SLEEP_MAX and --fail-percent / E2E_FAIL_PERCENT (the
 // soak's random jobs: a duration drawn in [sleep, sleep-max] and exit 1 for that share of the
 // runs, both a function of E2E_SEED, the occurrence and the holder, so a seed replays). It writes its end record to --termination-log
-// (default /dev/termination-log, best effort) and prints every record on stdout.
+// (default /dev/termination-log, best effort) and prints every record on stdout. With
+// --terminal it first sets its terminal's modes as stty does (a job in the terminal's
+// background is stopped there by SIGTTOU) and exits 3 when it has no terminal.
 //
 // `jobimage cp DEST` copies this binary to DEST (for an init container sharing an emptyDir).
 package main
@@ -90,7 +92,14 @@ func run() int {
 	sleepMax := flag.Duration("sleep-max", sleepMaxDef, "draw the duration in [sleep, sleep-max] (env E2E_SLEEP_MAX; 0: always sleep)")
 	failDef, _ := strconv.Atoi(envDefault("E2E_FAIL_PERCENT", "0"))
 	failPercent := flag.Int("fail-percent", failDef, "exit 1 in this share of the runs (env E2E_FAIL_PERCENT)")
+	terminal := flag.Bool("terminal", false, "set the terminal's modes first, as stty does, and exit 3 when there is no terminal (a container with tty: true)")
 	flag.Parse()
+	if *terminal {
+		if err := setTerminalModes(); err != nil {
+			fmt.Fprintln(os.Stderr, "jobimage:", err)
+			return 3
+		}
+	}
 	if *sleepMax > *sleep || *failPercent > 0 {
 		d, fail := draw(os.Getenv("E2E_SEED"), os.Getenv("LOCKEDCRON_OCCURRENCE"), os.Getenv("LOCKEDCRON_HOLDER"), *sleep, *sleepMax, *failPercent)
 		*sleep = d
