@@ -528,7 +528,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		c := get(j).Status.Counters
 		Expect(c.Runs).To(Equal(int64(len(rs))), "status counts %d runs, the audit %d", c.Runs, len(rs))
 		Expect(c.Succeeded).To(Equal(int64(len(rs))), "%+v", c)
-		Expect(c.Failed + c.Interrupted + c.SkippedContention + c.DuplicatesSuppressed).To(BeZero(), "%+v", c)
+		Expect(c.Failed+c.Interrupted+c.SkippedContention+c.DuplicatesSuppressed).To(BeZero(), "%+v", c)
 		Expect(get(j).Status.LastSuccess).NotTo(BeNil())
 	})
 
