@@ -149,6 +149,28 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 			[]byte(`{"metadata":{"labels":{"team":"a"}}}`)))).To(Succeed())
 	})
 
+	It("checks a run request like a spec change: it makes a pod from the template", func() {
+		both := impersonating("both")
+		job := newJob(ns, "requests", "@hourly")
+		Expect(both.Create(ctx, job)).To(Succeed())
+		request := func(c client.Client, annotations string) error {
+			return c.Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{`+annotations+`}}}`)))
+		}
+		noPods := impersonating("no-pods")
+		err := request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":"fix-1"`)
+		Expect(err).To(HaveOccurred(), "a user who may not create pods requested a run (a pod)")
+		Expect(err.Error()).To(ContainSubstring("user no-pods may not create pods in namespace " + ns))
+		Expect(err.Error()).To(ContainSubstring("run request"))
+
+		Expect(request(both, `"`+v1alpha1.AnnotationRunRequest+`":"fix-2"`)).To(Succeed())
+		// The request's qualifiers are part of it.
+		err = request(noPods, `"`+v1alpha1.AnnotationRunContention+`":"`+v1alpha1.ManualContentionFailFast+`"`)
+		Expect(err).To(HaveOccurred(), "a user who may not create pods changed a pending request")
+		// Removing a request, or leaving it as it is, makes no pod: not checked.
+		Expect(request(noPods, `"team":"a"`)).To(Succeed())
+		Expect(request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":null`)).To(Succeed())
+	})
+
 	It("rejects a user who cannot get the referenced Secret, naming it", func() {
 		err := impersonating("no-secret").Create(ctx, newJob(ns, "no-secret", "@hourly"))
 		Expect(err).To(HaveOccurred())
