@@ -100,20 +100,51 @@ func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.T
 	return m, nil
 }
 
-// requestedBy is the field manager that owns the run-request annotation (managedFields),
-// "" when none says so.
-func requestedBy(job *v1alpha1.LockedCronJob) string {
+// requestOwner is the managedFields entry that owns the run-request annotation, nil when
+// none says so.
+func requestOwner(job *v1alpha1.LockedCronJob) *metav1.ManagedFieldsEntry {
 	key := "f:" + v1alpha1.AnnotationRunRequest
-	for _, mf := range job.ManagedFields {
+	for i, mf := range job.ManagedFields {
 		fields, ok := ownedFields(mf)
 		if !ok {
 			continue
 		}
 		if _, ok := fields.Metadata.Annotations[key]; ok {
-			return mf.Manager
+			return &job.ManagedFields[i]
 		}
 	}
+	return nil
+}
+
+// requestedBy is the field manager that owns the run-request annotation (managedFields),
+// "" when none says so.
+func requestedBy(job *v1alpha1.LockedCronJob) string {
+	if mf := requestOwner(job); mf != nil {
+		return mf.Manager
+	}
 	return ""
+}
+
+// createdWithRequest reports whether the job's run request was there when the job was
+// created. A job restored from a backup, or deleted and applied again from its YAML,
+// carries its last request; its status, the only memory of the ids handled, and its UID,
+// part of the run's ledger id, are new. The managedFields entry that owns the request
+// says: stamped before the creation (a restore that kept the entries), or in the
+// creation's second by the manager that wrote the spec too (the creator; a request made
+// in the same second, by `kubectl annotate` or the plugin, owns no spec field). Without
+// an entry that says (managedFields stripped), it is not known, and the request is taken
+// as one.
+func createdWithRequest(job *v1alpha1.LockedCronJob) bool {
+	mf := requestOwner(job)
+	if mf == nil || mf.Time == nil {
+		return false
+	}
+	stamped, created := mf.Time.Time, job.CreationTimestamp.Time
+	if stamped.Before(created) {
+		return true
+	}
+	fields, _ := ownedFields(*mf)
+	return stamped.Equal(created) && len(fields.Spec) > 0
 }
 
 // manualRun handles the job's run request when its id is not the one status records:
@@ -172,6 +203,10 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		p.log.Error(err, "reading a run request's pod; trying again", "pod", name)
 		p.requeueAt(backendRetry)
 		return nil
+	}
+
+	if createdWithRequest(job) {
+		return refuse("it was there when the job was created (a restore, a re-applied or copied manifest), so it may have run before under an earlier job of this name: a run request is a change to an existing job; set a new id to run")
 	}
 
 	// The blackout now, not the Blackout condition: a pass that stopped before the

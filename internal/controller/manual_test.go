@@ -242,4 +242,25 @@ var _ = Describe("Manual runs", func() {
 		Eventually(func() []string { return eventNotes(job, ReasonManualRunRefused) }).Should(HaveLen(5))
 		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{}), "a refused request counts no run")
 	})
+
+	It("does not run a request the job was created with (a restore, a re-applied manifest), and runs the next", func() {
+		// A LockedCronJob restored from a backup, or deleted and applied again from its YAML,
+		// still carries the last run request; its status (the only memory of handled ids) and
+		// its UID (part of the run's ledger id) are new, so the old request ran again.
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		job := newJob(ns, "restored", dailyAt(time.Now().Add(12*time.Hour)))
+		job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "before-the-backup"}
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		rr := handled(job, "before-the-backup")
+		Expect(rr.Pod).To(BeEmpty())
+		Expect(rr.Refused).To(ContainSubstring("there when the job was created"))
+		Expect(manualPods(job)).To(BeEmpty(), "the request the job was created with ran")
+		Eventually(func() []string { return eventNotes(job, ReasonManualRunRefused) }).Should(ConsistOf(ContainSubstring("set a new id")))
+
+		requestRun(job, "after", nil)
+		rr = handled(job, "after")
+		Expect(rr.Refused).To(BeEmpty())
+		Expect(manualPods(job)).To(HaveKey("after"))
+	})
 })
