@@ -74,7 +74,8 @@ const exitCodesHelp = `Exit codes (the same for every command):
   98       run --wait: the occurrence had already succeeded (SuppressedDuplicate)
   99       run --wait: the run started too late, the job did not run (Missed)
   100      run --wait: the job ran but lost its lock (LockLost; the report has its exit code)
-  101      run --wait: nothing ran (Interrupted, Error, pod ended or deleted without a report)
+  101      run --wait: nothing ran (Interrupted, Error, pod ended or deleted without a report),
+           or a later request replaced it before it was recorded, and it has no pod
 A job that itself exits 90-101 is told apart by the report's outcome (-o json: .outcome).`
 
 // FieldManager is the field manager of every write the plugin makes; the controller

@@ -739,3 +739,76 @@ func TestRedisEndpointsTheAdminAllows(t *testing.T) {
 		t.Fatalf("a bad list: %v", r)
 	}
 }
+
+// run --wait follows its request when a later one replaced it: status keeps only the last
+// request handled, so the plugin, reading the job after both were handled, waited for ever
+// for its id there. Its pod tells that it was handled; without a pod, and with the
+// controller at the later request, it was refused or never handled.
+func TestRunWaitReplacedByALaterRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ourPod  bool
+		code    int
+		sayings []string
+	}{
+		{"after its pod was made", true, 0, []string{"Outcome:       Succeeded"}},
+		{"before it was handled", false, plugin.ExitNotRun, []string{"fix-2 replaced it", "refused or never handled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "redis://127.0.0.1:1")
+			ctx := ctxT(t)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				job := &v1alpha1.LockedCronJob{}
+				err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+					err := k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job)
+					return err == nil && job.Annotations[v1alpha1.AnnotationRunRequest] == "fix-1", err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if tc.ourPod {
+					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: runpod.ManualName("report", "fix-1"),
+						Labels:          map[string]string{runpod.LabelRunRequest: "fix-1"},
+						OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, v1alpha1.GroupVersion.WithKind("LockedCronJob"))},
+						Annotations:     map[string]string{runpod.AnnotationWrappedContainer: "job", runpod.AnnotationScheduledTime: occ.Format(time.RFC3339)}},
+						Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "job", Image: "busybox"}}}}
+					if err := k8s.Create(ctx, pod); err != nil {
+						t.Error(err)
+						return
+					}
+					msg, _ := report.Encode(report.Report{Outcome: report.Succeeded, FencingToken: 9})
+					pod.Status.Phase = corev1.PodSucceeded
+					pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{
+						Terminated: &corev1.ContainerStateTerminated{Message: string(msg)}}}}
+					if err := k8s.Status().Update(ctx, pod); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				// fix-2 is requested and handled before the plugin reads the job.
+				job.Annotations[v1alpha1.AnnotationRunRequest] = "fix-2"
+				if err := k8s.Update(ctx, job); err != nil {
+					t.Error(err)
+					return
+				}
+				job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "fix-2", Contention: "Wait", HandledAt: metav1.Now(), Refused: "a blackout is in effect"}
+				if err := k8s.Status().Update(ctx, job); err != nil {
+					t.Error(err)
+				}
+			}()
+			r := kl(time.Time{}, "run", "report", "-n", e.ns, "--wait", "--id", "fix-1", "--timeout", "20s")
+			<-done
+			if r.code != tc.code {
+				t.Fatalf("want exit %d: %v", tc.code, r)
+			}
+			for _, s := range tc.sayings {
+				if !strings.Contains(r.out+r.errOut, s) {
+					t.Errorf("output lacks %q: %v", s, r)
+				}
+			}
+		})
+	}
+}

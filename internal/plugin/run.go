@@ -24,6 +24,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
 
@@ -200,11 +201,25 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 		if ev == watch.Deleted {
 			return false, exitf(ExitNotFound, "lockedcronjob %s/%s was deleted while waiting", j.Namespace, j.Name)
 		}
-		if r := j.Status.LastRunRequest; r != nil && r.ID == res.ID {
+		r := j.Status.LastRunRequest
+		if r != nil && r.ID == res.ID {
 			req = r
 			return true, nil
 		}
-		return false, nil
+		// Status keeps the last request handled only. Once the controller is at a later
+		// request that replaced ours (it handles the annotation as it is, never an earlier
+		// one), ours was handled before it — its pod says so — or never.
+		current := j.Annotations[v1alpha1.AnnotationRunRequest]
+		if current == res.ID || r == nil || r.ID != current {
+			return false, nil
+		}
+		pod, err := requestPod(ctx, c, j, res.ID)
+		if err != nil || pod != "" {
+			req = &v1alpha1.RunRequest{ID: res.ID, Pod: pod}
+			return err == nil, err
+		}
+		return false, exitf(ExitNotRun, "run %s of %s/%s: request %s replaced it before the controller recorded it, and no pod of it exists: it was refused or never handled (its Events say which: kubectl get events -n %s --field-selector involvedObject.name=%s)",
+			res.ID, j.Namespace, j.Name, current, j.Namespace, j.Name)
 	})
 	if err != nil {
 		return 0, err
@@ -244,6 +259,21 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 	r := runstatus.ResultOf(final).Report.Printable()
 	res.Report = &r
 	return exitFor(r), nil
+}
+
+// requestPod is the name of the pod the controller made for run request id of job, ""
+// when there is none: runpod.ManualName, labelled with the id and controlled by the job.
+func requestPod(ctx context.Context, c client.Client, job *v1alpha1.LockedCronJob, id string) (string, error) {
+	var pod corev1.Pod
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: runpod.ManualName(job.Name, id)}, &pod); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", exitf(ExitGeneric, "reading the pod of run %s: %w", id, err)
+	case pod.Labels[runpod.LabelRunRequest] != id || !metav1.IsControlledBy(&pod, job):
+		return "", nil
+	}
+	return pod.Name, nil
 }
 
 // fromRecent takes the outcome of a pod that is gone from status.recent.
