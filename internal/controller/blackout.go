@@ -94,12 +94,22 @@ func (r *LockedCronJobReconciler) setupBlackout(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.LockedCronJob{}, rolloutRefIndex, rolloutRefKeys); err != nil {
 		return err
 	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
+	opts := cache.Options{
 		HTTPClient:       mgr.GetHTTPClient(),
 		Scheme:           mgr.GetScheme(),
 		Mapper:           mgr.GetRESTMapper(),
 		DefaultTransform: stripWorkload,
-	})
+	}
+	// In the namespaces the manager acts in only, as its own cache: with --watch-namespaces
+	// its rights may be Roles there (config/namespaced), and a cluster-wide list was
+	// refused, so that this cache never synced and the controller never started.
+	for _, ns := range r.WatchNamespaces {
+		if opts.DefaultNamespaces == nil {
+			opts.DefaultNamespaces = map[string]cache.Config{}
+		}
+		opts.DefaultNamespaces[ns] = cache.Config{}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
 	if err != nil {
 		return fmt.Errorf("workload cache: %w", err)
 	}
