@@ -208,6 +208,14 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	if createdWithRequest(job) {
 		return refuse("it was there when the job was created (a restore, a re-applied or copied manifest), so it may have run before under an earlier job of this name: a run request is a change to an existing job; set a new id to run")
 	}
+	// A request waits unhandled while the backend is not ready (or the controller is
+	// down), as an occurrence does, and, like one, not for ever: it expires when it was not
+	// handled within the time a handled one may wait for the lock. Its time is that of the
+	// managedFields entry that owns it (that entry's last write: the request or later).
+	if mf := requestOwner(job); mf != nil && mf.Time != nil && !p.now.Before(mf.Time.Add(runpod.ManualWaitLimit)) {
+		return refuse(fmt.Sprintf("requested at %s and not handled within %s (the lock backend was not ready, or the controller was down): request again with a new id",
+			mf.Time.UTC().Format(time.RFC3339), runpod.ManualWaitLimit))
+	}
 
 	// The blackout now, not the Blackout condition: a pass that stopped before the
 	// schedule's blackout step (a suspended job) leaves the condition as it was.

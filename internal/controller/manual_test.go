@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -262,5 +263,21 @@ var _ = Describe("Manual runs", func() {
 		rr = handled(job, "after")
 		Expect(rr.Refused).To(BeEmpty())
 		Expect(manualPods(job)).To(HaveKey("after"))
+	})
+
+	It("refuses a request not handled within the hour, as expired (the backend was not ready, the controller down)", func() {
+		// A request made while the job's Redis Secret was missing waited unhandled and ran
+		// whenever the Secret was fixed, hours later. Here the controller's clock is two
+		// hours past the request (its managedFields time, the API server's).
+		startManager(clocktesting.NewFakePassiveClock(time.Now().Add(2 * time.Hour)))
+		ns := newNamespace()
+		job := newJob(ns, "late", dailyAt(time.Now().Add(12*time.Hour)))
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() string { return getJob(job).Status.LockKey }).ShouldNot(BeEmpty())
+		requestRun(job, "stale", nil)
+		rr := handled(job, "stale")
+		Expect(rr.Pod).To(BeEmpty())
+		Expect(rr.Refused).To(ContainSubstring("not handled within 1h0m0s"))
+		Expect(manualPods(job)).To(BeEmpty(), "a request two hours old ran")
 	})
 })
