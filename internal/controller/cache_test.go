@@ -320,8 +320,8 @@ func TestSlimMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := t0.Add(time.Hour)
-	w, werr := parseRunRequest(job.Annotations, sched, now)
-	s, serr := parseRunRequest(slimJ.Annotations, sched, now)
+	w, werr := parseRunRequest(job.Annotations, sched, now, time.Hour)
+	s, serr := parseRunRequest(slimJ.Annotations, sched, now, time.Hour)
 	if !reflect.DeepEqual(w, s) || (werr == nil) != (serr == nil) {
 		t.Errorf("parseRunRequest: whole %+v (%v), slim %+v (%v)", w, werr, s, serr)
 	}

@@ -58,9 +58,11 @@ var runRequestChanged = predicate.Funcs{
 }
 
 // parseRunRequest reads a run request from the job's annotations (the id is present).
-// sched is the job's parsed schedule (nil when it does not parse). It is a pure function:
+// sched is the job's parsed schedule (nil when it does not parse); remembered is how long
+// after an occurrence the ledger still knows whether it succeeded (dedupe.retention − the
+// lock's ttl: lockwrap's own limit, after which it runs nothing). It is a pure function:
 // the error names the annotation and the fix.
-func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.Time) (runpod.ManualRun, error) {
+func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.Time, remembered time.Duration) (runpod.ManualRun, error) {
 	m := runpod.ManualRun{ID: ann[v1alpha1.AnnotationRunRequest], RequestedAt: now.Truncate(time.Second), Contention: v1alpha1.ManualContentionWait}
 	if !requestID.MatchString(m.ID) {
 		return m, fmt.Errorf("annotation %s: %s is not a request id: use 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit (e.g. run-%d)",
@@ -96,6 +98,9 @@ func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.T
 	case occ.Nanosecond() != 0 || !sched.Next(occ.Add(-time.Second)).Equal(occ):
 		return m, fmt.Errorf("annotation %s: %s is not an occurrence of spec.schedule %q: name a scheduled time (status.recent lists them)",
 			v1alpha1.AnnotationRunOccurrence, at, sched.String())
+	case !now.Before(occ.Add(remembered)):
+		return m, fmt.Errorf("annotation %s: %s is older than what the ledger remembers of an occurrence (spec.dedupe.retention − spec.lock.ttl = %v): whether it succeeded is no longer known, so it cannot run again (lockwrap would count it Missed); remove the annotation for a run of its own",
+			v1alpha1.AnnotationRunOccurrence, at, remembered)
 	}
 	return m, nil
 }
@@ -164,7 +169,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		return nil
 	}
 	sched, _ := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
-	m, err := parseRunRequest(job.Annotations, sched, p.now)
+	m, err := parseRunRequest(job.Annotations, sched, p.now, job.Spec.Dedupe.RetentionDuration()-job.Spec.Lock.TTLDuration())
 	rr := &v1alpha1.RunRequest{ID: id, RequestedBy: requestedBy(job), Contention: m.Contention, HandledAt: metav1.Time{Time: m.RequestedAt}}
 	if !m.Occurrence.IsZero() {
 		rr.Occurrence = &metav1.Time{Time: m.Occurrence}

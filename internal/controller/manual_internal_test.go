@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/runpod"
@@ -40,6 +41,8 @@ func TestParseRunRequest(t *testing.T) {
 		ann   map[string]string
 		sched *schedule.Schedule
 		err   []string // substrings of the error; nil: valid
+		// remembered is retention − ttl (0: the defaults, 168h − 30s)
+		remembered time.Duration
 	}{
 		{name: "plain", ann: map[string]string{id: "fix-1"}, sched: hourly},
 		{name: "upper case", ann: map[string]string{id: "Fix-1"}, sched: hourly, err: []string{id, `"Fix-1"`, "a-z, 0-9 and '-'"}},
@@ -55,9 +58,18 @@ func TestParseRunRequest(t *testing.T) {
 		{name: "not of the schedule", ann: map[string]string{id: "x", occ: "2026-11-30T08:30:00Z"}, sched: hourly, err: []string{occ, "not an occurrence of spec.schedule", "0 * * * *"}},
 		{name: "schedule invalid", ann: map[string]string{id: "x", occ: "2026-11-30T08:00:00Z"}, sched: nil, err: []string{occ, "fix spec.schedule"}},
 		{name: "an occurrence, in another zone", ann: map[string]string{id: "x", occ: "2026-11-30T09:00:00+01:00"}, sched: hourly},
+		// lockwrap runs nothing once the ledger may have forgotten the occurrence (Missed):
+		// with dedupe.retention 10m and ttl 30s, 9m30s after it.
+		{name: "older than the ledger remembers", ann: map[string]string{id: "x", occ: "2026-11-30T09:00:00Z"}, sched: hourly,
+			remembered: 15*time.Minute + 42*time.Second, err: []string{occ, "older than what the ledger remembers", "15m42s", "remove the annotation"}},
+		{name: "just within what the ledger remembers", ann: map[string]string{id: "x", occ: "2026-11-30T09:00:00Z"}, sched: hourly,
+			remembered: 15*time.Minute + 43*time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := parseRunRequest(c.ann, c.sched, now)
+			if c.remembered == 0 {
+				c.remembered = defaults.DedupeRetention - 30*time.Second
+			}
+			m, err := parseRunRequest(c.ann, c.sched, now, c.remembered)
 			if c.err == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -75,11 +87,11 @@ func TestParseRunRequest(t *testing.T) {
 		})
 	}
 
-	m, err := parseRunRequest(map[string]string{id: "rerun", occ: "2026-11-30T09:00:00+01:00", con: "FailFast"}, hourly, now)
+	m, err := parseRunRequest(map[string]string{id: "rerun", occ: "2026-11-30T09:00:00+01:00", con: "FailFast"}, hourly, now, 2*time.Hour)
 	if err != nil || !m.Occurrence.Equal(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)) || m.Contention != "FailFast" || !m.RequestedAt.Equal(now) {
 		t.Errorf("parsed %+v, %v", m, err)
 	}
-	m, _ = parseRunRequest(map[string]string{id: "now"}, hourly, now.Add(300*time.Millisecond))
+	m, _ = parseRunRequest(map[string]string{id: "now"}, hourly, now.Add(300*time.Millisecond), time.Hour)
 	if !m.Occurrence.IsZero() || m.Contention != v1alpha1.ManualContentionWait || !m.RequestedAt.Equal(now) {
 		t.Errorf("defaults %+v: want no occurrence, Wait, requested at %s", m, now)
 	}
