@@ -155,6 +155,11 @@ func ResultOf(pod *corev1.Pod) Result {
 	if err != nil {
 		return invalid(fmt.Errorf("container %s exited %d without a valid report: %w", name, term.ExitCode, err))
 	}
+	if why := pod.Annotations[runpod.AnnotationWithdrawn]; why != "" && r.Outcome == report.Interrupted {
+		// Withdrawn while its lockwrap waited for the lock (a blackout began): the signal
+		// lockwrap reports came from that.
+		r.Message += " (withdrawn: " + why + ")"
+	}
 	res.Report = r
 	if t, err := report.ParseTime(r.StartedAt); err == nil {
 		res.StartedAt = t

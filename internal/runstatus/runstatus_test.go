@@ -41,6 +41,24 @@ func TestResultOfReadsTheWrappedContainer(t *testing.T) {
 	}
 }
 
+// A pod withdrawn while its lockwrap waited for the lock (a blackout began) reports
+// Interrupted by the signal; the count says why it came.
+func TestResultOfAWithdrawnWaitingPodSaysWhy(t *testing.T) {
+	msg := `{"v":1,"outcome":"Interrupted","message":"signal terminated; the command did not run"}`
+	pod := finishedPod("p", t0, corev1.PodFailed, msg)
+	pod.Annotations[runpod.AnnotationWithdrawn] = "a blackout began while it waited for the lock: rollout of Deployment/web"
+	r := ResultOf(pod)
+	if want := "signal terminated; the command did not run (withdrawn: a blackout began while it waited for the lock: rollout of Deployment/web)"; r.Report.Message != want {
+		t.Errorf("message %q, want %q", r.Report.Message, want)
+	}
+	// A run that ended by itself, its pod withdrawn too late to matter, says what it said.
+	pod = finishedPod("p", t0, corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded"}`)
+	pod.Annotations[runpod.AnnotationWithdrawn] = "past its deadline"
+	if r := ResultOf(pod); r.Report.Message != "" {
+		t.Errorf("message %q", r.Report.Message)
+	}
+}
+
 func TestResultOfWithoutAValidReportIsAnError(t *testing.T) {
 	for name, pod := range map[string]*corev1.Pod{
 		"not json":        finishedPod("p", t0, corev1.PodFailed, "panic: boom"),
