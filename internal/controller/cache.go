@@ -420,6 +420,12 @@ func slimManagedFields(in []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEnt
 		}
 		if _, ok := set.Metadata.Annotations["f:"+v1alpha1.AnnotationRunRequest]; ok {
 			kept["f:metadata"] = map[string]any{"f:annotations": map[string]struct{}{"f:" + v1alpha1.AnnotationRunRequest: {}}}
+			if len(spec) == 0 && len(set.Spec) > 0 {
+				// Whether the request's owner wrote the spec too (createdWithRequest): one
+				// of its fields says so.
+				spec[slices.Min(slices.Collect(maps.Keys(set.Spec)))] = struct{}{}
+				kept["f:spec"] = spec
+			}
 		}
 		if len(kept) == 0 {
 			continue

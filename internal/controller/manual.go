@@ -130,26 +130,59 @@ func requestedBy(job *v1alpha1.LockedCronJob) string {
 	return ""
 }
 
+// requestStamps are the times of the managedFields entries that own the run-request
+// annotation: each entry's last write, the request or later. Entries without a time (a
+// server-side apply that changed nothing leaves one: kubernetes#127938) say nothing.
+func requestStamps(job *v1alpha1.LockedCronJob) (stamps []time.Time, ownsSpec []bool) {
+	key := "f:" + v1alpha1.AnnotationRunRequest
+	for _, mf := range job.ManagedFields {
+		fields, ok := ownedFields(mf)
+		if !ok || mf.Time == nil {
+			continue
+		}
+		if _, ok := fields.Metadata.Annotations[key]; ok {
+			stamps = append(stamps, mf.Time.Time)
+			ownsSpec = append(ownsSpec, len(fields.Spec) > 0)
+		}
+	}
+	return stamps, ownsSpec
+}
+
+// stampSkew is how far before a job's creation a request may be stamped and still be
+// taken for one made after it: the API servers of a control plane stamp with their own
+// clocks.
+const stampSkew = 5 * time.Second
+
 // createdWithRequest reports whether the job's run request was there when the job was
 // created. A job restored from a backup, or deleted and applied again from its YAML,
 // carries its last request; its status, the only memory of the ids handled, and its UID,
-// part of the run's ledger id, are new. The managedFields entry that owns the request
-// says: stamped before the creation (a restore that kept the entries), or in the
-// creation's second by the manager that wrote the spec too (the creator; a request made
-// in the same second, by `kubectl annotate` or the plugin, owns no spec field). Without
-// an entry that says (managedFields stripped), it is not known, and the request is taken
-// as one.
+// part of the run's ledger id, are new. An entry that owns the request says so: stamped
+// well before the creation (a restore that kept the entries), or no later than the
+// creation's second by the manager that wrote the spec too (the creator, who owns every
+// field it wrote; a request made in the same second, by `kubectl annotate` or the
+// plugin, owns no spec field). Without an entry that says (managedFields stripped), it is
+// not known, and the request is taken as one.
 func createdWithRequest(job *v1alpha1.LockedCronJob) bool {
-	mf := requestOwner(job)
-	if mf == nil || mf.Time == nil {
-		return false
+	created := job.CreationTimestamp.Time
+	stamps, ownsSpec := requestStamps(job)
+	for i, at := range stamps {
+		if at.Before(created.Add(-stampSkew)) || (!at.After(created) && ownsSpec[i]) {
+			return true
+		}
 	}
-	stamped, created := mf.Time.Time, job.CreationTimestamp.Time
-	if stamped.Before(created) {
-		return true
+	return false
+}
+
+// requestTime is the earliest time an entry that owns the run request was stamped: the
+// request was made then or before. ok is false when no entry says.
+func requestTime(job *v1alpha1.LockedCronJob) (at time.Time, ok bool) {
+	stamps, _ := requestStamps(job)
+	for _, t := range stamps {
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
 	}
-	fields, _ := ownedFields(*mf)
-	return stamped.Equal(created) && len(fields.Spec) > 0
+	return at, ok
 }
 
 // manualRun handles the job's run request when its id is not the one status records:
@@ -216,10 +249,10 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	// A request waits unhandled while the backend is not ready (or the controller is
 	// down), as an occurrence does, and, like one, not for ever: it expires when it was not
 	// handled within the time a handled one may wait for the lock. Its time is that of the
-	// managedFields entry that owns it (that entry's last write: the request or later).
-	if mf := requestOwner(job); mf != nil && mf.Time != nil && !p.now.Before(mf.Time.Add(runpod.ManualWaitLimit)) {
+	// managedFields entries that own it (requestTime).
+	if at, ok := requestTime(job); ok && !p.now.Before(at.Add(runpod.ManualWaitLimit)) {
 		return refuse(fmt.Sprintf("requested at %s and not handled within %s (the lock backend was not ready, or the controller was down): request again with a new id",
-			mf.Time.UTC().Format(time.RFC3339), runpod.ManualWaitLimit))
+			at.UTC().Format(time.RFC3339), runpod.ManualWaitLimit))
 	}
 
 	// The blackout now, not the Blackout condition: a pass that stopped before the

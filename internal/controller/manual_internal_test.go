@@ -436,3 +436,62 @@ func succeededIn(t *testing.T, srv *redistest.Server, job *v1alpha1.LockedCronJo
 		t.Fatal(err)
 	}
 }
+
+// TestCreatedWithRequest: a request the job was created with (a restore, a re-applied
+// manifest) is told from one made after, by the managedFields entries that own it, on the
+// job as the API server gives it and as the manager's cache keeps it.
+func TestCreatedWithRequest(t *testing.T) {
+	created := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	const annotation = `"f:metadata":{"f:annotations":{"f:` + v1alpha1.AnnotationRunRequest + `":{}}}`
+	entry := func(manager string, at *time.Time, fields string) metav1.ManagedFieldsEntry {
+		e := metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte("{" + fields + "}")}}
+		if at != nil {
+			e.Time = &metav1.Time{Time: *at}
+		}
+		return e
+	}
+	at := func(d time.Duration) *time.Time { t := created.Add(d); return &t }
+	creator := func(d time.Duration) metav1.ManagedFieldsEntry {
+		return entry("kubectl-client-side-apply", at(d), annotation+`,"f:spec":{"f:template":{},"f:lock":{}}`)
+	}
+	for _, c := range []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		{"created with it", []metav1.ManagedFieldsEntry{creator(0)}, true},
+		// (A request changed by another manager is that manager's alone: the creator's
+		// entry no longer owns it.)
+		{"requested in the creation's second by another manager", []metav1.ManagedFieldsEntry{
+			entry("kubectl-client-side-apply", at(0), `"f:spec":{"f:template":{}}`), entry("kubectl-annotate", at(0), annotation)}, false},
+		{"requested later by the creator", []metav1.ManagedFieldsEntry{creator(3 * time.Second)}, false},
+		{"restored with the entries of a request made before the backup", []metav1.ManagedFieldsEntry{entry("kubectl-annotate", at(-48*time.Hour), annotation)}, true},
+		// An API server whose clock is behind the one that created the job.
+		{"requested after the creation, stamped a second before it", []metav1.ManagedFieldsEntry{entry("kubectl-annotate", at(-time.Second), annotation)}, false},
+		// A server-side apply that changed nothing adds its entry without a time, first.
+		{"an entry without a time before the creator's", []metav1.ManagedFieldsEntry{
+			{Manager: "ci", Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{" + annotation + "}")}},
+			creator(0)}, true},
+		{"no entry owns it", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{Name: "j", CreationTimestamp: metav1.Time{Time: created},
+				Annotations: map[string]string{v1alpha1.AnnotationRunRequest: "x"}, ManagedFields: c.entries}}
+			if got := createdWithRequest(job); got != c.want {
+				t.Errorf("createdWithRequest = %v, want %v", got, c.want)
+			}
+			slim := job.DeepCopy()
+			slim.ManagedFields = slimManagedFields(slim.ManagedFields)
+			if got := createdWithRequest(slim); got != c.want {
+				t.Errorf("on the cache's copy: createdWithRequest = %v, want %v", got, c.want)
+			}
+		})
+	}
+
+	job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+		entry("b", at(time.Hour), annotation), entry("a", at(time.Minute), annotation), entry("c", nil, annotation)}}}
+	if got, ok := requestTime(job); !ok || !got.Equal(created.Add(time.Minute)) {
+		t.Errorf("requestTime = %v %v, want the earliest stamp", got, ok)
+	}
+}
