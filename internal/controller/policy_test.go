@@ -157,7 +157,10 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 			return c.Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{`+annotations+`}}}`)))
 		}
 		noPods := impersonating("no-pods")
-		err := request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":"fix-1"`)
+		// A qualifier set while no request is there is the next request's.
+		err := request(noPods, `"`+v1alpha1.AnnotationRunOccurrence+`":"2026-11-30T02:00:00Z"`)
+		Expect(err).To(HaveOccurred(), "a user who may not create pods chose the next request's occurrence")
+		err = request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":"fix-1"`)
 		Expect(err).To(HaveOccurred(), "a user who may not create pods requested a run (a pod)")
 		Expect(err.Error()).To(ContainSubstring("user no-pods may not create pods in namespace " + ns))
 		Expect(err.Error()).To(ContainSubstring("run request"))
@@ -166,8 +169,11 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 		// The request's qualifiers are part of it.
 		err = request(noPods, `"`+v1alpha1.AnnotationRunContention+`":"`+v1alpha1.ManualContentionFailFast+`"`)
 		Expect(err).To(HaveOccurred(), "a user who may not create pods changed a pending request")
-		// Removing a request, or leaving it as it is, makes no pod: not checked.
+		// Removing a request or a qualifier, or leaving them as they are, makes no pod: not
+		// checked.
+		Expect(request(both, `"`+v1alpha1.AnnotationRunOccurrence+`":"2026-11-30T02:00:00Z"`)).To(Succeed())
 		Expect(request(noPods, `"team":"a"`)).To(Succeed())
+		Expect(request(noPods, `"`+v1alpha1.AnnotationRunOccurrence+`":null`)).To(Succeed())
 		Expect(request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":null`)).To(Succeed())
 	})
 
