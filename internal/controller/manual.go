@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"regexp"
 	"time"
@@ -197,7 +195,7 @@ func (r *LockedCronJobReconciler) manualRun(ctx context.Context, p *pass, backen
 func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass, backend redis.UniversalClient, berr *backendError) *corev1.Pod {
 	job, st := p.job, p.status
 	id, ok := job.Annotations[v1alpha1.AnnotationRunRequest]
-	id = requestKey(id)
+	id = runpod.RequestKey(id)
 	if !ok || (st.LastRunRequest != nil && st.LastRunRequest.ID == id) {
 		return nil
 	}
@@ -370,13 +368,3 @@ func shown(v string) string {
 	return fmt.Sprintf("%q… (%d bytes)", report.TruncateRunes(v, maxShown), len(v))
 }
 
-// requestKey is what status records of a request id: the id itself (a valid one has at
-// most 63 characters), or, for a longer one (refused), its first bytes and a digest, so
-// that status stays small and the request is still handled once.
-func requestKey(id string) string {
-	if len(id) <= 63 {
-		return id
-	}
-	sum := sha256.Sum256([]byte(id))
-	return report.TruncateRunes(id, 40) + "…" + hex.EncodeToString(sum[:8])
-}

@@ -745,14 +745,19 @@ func TestRedisEndpointsTheAdminAllows(t *testing.T) {
 // for its id there. Its pod tells that it was handled; without a pod, and with the
 // controller at the later request, it was refused or never handled.
 func TestRunWaitReplacedByALaterRequest(t *testing.T) {
+	long := "fix-" + strings.Repeat("x", 70) // refused by the controller; status records its RequestKey
 	for _, tc := range []struct {
-		name    string
-		ourPod  bool
-		code    int
-		sayings []string
+		name     string
+		ourPod   bool
+		inRecent bool // its pod already counted and gone, listed in status.recent
+		later    string
+		code     int
+		sayings  []string
 	}{
-		{"after its pod was made", true, 0, []string{"Outcome:       Succeeded"}},
-		{"before it was handled", false, plugin.ExitNotRun, []string{"fix-2 replaced it", "refused or never handled"}},
+		{"after its pod was made", true, false, "fix-2", 0, []string{"Outcome:       Succeeded"}},
+		{"before it was handled", false, false, "fix-2", plugin.ExitNotRun, []string{"fix-2 replaced it", "refused or never handled"}},
+		{"after its pod was counted and pruned", false, true, "fix-2", 0, []string{"Outcome:       Succeeded"}},
+		{"by an id too long to be recorded as it is", false, false, long, plugin.ExitNotRun, []string{"replaced it", "refused or never handled"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "redis://127.0.0.1:1")
@@ -788,13 +793,17 @@ func TestRunWaitReplacedByALaterRequest(t *testing.T) {
 						return
 					}
 				}
-				// fix-2 is requested and handled before the plugin reads the job.
-				job.Annotations[v1alpha1.AnnotationRunRequest] = "fix-2"
+				// A later request is made and handled before the plugin reads the job.
+				job.Annotations[v1alpha1.AnnotationRunRequest] = tc.later
 				if err := k8s.Update(ctx, job); err != nil {
 					t.Error(err)
 					return
 				}
-				job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "fix-2", Contention: "Wait", HandledAt: metav1.Now(), Refused: "a blackout is in effect"}
+				job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: runpod.RequestKey(tc.later), Contention: "Wait", HandledAt: metav1.Now(), Refused: "a blackout is in effect"}
+				if tc.inRecent {
+					job.Status.Recent = append(job.Status.Recent, v1alpha1.RunRecord{Pod: runpod.ManualName("report", "fix-1"), Outcome: "Succeeded",
+						Occurrence: metav1.Time{Time: occ}, Trigger: "Manual", FencingToken: 9})
+				}
 				if err := k8s.Status().Update(ctx, job); err != nil {
 					t.Error(err)
 				}

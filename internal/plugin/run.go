@@ -209,14 +209,23 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 		// Status keeps the last request handled only. Once the controller is at a later
 		// request that replaced ours (it handles the annotation as it is, never an earlier
 		// one), ours was handled before it — its pod says so — or never.
+		// (Status records an id as runpod.RequestKey: a long one, refused, cut and digested.)
 		current := j.Annotations[v1alpha1.AnnotationRunRequest]
-		if current == res.ID || r == nil || r.ID != current {
+		if current == res.ID || r == nil || r.ID != runpod.RequestKey(current) {
 			return false, nil
 		}
 		pod, err := requestPod(ctx, c, j, res.ID)
 		if err != nil || pod != "" {
 			req = &v1alpha1.RunRequest{ID: res.ID, Pod: pod}
 			return err == nil, err
+		}
+		// Its pod, counted, may be gone already (history limits): status.recent has it.
+		name := runpod.ManualName(j.Name, res.ID)
+		for _, rec := range j.Status.Recent {
+			if rec.Pod == name {
+				req = &v1alpha1.RunRequest{ID: res.ID, Pod: name}
+				return true, nil
+			}
 		}
 		return false, exitf(ExitNotRun, "run %s of %s/%s: request %s replaced it before the controller recorded it, and no pod of it exists: it was refused or never handled (its Events say which: kubectl get events -n %s --field-selector involvedObject.name=%s)",
 			res.ID, j.Namespace, j.Name, current, j.Namespace, j.Name)

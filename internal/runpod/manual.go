@@ -3,6 +3,7 @@ package runpod
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"strings"
 	"time"
 
@@ -136,3 +137,14 @@ func RequestedAt(pod *corev1.Pod) (time.Time, bool) {
 // MaxClockSkew is how far a time the controller stamped on a pod (by its clock) may be
 // after the pod's creation (by the API server's) and still be taken as it is.
 const MaxClockSkew = time.Minute
+
+// RequestKey is what status records of a request id: the id itself (a valid one has at
+// most 63 characters), or, for a longer one (refused), its first bytes and a digest, so
+// that status stays small and the request is still handled once.
+func RequestKey(id string) string {
+	if len(id) <= 63 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return report.TruncateRunes(id, 40) + "…" + hex.EncodeToString(sum[:8])
+}
