@@ -367,4 +367,3 @@ func shown(v string) string {
 	}
 	return fmt.Sprintf("%q… (%d bytes)", report.TruncateRunes(v, maxShown), len(v))
 }
-
