@@ -239,12 +239,13 @@ subjects:
   namespace: {{ $.Release.Namespace }}
 {{- end }}
 ---
-# Leader election (the Lease) and its events, in the manager's own namespace.
+# Leader election (the Lease) and its events, in leaderElection.namespace (default the
+# manager's own namespace).
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: {{ $fullname }}-leader-election
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ .Values.leaderElection.namespace | default .Release.Namespace }}
   labels:
     {{- include "lockedcron.labels" . | nindent 4 }}
 ` + ownPart + `---
@@ -252,7 +253,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
   name: {{ $fullname }}-leader-election
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ .Values.leaderElection.namespace | default .Release.Namespace }}
   labels:
     {{- include "lockedcron.labels" . | nindent 4 }}
 roleRef:

@@ -387,7 +387,14 @@ clusterName: local
 		var d appsv1.Deployment
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: helmNS, Name: dep}, &d)).To(Succeed())
 		gen := d.Generation
-		helm("upgrade", release, chart, "-n", helmNS, "-f", values, "--set", "logLevel=debug", "--wait", "--timeout=3m")
+		// The upgrade moves the Lease to a namespace of its own (leaderElection.namespace):
+		// the chart made the Role for it in the release's namespace, and the new manager
+		// never led (no runs after the upgrade).
+		leaseNS := "lockedcron-lease-" + suffix
+		namespaces = append(namespaces, leaseNS)
+		out, err = kubectl("create", "namespace", leaseNS)
+		Expect(err).NotTo(HaveOccurred(), out)
+		helm("upgrade", release, chart, "-n", helmNS, "-f", values, "--set", "logLevel=debug", "--set", "leaderElection.namespace="+leaseNS, "--wait", "--timeout=3m")
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: helmNS, Name: dep}, &d)).To(Succeed())
 		Expect(d.Generation).To(BeNumerically(">", gen), "the upgrade did not roll the manager")
 
