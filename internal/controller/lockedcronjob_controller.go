@@ -408,8 +408,6 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		p.active = append(p.active, created)
 	}
 	r.manualRun(ctx, p, bst.client, berr) // 5d: a new run request (manual.go)
-	// 5e: in a blackout, the pods that wait for the lock do not start their job (waiting.go).
-	r.withdrawWaiting(ctx, p, bst.client, berr)
 
 	// 6: status that follows from the world.
 	setActive(p.status, p.active)

@@ -202,20 +202,6 @@ func Succeeded(ctx context.Context, c redis.UniversalClient, key string, occurre
 	return st == StateSucceeded, nil
 }
 
-// HolderOf is the holder identity written in key's lock, "" when nobody holds it: one GET
-// (the documented ACL user's +get).
-func HolderOf(ctx context.Context, c redis.UniversalClient, key string) (string, error) {
-	v, err := c.Get(ctx, LockKey(key)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	_, holder, _ := strings.Cut(v, " ")
-	return holder, nil
-}
-
 // Locker takes locks through one client.
 type Locker struct {
 	c   redis.UniversalClient

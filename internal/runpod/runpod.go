@@ -139,12 +139,6 @@ func Holder(cluster, namespace, pod string) string {
 	return Escape(cluster+"/"+namespace+"/"+pod+"/") + "$(" + EnvPodUID + ")"
 }
 
-// HolderOf is the holder identity pod's lockwrap writes in the lock: Holder as the
-// kubelet expands it.
-func HolderOf(cluster string, pod *corev1.Pod) string {
-	return cluster + "/" + pod.Namespace + "/" + pod.Name + "/" + string(pod.UID)
-}
-
 // Escape is text the kubelet gives a container as written, as a literal value of an
 // environment variable: it expands $(NAME) there from the variables set before it (the
 // Redis credentials among them) and reads $$ as $.

@@ -408,12 +408,6 @@ func Started(pod *corev1.Pod) bool {
 		cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0)
 }
 
-// Running reports whether the wrapped container runs now, as the pod's status says.
-func Running(pod *corev1.Pod) bool {
-	cs := wrapped(pod)
-	return cs != nil && cs.State.Running != nil
-}
-
 // RunningSince returns when the wrapped container started, while it runs its first
 // attempt (false otherwise, or if the kubelet did not say).
 func RunningSince(pod *corev1.Pod) (time.Time, bool) {
