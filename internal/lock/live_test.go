@@ -72,3 +72,26 @@ func TestInspectAndUnlock(t *testing.T) {
 		})
 	}
 }
+
+// Inspect with the user docs/lockwrap.md documents (no PTTL, no SCAN): the holder, token
+// and fence; the ttl unknown (negative), and no occurrence. It failed with NOPERM (kubectl lockedcron status exited 93 for
+// every job whose lock was held).
+func TestInspectAsTheDocumentedACLUser(t *testing.T) {
+	s := redistest.Start(t)
+	s.Do("ACL", "SETUSER", "lockwrap", "on", ">s3cret", "resetkeys", "~lockedcron:*", "-@all",
+		"+evalsha", "+eval", "+wait", "+hget", "+ping",
+		"+get", "+set", "+incr", "+del", "+hset", "+pexpire", "+time", "+info")
+	ctx := ctxT(t)
+	acl := client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "s3cret"})
+	lease, err := lock.New(acl).Acquire(ctx, lock.Request{Key: "team-a/report", Occurrence: occ, Holder: "c1/ns/pod-1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := lock.Inspect(ctx, acl, "team-a/report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live == nil || live.Holder != "c1/ns/pod-1" || live.Token != lease.Token || live.Fence != lease.Fence || !live.Occurrence.IsZero() || live.TTL >= 0 {
+		t.Fatalf("live %+v", live)
+	}
+}

@@ -34,7 +34,7 @@ type LiveLock struct {
 	Holder string `json:"holder"`
 	// Token is what `unlock --token` takes.
 	Token        string     `json:"token"`
-	TTLMillis    int64      `json:"ttlMillis"`
+	TTLMillis    int64      `json:"ttlMillis"` // -1: the Secret's Redis user may not run PTTL
 	FencingToken int64      `json:"fencingToken"`
 	Occurrence   *time.Time `json:"occurrence,omitempty"`
 }
@@ -152,6 +152,9 @@ func statusTable(jobs []JobStatus, allNS bool, now time.Time) *table {
 			holder, ttl, fence, occ, token = "<error>", "", "", "", ""
 		case j.Lock != nil:
 			holder, ttl = j.Lock.Holder, dur(time.Duration(j.Lock.TTLMillis)*time.Millisecond)
+			if j.Lock.TTLMillis < 0 {
+				ttl = "<unknown>" // the Secret's Redis user may not run PTTL
+			}
 			fence, token = strconv.FormatInt(j.Lock.FencingToken, 10), j.Lock.Token
 			occ = "<unknown>"
 			if j.Lock.Occurrence != nil {

@@ -5,9 +5,14 @@
 --
 -- Returns {} when the lock is not held, else {<lock value>, <pttl ms>, <fence>}. While
 -- the lock is held nobody else can acquire it, so the last fencing token handed out is
--- the holder's (a takeover replaces both together).
+-- the holder's (a takeover replaces both together). The pttl is -1 when the user may not
+-- run PTTL (the ACL user docs/lockwrap.md documents for lockwrap has no need of it).
 local v = redis.call('GET', KEYS[1])
 if not v then
   return {}
 end
-return {v, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or ''}
+local ttl = redis.pcall('PTTL', KEYS[1])
+if type(ttl) ~= 'number' then
+  ttl = -1
+end
+return {v, ttl, redis.call('GET', KEYS[2]) or ''}
