@@ -125,7 +125,7 @@ func TestSlimJob(t *testing.T) {
 	if got, want := specChangedAt(slim, now), specChangedAt(full, now); !got.Equal(want) || !want.Equal(t0) {
 		t.Errorf("specChangedAt: slim %s, whole %s; want %s (suspend patched)", got, want, t0)
 	}
-	if got, want := requestedBy(slim), requestedBy(full); got != want || want != "kubectl-lockedcron" {
+	if got, want := requestedBy(requestOwners(slim)), requestedBy(requestOwners(full)); got != want || want != "kubectl-lockedcron" {
 		t.Errorf("requestedBy: slim %q, whole %q; want kubectl-lockedcron", got, want)
 	}
 	var managers []string

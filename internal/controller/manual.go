@@ -103,47 +103,44 @@ func parseRunRequest(ann map[string]string, sched *schedule.Schedule, now time.T
 	return m, nil
 }
 
-// requestOwner is the managedFields entry that owns the run-request annotation, nil when
-// none says so.
-func requestOwner(job *v1alpha1.LockedCronJob) *metav1.ManagedFieldsEntry {
+// requestOwner is a managedFields entry that owns the run-request annotation.
+type requestOwner struct {
+	manager string
+	// stamped is the entry's last write (the request or later); zero when the entry has no
+	// time (a server-side apply that changed nothing leaves one: kubernetes#127938).
+	stamped time.Time
+	// ownsSpec: the entry owns spec fields too (its manager wrote the spec).
+	ownsSpec bool
+}
+
+// requestOwners are the managedFields entries that own the run-request annotation, in
+// the order the API server lists them.
+func requestOwners(job *v1alpha1.LockedCronJob) []requestOwner {
 	key := "f:" + v1alpha1.AnnotationRunRequest
-	for i, mf := range job.ManagedFields {
+	var out []requestOwner
+	for _, mf := range job.ManagedFields {
 		fields, ok := ownedFields(mf)
 		if !ok {
 			continue
 		}
 		if _, ok := fields.Metadata.Annotations[key]; ok {
-			return &job.ManagedFields[i]
+			o := requestOwner{manager: mf.Manager, ownsSpec: len(fields.Spec) > 0}
+			if mf.Time != nil {
+				o.stamped = mf.Time.Time
+			}
+			out = append(out, o)
 		}
 	}
-	return nil
+	return out
 }
 
 // requestedBy is the field manager that owns the run-request annotation (managedFields),
 // "" when none says so.
-func requestedBy(job *v1alpha1.LockedCronJob) string {
-	if mf := requestOwner(job); mf != nil {
-		return mf.Manager
+func requestedBy(owners []requestOwner) string {
+	if len(owners) > 0 {
+		return owners[0].manager
 	}
 	return ""
-}
-
-// requestStamps are the times of the managedFields entries that own the run-request
-// annotation: each entry's last write, the request or later. Entries without a time (a
-// server-side apply that changed nothing leaves one: kubernetes#127938) say nothing.
-func requestStamps(job *v1alpha1.LockedCronJob) (stamps []time.Time, ownsSpec []bool) {
-	key := "f:" + v1alpha1.AnnotationRunRequest
-	for _, mf := range job.ManagedFields {
-		fields, ok := ownedFields(mf)
-		if !ok || mf.Time == nil {
-			continue
-		}
-		if _, ok := fields.Metadata.Annotations[key]; ok {
-			stamps = append(stamps, mf.Time.Time)
-			ownsSpec = append(ownsSpec, len(fields.Spec) > 0)
-		}
-	}
-	return stamps, ownsSpec
 }
 
 // stampSkew is how far before a job's creation a request may be stamped and still be
@@ -160,11 +157,10 @@ const stampSkew = 5 * time.Second
 // field it wrote; a request made in the same second, by `kubectl annotate` or the
 // plugin, owns no spec field). Without an entry that says (managedFields stripped), it is
 // not known, and the request is taken as one.
-func createdWithRequest(job *v1alpha1.LockedCronJob) bool {
+func createdWithRequest(job *v1alpha1.LockedCronJob, owners []requestOwner) bool {
 	created := job.CreationTimestamp.Time
-	stamps, ownsSpec := requestStamps(job)
-	for i, at := range stamps {
-		if at.Before(created.Add(-stampSkew)) || (!at.After(created) && ownsSpec[i]) {
+	for _, o := range owners {
+		if !o.stamped.IsZero() && (o.stamped.Before(created.Add(-stampSkew)) || (!o.stamped.After(created) && o.ownsSpec)) {
 			return true
 		}
 	}
@@ -173,11 +169,10 @@ func createdWithRequest(job *v1alpha1.LockedCronJob) bool {
 
 // requestTime is the earliest time an entry that owns the run request was stamped: the
 // request was made then or before. ok is false when no entry says.
-func requestTime(job *v1alpha1.LockedCronJob) (at time.Time, ok bool) {
-	stamps, _ := requestStamps(job)
-	for _, t := range stamps {
-		if !ok || t.Before(at) {
-			at, ok = t, true
+func requestTime(owners []requestOwner) (at time.Time, ok bool) {
+	for _, o := range owners {
+		if !o.stamped.IsZero() && (!ok || o.stamped.Before(at)) {
+			at, ok = o.stamped, true
 		}
 	}
 	return at, ok
@@ -201,7 +196,8 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	}
 	sched, _ := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
 	m, err := parseRunRequest(job.Annotations, sched, p.now, job.Spec.Dedupe.RetentionDuration()-job.Spec.Lock.TTLDuration())
-	rr := &v1alpha1.RunRequest{ID: id, RequestedBy: requestedBy(job), Contention: m.Contention, HandledAt: metav1.Time{Time: m.RequestedAt}}
+	owners := requestOwners(job)
+	rr := &v1alpha1.RunRequest{ID: id, RequestedBy: requestedBy(owners), Contention: m.Contention, HandledAt: metav1.Time{Time: m.RequestedAt}}
 	if !m.Occurrence.IsZero() {
 		rr.Occurrence = &metav1.Time{Time: m.Occurrence}
 	}
@@ -241,14 +237,14 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		return nil
 	}
 
-	if createdWithRequest(job) {
+	if createdWithRequest(job, owners) {
 		return refuse("it was there when the job was created (a restore, a re-applied or copied manifest), so it may have run before under an earlier job of this name: a run request is a change to an existing job; set a new id to run")
 	}
 	// A request waits unhandled while the backend is not ready (or the controller is
 	// down), as an occurrence does, and, like one, not for ever: it expires when it was not
 	// handled within the time a handled one may wait for the lock. Its time is that of the
 	// managedFields entries that own it (requestTime).
-	if at, ok := requestTime(job); ok && !p.now.Before(at.Add(runpod.ManualWaitLimit)) {
+	if at, ok := requestTime(owners); ok && !p.now.Before(at.Add(runpod.ManualWaitLimit)) {
 		return refuse(fmt.Sprintf("requested at %s and not handled within %s (the lock backend was not ready, or the controller was down): request again with a new id",
 			at.UTC().Format(time.RFC3339), runpod.ManualWaitLimit))
 	}

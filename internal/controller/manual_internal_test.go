@@ -132,11 +132,11 @@ func TestRequestedBy(t *testing.T) {
 		{Manager: "kubectl-annotate", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(
 			`{"f:metadata":{"f:annotations":{".":{},"f:scheduling.lockedcron.io/run-request":{},"f:scheduling.lockedcron.io/run-request-contention":{}}}}`)}},
 	}}}
-	if got := requestedBy(job); got != "kubectl-annotate" {
+	if got := requestedBy(requestOwners(job)); got != "kubectl-annotate" {
 		t.Errorf("requestedBy = %q, want kubectl-annotate", got)
 	}
 	job.ManagedFields = job.ManagedFields[:2]
-	if got := requestedBy(job); got != "" {
+	if got := requestedBy(requestOwners(job)); got != "" {
 		t.Errorf("requestedBy without an owner = %q, want empty", got)
 	}
 }
@@ -478,12 +478,12 @@ func TestCreatedWithRequest(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{Name: "j", CreationTimestamp: metav1.Time{Time: created},
 				Annotations: map[string]string{v1alpha1.AnnotationRunRequest: "x"}, ManagedFields: c.entries}}
-			if got := createdWithRequest(job); got != c.want {
+			if got := createdWithRequest(job, requestOwners(job)); got != c.want {
 				t.Errorf("createdWithRequest = %v, want %v", got, c.want)
 			}
 			slim := job.DeepCopy()
 			slim.ManagedFields = slimManagedFields(slim.ManagedFields)
-			if got := createdWithRequest(slim); got != c.want {
+			if got := createdWithRequest(slim, requestOwners(slim)); got != c.want {
 				t.Errorf("on the cache's copy: createdWithRequest = %v, want %v", got, c.want)
 			}
 		})
@@ -491,7 +491,7 @@ func TestCreatedWithRequest(t *testing.T) {
 
 	job := &v1alpha1.LockedCronJob{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
 		entry("b", at(time.Hour), annotation), entry("a", at(time.Minute), annotation), entry("c", nil, annotation)}}}
-	if got, ok := requestTime(job); !ok || !got.Equal(created.Add(time.Minute)) {
+	if got, ok := requestTime(requestOwners(job)); !ok || !got.Equal(created.Add(time.Minute)) {
 		t.Errorf("requestTime = %v %v, want the earliest stamp", got, ok)
 	}
 }

@@ -26,19 +26,11 @@ import (
 // policyObjects reads the shipped admission policy and binding from config/policy, so
 // that what is tested is what `make deploy` installs.
 func policyObjects() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "policy", "policy.yaml"))
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	var (
 		pol *admissionregistrationv1.ValidatingAdmissionPolicy
 		bnd *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	)
-	rd := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := rd.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	for _, doc := range configDocs("policy", "policy.yaml") {
 		var tm metav1.TypeMeta
 		ExpectWithOffset(1, yaml.Unmarshal(doc, &tm)).To(Succeed())
 		switch tm.Kind {
@@ -57,6 +49,22 @@ func policyObjects() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admis
 	ExpectWithOffset(1, bnd).NotTo(BeNil())
 	ExpectWithOffset(1, bnd.Spec.PolicyName).To(Equal(pol.Name))
 	return pol, bnd
+}
+
+// configDocs reads the YAML documents of a file under config/ (path parts below it).
+func configDocs(path ...string) [][]byte {
+	raw, err := os.ReadFile(filepath.Join(append([]string{"..", "..", "config"}, path...)...))
+	ExpectWithOffset(2, err).NotTo(HaveOccurred())
+	var docs [][]byte
+	rd := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		ExpectWithOffset(2, err).NotTo(HaveOccurred())
+		docs = append(docs, doc)
+	}
 }
 
 // impersonating is a client acting as the user (no groups but system:authenticated).

@@ -1,12 +1,6 @@
 package controller
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -25,14 +19,9 @@ import (
 // (cluster-scoped only) and the first Role's (granted in each watched namespace).
 func namespacedRules() (cluster, namespaced []rbacv1.PolicyRule) {
 	read := func(file string, into any) {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "config", "namespaced", file))
-		ExpectWithOffset(2, err).NotTo(HaveOccurred())
-		doc, err := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw))).Read()
-		if errors.Is(err, io.EOF) {
-			Fail(file + " is empty")
-		}
-		ExpectWithOffset(2, err).NotTo(HaveOccurred())
-		ExpectWithOffset(2, yaml.Unmarshal(doc, into)).To(Succeed())
+		docs := configDocs("namespaced", file)
+		ExpectWithOffset(2, docs).NotTo(BeEmpty(), file+" is empty")
+		ExpectWithOffset(2, yaml.Unmarshal(docs[0], into)).To(Succeed())
 	}
 	var cr rbacv1.ClusterRole
 	read("cluster_role.yaml", &cr)

@@ -56,7 +56,7 @@ func Inspect(ctx context.Context, c redis.UniversalClient, key string) (*Live, e
 	l.Token, l.Holder, _ = strings.Cut(value, " ")
 	l.Fence, _ = strconv.ParseInt(str(res, 2), 10, 64)
 	occ, err := occurrenceOf(ctx, c, key, l.Token)
-	if err != nil && !strings.Contains(err.Error(), "NOPERM") {
+	if err != nil && !redis.HasErrorPrefix(err, "NOPERM") {
 		return nil, err
 	}
 	l.Occurrence = occ

@@ -220,12 +220,9 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 			return err == nil, err
 		}
 		// Its pod, counted, may be gone already (history limits): status.recent has it.
-		name := runpod.ManualName(j.Name, res.ID)
-		for _, rec := range j.Status.Recent {
-			if rec.Pod == name {
-				req = &v1alpha1.RunRequest{ID: res.ID, Pod: name}
-				return true, nil
-			}
+		if name := runpod.ManualName(j.Name, res.ID); recentOf(j, name) != nil {
+			req = &v1alpha1.RunRequest{ID: res.ID, Pod: name}
+			return true, nil
 		}
 		return false, exitf(ExitNotRun, "run %s of %s/%s: request %s replaced it before the controller recorded it, and no pod of it exists: it was refused or never handled (its Events say which: kubectl get events -n %s --field-selector involvedObject.name=%s)",
 			res.ID, j.Namespace, j.Name, current, j.Namespace, j.Name)
@@ -291,19 +288,28 @@ func (o *Options) fromRecent(ctx context.Context, c client.Client, job *v1alpha1
 	if err != nil {
 		return 0, err
 	}
-	for _, rec := range j.Status.Recent {
-		if rec.Pod == res.Pod {
-			r := report.Report{V: report.Version, Outcome: report.Outcome(rec.Outcome), Holder: rec.Holder,
-				FencingToken: rec.FencingToken, Message: rec.Message, Occurrence: ts(rec.Occurrence.Time)}
-			res.Report = &r
-			code := exitFor(r)
-			if r.Outcome == report.Failed {
-				code = 1 // the exit code is not kept in status
-			}
-			return code, nil
+	rec := recentOf(j, res.Pod)
+	if rec == nil {
+		return 0, exitf(ExitNotRun, "pod %s/%s is gone and status.recent does not list it", job.Namespace, res.Pod)
+	}
+	r := report.Report{V: report.Version, Outcome: report.Outcome(rec.Outcome), Holder: rec.Holder,
+		FencingToken: rec.FencingToken, Message: rec.Message, Occurrence: ts(rec.Occurrence.Time)}
+	res.Report = &r
+	code := exitFor(r)
+	if r.Outcome == report.Failed {
+		code = 1 // the exit code is not kept in status
+	}
+	return code, nil
+}
+
+// recentOf is the record of pod in the job's status.recent, nil when it lists none.
+func recentOf(j *v1alpha1.LockedCronJob, pod string) *v1alpha1.RunRecord {
+	for i := range j.Status.Recent {
+		if j.Status.Recent[i].Pod == pod {
+			return &j.Status.Recent[i]
 		}
 	}
-	return 0, exitf(ExitNotRun, "pod %s/%s is gone and status.recent does not list it", job.Namespace, res.Pod)
+	return nil
 }
 
 // exitFor is the plugin's exit code for a report.

@@ -264,6 +264,20 @@ func expectExactCounters(j job) {
 		To(Equal(int64(len(pods.Items))), "counters %+v vs %d pods", c, len(pods.Items))
 }
 
+// runUntilTwoSucceedOrOneFails applies the job, waits until two runs succeeded or one
+// failed (why says what it means when neither comes), then suspends it and lets it settle;
+// it returns the counters.
+func runUntilTwoSucceedOrOneFails(j job, why string) v1alpha1.Counters {
+	apply(j)
+	EventuallyWithOffset(1, func() v1alpha1.Counters { return get(j).Status.Counters }, 2*time.Minute, time.Second).
+		Should(SatisfyAny(
+			HaveField("Succeeded", BeNumerically(">=", 2)),
+			HaveField("Failed", BeNumerically(">=", 1))), why)
+	suspend(j)
+	settle(j)
+	return get(j).Status.Counters
+}
+
 // table parses `kubectl get` output by the header's column offsets (values may hold spaces).
 func table(out string) []map[string]string {
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
@@ -434,14 +448,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 				"LOCKEDCRON_REDIS_CA_CERT":  "not a certificate",
 				"GREETING":                  "hi",
 			}}
-		apply(j)
-		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 2*time.Minute, time.Second).
-			Should(SatisfyAny(
-				HaveField("Succeeded", BeNumerically(">=", 2)),
-				HaveField("Failed", BeNumerically(">=", 1))), "no run ended")
-		suspend(j)
-		settle(j)
-		c := get(j).Status.Counters
+		c := runUntilTwoSucceedOrOneFails(j, "no run ended")
 		Expect(c.Failed).To(BeZero(), "runs failed: lockwrap took its Redis settings from envFrom (%+v)", c)
 		Expect(c.Succeeded).To(BeNumerically(">=", 2))
 		rs := runs(j.label)
@@ -485,14 +492,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		// (SIGTTOU) while lockwrap renewed the lock for ever. It exits 3 without a terminal.
 		j := job{ns: scenario("tty"), name: "tty", key: "e2e/tty-" + suffix,
 			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "tty-" + suffix, tty: true}
-		apply(j)
-		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 2*time.Minute, time.Second).
-			Should(SatisfyAny(
-				HaveField("Succeeded", BeNumerically(">=", 2)),
-				HaveField("Failed", BeNumerically(">=", 1))), "no run ended: the job stopped on its terminal")
-		suspend(j)
-		settle(j)
-		c := get(j).Status.Counters
+		c := runUntilTwoSucceedOrOneFails(j, "no run ended: the job stopped on its terminal")
 		Expect(c.Failed).To(BeZero(), "runs failed (exit 3: the container had no terminal): %+v", c)
 		rs := runs(j.label)
 		Expect(rs).NotTo(BeEmpty())
