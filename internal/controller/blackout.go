@@ -7,11 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ import (
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/blackout"
 	"github.com/lockedcron/lockedcron/internal/report"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
@@ -370,4 +373,28 @@ const maxEventAction = 128
 // Cut to the length an Event's action may have, on a character boundary.
 func blackoutCause(b blackout.Block) string {
 	return report.TruncateRunes(strings.TrimSpace(string(b.Cause)+" "+b.By), maxEventAction)
+}
+
+// keepMarker tells the blackout markers (markers.go) whether a blackout holds the job back
+// now. A pass that stopped before the blackout step (a suspended job, an invalid
+// schedule) reads spec.blackout now if the job has pods that may wait for the lock or a
+// marker to end; a pass that cannot tell (spec.blackout invalid, the workloads
+// unreadable) changes nothing.
+func (r *LockedCronJobReconciler) keepMarker(ctx context.Context, p *pass, c redis.UniversalClient) {
+	job := types.NamespacedName{Namespace: p.job.Namespace, Name: p.job.Name}
+	bs := p.blackout
+	if bs == nil {
+		if len(p.active) == 0 && !r.markers.holding(job) {
+			return
+		}
+		var err error
+		if bs, err = r.blackoutNow(ctx, p); err != nil {
+			return
+		}
+	}
+	if bs.unreadable != nil {
+		return
+	}
+	b := bs.rules.At(p.now, bs.rollouts)
+	r.markers.observe(job, p.job.UID, runpod.LockKey(p.job), c, b.Blocked(), b.Describe(), p.now)
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
@@ -444,5 +445,65 @@ var _ = Describe("accountDeferred", func() {
 		Expect(plan.Missed).To(Equal(int64(1)))
 		Expect(p.status.Counters.SkippedBlackout).To(BeZero())
 		Expect(p.status.Deferred).To(BeNil())
+	})
+})
+
+var _ = Describe("Blackout markers", func() {
+	// The gap they close: a pod whose lockwrap already waits for the lock when a rollout
+	// begins (a manual run's Wait, a Retry) cannot be withdrawn (the controller cannot tell
+	// it from one running its job) and used to start its job in the rollout when the lock
+	// came free. Also a suspended job's manual run, whose passes stop before the blackout
+	// step.
+	It("keeps each job's marker in its lock's Redis while a rollout holds it back, and a pod made before cannot take the lock", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		d := newDeployment(ns, "web")
+		Expect(k8sClient.Create(ctx, d)).To(Succeed())
+		writeStatus(d, deploymentDone)
+		guarded := func(name string, suspend bool) *v1alpha1.LockedCronJob {
+			j := newJob(ns, name, dailyAt(time.Now().Add(12*time.Hour)))
+			j.Spec.Suspend = ptr.To(suspend)
+			j.Spec.Lock.Key = "markers-" + ns + "-" + name
+			j.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutSkip, Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
+			Expect(k8sClient.Create(ctx, j)).To(Succeed())
+			return getJob(j)
+		}
+		scheduled, suspended := guarded("scheduled", false), guarded("suspended", true)
+		// The suspended job's manual run: its pod is made before the rollout, and (no
+		// kubelet here) waits, as one whose lockwrap waits for the lock.
+		requestRun(suspended, "before-the-rollout", nil)
+		handled(suspended, "before-the-rollout")
+		Expect(podsOf(suspended)).To(HaveLen(1))
+		env := map[string]string{}
+		for _, e := range podsOf(suspended)[0].Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		madeAt, err := time.Parse(time.RFC3339Nano, env["LOCKEDCRON_MADE_AT"])
+		Expect(err).NotTo(HaveOccurred(), "the pod says when it was made")
+		Expect(env["LOCKEDCRON_BLACKOUT_ID"]).To(Equal(string(suspended.UID)))
+
+		rc := redisSrv.Client()
+		DeferCleanup(rc.Close)
+		markerOf := func(j *v1alpha1.LockedCronJob) func() string {
+			return func() string { return rc.Get(ctx, lock.BlackoutKey(j.Spec.Lock.Key, string(j.UID))).Val() }
+		}
+		Consistently(markerOf(scheduled), time.Second).Should(BeEmpty(), "no blackout, no marker")
+
+		writeStatus(d, func(d *appsv1.Deployment) {
+			deploymentDone(d)
+			d.Status.AvailableReplicas = 1 // rolling out
+		})
+		for _, j := range []*v1alpha1.LockedCronJob{scheduled, suspended} {
+			Eventually(markerOf(j), 10*time.Second).Should(ContainSubstring("Deployment/web is rolling out"), j.Name)
+			Expect(rc.PTTL(ctx, lock.BlackoutKey(j.Spec.Lock.Key, string(j.UID))).Val()).To(BeNumerically("<=", markerTTL), "a marker lives its ttl unless written again")
+		}
+		_, err = lock.New(rc).Acquire(ctx, lock.Request{Key: suspended.Spec.Lock.Key, RunID: env["LOCKEDCRON_RUN_ID"], Holder: "waiting-pod",
+			TTL: 30 * time.Second, BlackoutID: env["LOCKEDCRON_BLACKOUT_ID"], MadeAt: madeAt})
+		Expect(err).To(MatchError(lock.ErrBlackout), "the pod made before the rollout does not take the lock in it")
+
+		writeStatus(d, deploymentDone)
+		for _, j := range []*v1alpha1.LockedCronJob{scheduled, suspended} {
+			Eventually(markerOf(j), 10*time.Second).Should(BeEmpty(), "the rollout over, the marker is gone: "+j.Name)
+		}
 	})
 })

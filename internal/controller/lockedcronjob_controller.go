@@ -142,6 +142,7 @@ type LockedCronJobReconciler struct {
 	backends      *backends
 	health        *health
 	ledger        *ledgerLookups
+	markers       *blackoutMarkers
 	decided       decided
 	caughtUp      caughtUp
 	stopRecording func() // the recorder SetupWithManager made (newRecorder); nil if given one
@@ -335,6 +336,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			}
 			metrics.Forget(req.Namespace, req.Name)
 			r.health.forget(req.NamespacedName)
+			r.markers.forget(req.NamespacedName)
 			r.decided.forget(req.NamespacedName)
 			// No pod of a deleted job keeps the tracking finalizer.
 			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
@@ -408,6 +410,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		p.active = append(p.active, created)
 	}
 	r.manualRun(ctx, p, bst.client, berr) // 5d: a new run request (manual.go)
+	r.keepMarker(ctx, p, bst.client)      // 5e: the blackout marker in Redis (markers.go)
 
 	// 6: status that follows from the world.
 	setActive(p.status, p.active)
@@ -749,6 +752,7 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 	occ := due.UTC().Format(time.RFC3339)
 	opts := r.Pod
 	opts.NotAfter = windowStart
+	opts.MadeAt = p.now // a blackout that begins after this holds the pod back (markers.go)
 	pod, err := runpod.Build(job, due, opts)
 	if err != nil {
 		msg := err.Error()
@@ -933,6 +937,10 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 		r.health.probeInterval = r.ProbeInterval
 	}
 	if err := mgr.Add(r.health); err != nil {
+		return err
+	}
+	r.markers = newBlackoutMarkers(r.Clock.Now)
+	if err := mgr.Add(r.markers); err != nil {
 		return err
 	}
 	if r.MaxConcurrentReconciles <= 0 {

@@ -296,6 +296,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	// Like a scheduled run's, its job does not start once the next window has opened.
 	opts := r.Pod
 	opts.NotAfter = bs.rules.NextOpening(p.now)
+	opts.MadeAt = p.now // a blackout that begins after this holds the pod back (markers.go)
 	pod, err := runpod.BuildManual(job, m, opts)
 	if err != nil {
 		return refuse(err.Error())

@@ -67,6 +67,9 @@ var (
 	// ErrNotEnoughReplicas: fewer replicas than asked acknowledged the acquisition (or
 	// the succeeded ledger write).
 	ErrNotEnoughReplicas = errors.New("lock: not enough replicas acknowledged")
+	// ErrBlackout: a blackout of the run's job began after the run was made (Request.
+	// BlackoutID, MadeAt). The error is a *BlackoutError.
+	ErrBlackout = errors.New("lock: held back by a blackout that began after the run was made")
 	// ErrNotRecorded: Finish could not record the outcome because the occurrence's ledger
 	// entry belongs to another run.
 	ErrNotRecorded = errors.New("lock: ledger not recorded: the occurrence's entry belongs to another run")
@@ -108,6 +111,19 @@ func (e *SuppressedError) Error() string {
 }
 
 func (e *SuppressedError) Unwrap() error { return ErrSuppressed }
+
+// BlackoutError is returned by Acquire when the run's job is in a blackout that began
+// after the run was made: the run must not start its job (see SetBlackout).
+type BlackoutError struct {
+	Since  time.Time // when the controller saw the blackout begin (its clock, ms)
+	Reason string    // what holds the job back, as the controller wrote it
+}
+
+func (e *BlackoutError) Error() string {
+	return fmt.Sprintf("%s (%s, since %s)", ErrBlackout, e.Reason, e.Since.UTC().Format(time.RFC3339Nano))
+}
+
+func (e *BlackoutError) Unwrap() error { return ErrBlackout }
 
 // Ledger states.
 const (
@@ -155,6 +171,31 @@ func RunKey(key string, occurrence time.Time) string {
 // (Request.RunID), apart from every scheduled occurrence's.
 func RunIDKey(key, runID string) string {
 	return keyPrefix(key) + "run:id:" + runID
+}
+
+// BlackoutKey is the Redis key of the blackout marker of one job (its UID) on key: the
+// controller keeps it while a blackout holds the job back (SetBlackout), and the acquire
+// script refuses the job's runs made before the blackout began.
+func BlackoutKey(key, jobID string) string {
+	return keyPrefix(key) + "blackout:" + jobID
+}
+
+// SetBlackout writes (or refreshes) job jobID's blackout marker on key: the job has been
+// held back since since (the controller's clock), for reason. It lives ttl unless written
+// again, so that a controller that stops refreshing it holds nothing back for longer.
+// Acquire refuses the job's runs made before since (*BlackoutError); runs made after it
+// were made knowingly and are granted. The value is "<since, unix ms> <reason>".
+func SetBlackout(ctx context.Context, c redis.UniversalClient, key, jobID string, since time.Time, reason string, ttl time.Duration) error {
+	if key == "" || jobID == "" {
+		return errors.New("lock: blackout marker needs a key and a job")
+	}
+	v := strconv.FormatInt(since.UnixMilli(), 10) + " " + reason
+	return c.Set(ctx, BlackoutKey(key, jobID), v, ttl).Err()
+}
+
+// ClearBlackout deletes job jobID's blackout marker on key: its blackout ended.
+func ClearBlackout(ctx context.Context, c redis.UniversalClient, key, jobID string) error {
+	return c.Del(ctx, BlackoutKey(key, jobID)).Err()
 }
 
 // runKey is the ledger entry a request runs under: its RunID's, else its occurrence's.
@@ -238,6 +279,12 @@ type Request struct {
 	// success survives a failover.
 	MinReplicas    int
 	ReplicaTimeout time.Duration
+	// BlackoutID and MadeAt, when both set, name the run's job (its UID) and when the
+	// controller made the run (its clock): the lock is not granted while the job's
+	// blackout marker (SetBlackout) says a blackout began after MadeAt (*BlackoutError).
+	// A run waiting for the lock when a rollout begins then does not start its job in it.
+	BlackoutID string
+	MadeAt     time.Time
 	// Token, when set, is used instead of a new one. A caller retrying one run's acquire
 	// passes the same token (from NewToken) to every attempt: an attempt whose reply was
 	// lost but which took the lock is then recognised and returns the same lease.
@@ -307,9 +354,13 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	defer t.Close()
 
 	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key)}
-	res, err := acquireScript.Run(ctx, t, keys,
-		value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
-		l.now().UnixMilli(), req.HolderName).Slice()
+	args := []any{value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
+		l.now().UnixMilli(), req.HolderName}
+	if req.BlackoutID != "" && !req.MadeAt.IsZero() {
+		keys = append(keys, BlackoutKey(req.Key, req.BlackoutID))
+		args = append(args, req.MadeAt.UnixMilli())
+	}
+	res, err := acquireScript.Run(ctx, t, keys, args...).Slice()
 	if err != nil {
 		t.failed(ctx, err)
 		return nil, fmt.Errorf("lock: acquire %q: %w", req.Key, err)
@@ -322,6 +373,8 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, &SuppressedError{Holder: str(res, 1), State: str(res, 2)}
 	case "held":
 		return nil, &HeldError{Holder: holderOf(str(res, 1))}
+	case "blackout":
+		return nil, &BlackoutError{Since: time.UnixMilli(num(res, 1)), Reason: str(res, 2)}
 	case "acquired":
 	default:
 		return nil, fmt.Errorf("lock: acquire %q: unexpected reply %v", req.Key, res)

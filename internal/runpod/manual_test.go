@@ -48,6 +48,8 @@ func commonEnv(occ, pod string) []corev1.EnvVar {
 		{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},
 		{Name: "LOCKEDCRON_DEDUPE_RETENTION", Value: "168h0m0s"},
 		{Name: "LOCKEDCRON_TERMINATION_LOG", Value: "/dev/termination-log"},
+		{Name: "LOCKEDCRON_BLACKOUT_ID", Value: "uid-1"},
+		{Name: "LOCKEDCRON_MADE_AT", Value: "2026-11-30T01:59:50.25Z"},
 	}
 }
 

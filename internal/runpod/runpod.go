@@ -106,6 +106,12 @@ type Options struct {
 	// pod created ahead of its occurrence (spec.prepareAheadSeconds) it must not be before
 	// the occurrence (the first window start at or after it): Build refuses that.
 	NotAfter time.Time
+	// MadeAt, per pod: when the controller made it (its clock). With it, lockwrap gets the
+	// job's UID and this time ($LOCKEDCRON_BLACKOUT_ID, $LOCKEDCRON_MADE_AT), and the lock
+	// is not granted to the pod in a blackout of the job that began after it was made
+	// (lock.SetBlackout): a pod waiting for the lock when a rollout begins does not start
+	// its job in it. Zero: neither is set.
+	MadeAt time.Time
 	// RedisAllowedHosts, when set, is passed to lockwrap
 	// ($LOCKEDCRON_REDIS_ALLOWED_HOSTS): it refuses other Redis endpoints, as the
 	// controller does (--redis-allowed-hosts).
@@ -354,7 +360,7 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	// The kubelet mounts the file at the path from the container's root, whatever the
 	// workingDir: lockwrap gets it so.
 	reportPath := path.Clean("/" + c.TerminationMessagePath)
-	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), reportPath, opts.NotAfter, m)...)
+	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), reportPath, opts, m)...)
 	// The kubelet keeps of each container's termination message its share of 12 KiB
 	// (12288 / the pod's containers and init containers), cutting the rest: a cut report is
 	// no JSON, and its run is counted Error.
@@ -483,7 +489,8 @@ func IsOwnWarning(message string) bool {
 	})
 }
 
-func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string, notAfter time.Time, m *ManualRun) []corev1.EnvVar {
+func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, terminationLog string, opts Options, m *ManualRun) []corev1.EnvVar {
+	notAfter := opts.NotAfter
 	secret := job.Spec.Lock.Redis.SecretRef.Name
 	fromSecret := func(env, key string) corev1.EnvVar {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}
@@ -521,6 +528,10 @@ func wrapperEnv(job *v1alpha1.LockedCronJob, occurrence time.Time, holder, termi
 		lit(config.EnvDedupeRetention, job.Spec.Dedupe.RetentionDuration().String()),
 		lit(config.EnvTerminationLog, terminationLog),
 	)
+	if !opts.MadeAt.IsZero() && job.UID != "" {
+		env = append(env, lit(config.EnvBlackoutID, string(job.UID)),
+			lit(config.EnvMadeAt, opts.MadeAt.UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)))
+	}
 	if m != nil {
 		return append(env, manualEnv(job, *m, notAfter)...)
 	}

@@ -51,7 +51,8 @@ func nightly() *v1alpha1.LockedCronJob {
 	}
 }
 
-var opts = Options{ClusterName: "eu-1", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullIfNotPresent}
+var opts = Options{ClusterName: "eu-1", WrapperImage: "k8s.local/lockedcron:dev", WrapperImagePullPolicy: corev1.PullIfNotPresent,
+	MadeAt: time.Date(2026, 11, 30, 1, 59, 50, 250_000_000, time.UTC)}
 
 func TestBuildLiteralPod(t *testing.T) {
 	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
@@ -124,6 +125,8 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_MIN_REPLICAS", Value: "0"},
 					{Name: "LOCKEDCRON_DEDUPE_RETENTION", Value: "168h0m0s"},
 					{Name: "LOCKEDCRON_TERMINATION_LOG", Value: "/dev/termination-log"},
+					{Name: "LOCKEDCRON_BLACKOUT_ID", Value: "uid-1"},
+					{Name: "LOCKEDCRON_MADE_AT", Value: "2026-11-30T01:59:50.25Z"},
 					{Name: "LOCKEDCRON_HOLDER_INSTANCE", Value: "$(LOCKEDCRON_POD_UID)"},
 					{Name: "LOCKEDCRON_CONTENTION", Value: "retry"},
 					{Name: "LOCKEDCRON_RETRY_ATTEMPTS", Value: "5"},

@@ -894,3 +894,45 @@ func TestStopSignalDuringAHealthyFinishLetsItLand(t *testing.T) {
 		t.Fatal("the lock is still held")
 	}
 }
+
+// TestWaitingRunDoesNotStartInABlackout: B (contention retry, its job's UID and the time
+// its pod was made given) waits behind holder A when a rollout of its job begins: the
+// controller sets the job's blackout marker. When A lets the lock go, B must not start
+// its command in the rollout: it is counted missed, holds no lock, and says why. It used
+// to take the lock and run (the gap "a Wait or Retry pod already waiting when a rollout
+// begins runs in it").
+func TestWaitingRunDoesNotStartInABlackout(t *testing.T) {
+	s := redistest.Start(t)
+	c := admin(t, s)
+	ctx := context.Background()
+	g := newGate(t)
+	a := runAsync(t, nil, cmdArgs(flags(s.URL(), "guarded", "a"), g.cmd(0)...)...)
+	g.waitStarted(t)
+
+	made := time.Now().Add(-time.Minute)
+	ran := filepath.Join(t.TempDir(), "ran")
+	base := evalCalls(t, s)
+	// B runs the next occurrence (A's success does not suppress it).
+	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "guarded", "b", "--occurrence", "2026-11-30T06:01:00Z", "--contention", "retry", "--retry-attempts", "1000",
+		"--retry-backoff", "20ms", "--retry-max-backoff", "50ms",
+		"--blackout-id", "job-uid", "--made-at", made.UTC().Format(time.RFC3339Nano)), "touch", ran)...)
+	eventually(t, "b to be turned away", func() bool { return evalCalls(t, s) >= base+1 })
+
+	if err := lock.SetBlackout(ctx, c, "guarded", "job-uid", time.Now(), "rollout of Deployment/web", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g.release(t)
+	if r := await(t, a); r.rep.Outcome != report.Succeeded {
+		t.Fatalf("a: %+v", r.rep)
+	}
+	r := await(t, b)
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatalf("b ran its command in the blackout: %+v", r.rep)
+	}
+	if r.code != 0 || r.rep.Outcome != report.Missed || !strings.Contains(r.rep.Message, "rollout of Deployment/web") {
+		t.Fatalf("b: %d %+v, want Missed naming the blackout", r.code, r.rep)
+	}
+	if v := c.Get(ctx, lock.LockKey("guarded")).Val(); v != "" {
+		t.Fatalf("lock left held by %q", v)
+	}
+}

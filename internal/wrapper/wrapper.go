@@ -234,11 +234,23 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	if err != nil {
 		var held *lock.HeldError
 		var sup *lock.SuppressedError
+		var bo *lock.BlackoutError
 		var intr *interruptError
 		switch {
 		case errors.As(context.Cause(actx), &intr):
 			abandon(ctx, cfg, token, d.Locker, d.Stderr)
 			return interrupted(intr)
+		case errors.As(err, &bo):
+			// Our job's blackout began after our pod was made (we waited for the lock
+			// when a rollout began): the job does not start in it. Counted missed, as a
+			// pod the controller withdraws in a blackout before its job started. An
+			// earlier attempt whose reply was lost may have taken the lock: let it go.
+			abandon(ctx, cfg, token, d.Locker, d.Stderr)
+			rep.Outcome = report.Missed
+			rep.Message = fmt.Sprintf("held back by a blackout of the job (%s) that began at %s, after this run was made at %s; the command did not run",
+				bo.Reason, stamp(bo.Since), stamp(cfg.MadeAt))
+			fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
+			return rep, 0
 		case errors.As(err, &sup):
 			rep.Outcome = report.SuppressedDuplicate
 			rep.HeldBy = sup.Holder // who ran it
@@ -609,7 +621,7 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 		if err == nil {
 			return g, sentAt, nil
 		}
-		if errors.Is(err, lock.ErrSuppressed) || errors.Is(err, lock.ErrNotEnoughReplicas) ||
+		if errors.Is(err, lock.ErrSuppressed) || errors.Is(err, lock.ErrNotEnoughReplicas) || errors.Is(err, lock.ErrBlackout) ||
 			cfg.Contention != config.ContentionRetry || ctx.Err() != nil {
 			return nil, time.Time{}, err
 		}
@@ -635,6 +647,7 @@ func request(cfg config.Config, token string) lock.Request {
 	req := lock.Request{
 		Key: cfg.Key, Occurrence: cfg.Occurrence, RunID: cfg.RunID, Holder: cfg.Holder, TTL: cfg.TTL, Token: token,
 		Retention: cfg.DedupeRetention, MinReplicas: cfg.MinReplicas,
+		BlackoutID: cfg.BlackoutID, MadeAt: cfg.MadeAt,
 	}
 	if cfg.HolderInstance != "" {
 		req.HolderName = strings.TrimSuffix(cfg.Holder, "/"+cfg.HolderInstance)

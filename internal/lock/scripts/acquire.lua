@@ -12,11 +12,17 @@
 -- ARGV[5]  holder
 -- ARGV[6]  acquisition time, unix milliseconds (the caller's clock; informational)
 -- ARGV[7]  our holder's name: the holder without its last "/"-part (a pod's UID), or ""
+-- Optionally, the blackout guard (both or neither):
+-- KEYS[5]  lockedcron:{<tag>}:blackout:<job uid>  the job's blackout marker, set by the
+--          controller while a blackout holds the job back: "<since, unix ms> <reason>"
+-- ARGV[8]  when the controller made this run, unix milliseconds (the controller's clock)
 --
 -- Returns one of
 --   {"suppressed", <holder that succeeded>}  the ledger says the occurrence succeeded, or
 --                                            an earlier holder of our name (ARGV[7]) failed it
 --   {"held", <current lock value>}           someone else holds the lock
+--   {"blackout", <since ms>, <reason>}       the job's blackout began after the run was
+--                                            made (KEYS[5], ARGV[8]); nothing is written
 --   {"acquired", <fencing token>, <recovered 0|1>, <took over 0|1>,
 --    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>,
 --    <last success: occurrence, finishedAt, fence, holder, watermark ("" each when none)>}
@@ -163,6 +169,15 @@ if state == 'succeeded' then
     redis.call('DEL', KEYS[1])
   end
   return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or ''}
+end
+
+-- A run made before its job's blackout began (it waited for the lock when a rollout
+-- began) does not start in it. The controller knew of the runs it made after that.
+if KEYS[5] then
+  local since, why = string.match(redis.call('GET', KEYS[5]) or '', '^(%d+) ?(.*)$')
+  if since and tonumber(ARGV[8]) < tonumber(since) then
+    return {'blackout', tonumber(since), why}
+  end
 end
 
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ttl) then

@@ -42,14 +42,19 @@ const (
 
 // Config is one lockwrap invocation's parsed input.
 type Config struct {
-	Redis           lock.ClientConfig  // URL, username, password (env only), CA PEM
-	RedisAllowed    *lock.AllowedHosts // endpoints the URL may name (nil: any but link-local ones)
-	Key             string
-	TTL             time.Duration
-	RenewInterval   time.Duration // default TTL/3
-	Occurrence      time.Time     // whole seconds; default: now, truncated to the minute
-	OccurrenceSet   bool          // --occurrence (or its variable) was given
-	RunID           string        // a ledger entry of its own, not the occurrence's (lock.Request.RunID); "": none
+	Redis         lock.ClientConfig  // URL, username, password (env only), CA PEM
+	RedisAllowed  *lock.AllowedHosts // endpoints the URL may name (nil: any but link-local ones)
+	Key           string
+	TTL           time.Duration
+	RenewInterval time.Duration // default TTL/3
+	Occurrence    time.Time     // whole seconds; default: now, truncated to the minute
+	OccurrenceSet bool          // --occurrence (or its variable) was given
+	RunID         string        // a ledger entry of its own, not the occurrence's (lock.Request.RunID); "": none
+	// BlackoutID and MadeAt (both or neither): the run's job (its UID) and when the
+	// controller made the run; the lock is not granted in a blackout of the job that
+	// began after MadeAt (lock.Request.BlackoutID).
+	BlackoutID      string
+	MadeAt          time.Time
 	Holder          string        // default: "<host name>/<pid>" (unique per process: see validate)
 	HolderInstance  string        // the last "/"-part of Holder naming this process among those of its name (EnvHolderInstance)
 	Contention      string        // ContentionSkip | ContentionRetry
@@ -98,6 +103,8 @@ var flagEnv = []struct{ flag, env string }{
 	{"holder", EnvHolder},
 	{"holder-instance", EnvHolderInstance},
 	{"run-id", EnvRunID},
+	{"blackout-id", EnvBlackoutID},
+	{"made-at", EnvMadeAt},
 	{"contention", EnvContention},
 	{"retry-attempts", EnvRetryAttempts},
 	{"retry-backoff", EnvRetryBackoff},
@@ -129,6 +136,9 @@ func Usage() string {
 // reservedKey is the form of the tag lock gives a key holding a brace ("#" and 16 hex
 // digits of its SHA-256): a key of that form would share its lock and ledger.
 var reservedKey = regexp.MustCompile(`^#[0-9a-f]{16}$`)
+
+// blackoutID is what --blackout-id may be: a job's UID, part of a Redis key's name.
+var blackoutID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
 // Variables lists every variable lockwrap reads its settings from.
 func Variables() []string {
@@ -263,6 +273,8 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.StringVar(&cfg.Holder, "holder", "", "")
 	fs.StringVar(&cfg.HolderInstance, "holder-instance", "", "")
 	fs.StringVar(&cfg.RunID, "run-id", "", "")
+	fs.StringVar(&cfg.BlackoutID, "blackout-id", "", "")
+	fs.Var(instant{t: &cfg.MadeAt}, "made-at", "")
 	fs.Var(choice{&cfg.Contention, []string{ContentionSkip, ContentionRetry}}, "contention", "")
 	fs.IntVar(&cfg.RetryAttempts, "retry-attempts", 0, "")
 	fs.Var(duration{&cfg.RetryBackoff}, "retry-backoff", "")
@@ -440,6 +452,14 @@ func (cfg *Config) validate(now time.Time) error {
 		var b [8]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		cfg.Holder = h + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
+	}
+	switch {
+	case cfg.BlackoutID != "" && !blackoutID.MatchString(cfg.BlackoutID):
+		return bad("blackout-id", "%q must be 1 to 128 letters, digits, '.', '_' or '-' (the controller gives its job's UID)", cfg.BlackoutID)
+	case cfg.BlackoutID != "" && cfg.MadeAt.IsZero():
+		return bad("made-at", "required with --blackout-id: when the run was made, so that only a blackout that began after it holds the run back")
+	case cfg.BlackoutID == "" && !cfg.MadeAt.IsZero():
+		return bad("blackout-id", "required with --made-at: the job whose blackouts hold the run back")
 	}
 	if cfg.HolderInstance != "" && (strings.Contains(cfg.HolderInstance, "/") || !strings.HasSuffix(cfg.Holder, "/"+cfg.HolderInstance)) {
 		return bad("holder-instance", "%q must be the last part of --holder %q (after its last \"/\")", cfg.HolderInstance, cfg.Holder)

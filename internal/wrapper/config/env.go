@@ -52,6 +52,14 @@ const (
 	// (the controller sets it for a manual run that names no occurrence).
 	EnvRunID = "LOCKEDCRON_RUN_ID"
 
+	// EnvBlackoutID and EnvMadeAt: --blackout-id and --made-at, the run's job (its UID)
+	// and when the controller made the run (RFC 3339, the controller's clock). The lock is
+	// not granted while the job's blackout marker says a blackout began after that
+	// (lock.SetBlackout): a run waiting for the lock when a rollout begins does not start
+	// its job in it, and is counted missed. Both or neither.
+	EnvBlackoutID = "LOCKEDCRON_BLACKOUT_ID"
+	EnvMadeAt     = "LOCKEDCRON_MADE_AT"
+
 	// EnvReportMaxBytes: --report-max-bytes, the most the report takes (report.MinBytes to
 	// report.MaxBytes, the default). The kubelet keeps of each container's termination
 	// message its share of 12 KiB, 12288 / (the pod's containers and init containers): the

@@ -1,0 +1,202 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/types"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+)
+
+// Blackout markers. A pod whose lockwrap already waits for the lock when a blackout of its
+// job begins (contention Retry, a manual run's Wait, behind another holder) cannot be
+// withdrawn safely: the controller cannot tell it from one running its job. Instead the
+// controller keeps, while a blackout holds the job back, a marker in the job's lock Redis
+// (lock.SetBlackout: the job's UID, since when, why), and the acquire script refuses the
+// job's runs made before it began (every pod carries its job's UID and when it was made,
+// runpod.Options.MadeAt): the pod ends Missed without starting its job. Nothing running
+// is stopped, and it fails open: with no marker (Redis unreachable from the manager, the
+// manager down for longer than the marker's ttl, a pod of another lock key or Secret
+// than the job's now) the pod runs when the lock is free, as before.
+//
+// The writes are made off the reconcile workers: a pass only says what it found
+// (observe), and Start writes, one write at a time per job.
+const (
+	// markerTTL is how long a marker lives unless written again: a manager that stops
+	// (or loses its Redis) holds nothing back for longer.
+	markerTTL = time.Minute
+	// markerRefresh is how often a marker is written again while the blackout lasts, and
+	// how soon a failed write is tried again.
+	markerRefresh = 15 * time.Second
+	// markerWriteTimeout bounds one write.
+	markerWriteTimeout = 5 * time.Second
+)
+
+// blackoutMarkers keeps the jobs' blackout markers.
+type blackoutMarkers struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]*marker
+	kick chan struct{}
+	now  func() time.Time
+	// ttl and refresh: markerTTL and markerRefresh unless a test sets them.
+	ttl, refresh time.Duration
+}
+
+// marker is one job's marker as the passes last saw it, and what was written of it.
+type marker struct {
+	uid    types.UID
+	key    string                // the lock key
+	client redis.UniversalClient // the job's Secret's Redis (nil until known)
+	// since is when a pass first saw the blackout (the manager's clock: the clock the
+	// pods' MadeAt is read from); zero once it ended (the marker is to be deleted).
+	since  time.Time
+	reason string
+	// gen counts the changes to write; written is the gen last written, at writtenAt.
+	gen, written int
+	writtenAt    time.Time
+	writing      bool
+}
+
+func newBlackoutMarkers(now func() time.Time) *blackoutMarkers {
+	return &blackoutMarkers{jobs: map[types.NamespacedName]*marker{}, kick: make(chan struct{}, 1), now: now,
+		ttl: markerTTL, refresh: markerRefresh}
+}
+
+// observe records what a pass found at now: whether a blackout holds the job back
+// (blocked, for reason). key and c are the job's lock key and Redis as the pass knows
+// them (c nil: not known yet; the marker is written once it is). A nil m (a reconciler
+// not set up with a manager) keeps none.
+func (m *blackoutMarkers) observe(job types.NamespacedName, uid types.UID, key string, c redis.UniversalClient, blocked bool, reason string, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.jobs[job]
+	if !blocked {
+		if e != nil && !e.since.IsZero() {
+			e.since = time.Time{}
+			e.gen++
+			m.wake()
+		}
+		return
+	}
+	if e == nil || e.uid != uid {
+		// (A job made again under the name: the earlier one's marker has its own key and
+		// lives out its ttl.)
+		e = &marker{uid: uid, written: -1}
+		m.jobs[job] = e
+	}
+	if e.since.IsZero() {
+		e.since = now
+		e.gen++
+	}
+	if e.key != key || (c != nil && e.client != c) {
+		e.key = key
+		if c != nil {
+			e.client = c
+		}
+		e.gen++
+	}
+	e.reason = reason
+	if e.written != e.gen {
+		m.wake()
+	}
+}
+
+// holding says whether the job's marker holds it back (or is still to be deleted).
+func (m *blackoutMarkers) holding(job types.NamespacedName) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.jobs[job] != nil
+}
+
+// forget ends the marker of a job that is gone.
+func (m *blackoutMarkers) forget(job types.NamespacedName) {
+	m.observe(job, "", "", nil, false, "", time.Time{})
+}
+
+// wake makes Start look at the markers now. m.mu is held.
+func (m *blackoutMarkers) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Start writes the markers until ctx ends: a change at once, a lasting blackout's marker
+// every refresh, and a failed write again at the next refresh.
+func (m *blackoutMarkers) Start(ctx context.Context) error {
+	t := time.NewTicker(m.refresh)
+	defer t.Stop()
+	for {
+		m.writeDue(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-m.kick:
+		}
+	}
+}
+
+// writeDue starts a write for each marker that changed, or is due to be refreshed.
+func (m *blackoutMarkers) writeDue(ctx context.Context) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for job, e := range m.jobs {
+		if e.writing || e.client == nil {
+			continue
+		}
+		if e.written == e.gen && (e.since.IsZero() || now.Sub(e.writtenAt) < m.refresh) {
+			continue
+		}
+		e.writing = true
+		go m.write(ctx, job, e, *e)
+	}
+}
+
+// write writes what one marker was when writeDue looked (snap), and notes it written.
+func (m *blackoutMarkers) write(ctx context.Context, job types.NamespacedName, e *marker, snap marker) {
+	err := func() (err error) {
+		// As the health probe: a client failing on a hostile answer is a failed write.
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("the Redis client failed on its answer: %v", p)
+			}
+		}()
+		wctx, cancel := context.WithTimeout(ctx, markerWriteTimeout)
+		defer cancel()
+		if snap.since.IsZero() {
+			return lock.ClearBlackout(wctx, snap.client, snap.key, string(snap.uid))
+		}
+		return lock.SetBlackout(wctx, snap.client, snap.key, string(snap.uid), snap.since, snap.reason, m.ttl)
+	}()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.writing = false
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "writing a blackout marker; trying again", "job", job, "blackout", !snap.since.IsZero(), "in", m.refresh)
+		return
+	}
+	e.written, e.writtenAt = snap.gen, m.now()
+	switch {
+	case e.written != e.gen:
+		m.wake()
+	case e.since.IsZero() && m.jobs[job] == e:
+		delete(m.jobs, job) // deleted, and nothing new since
+	}
+}
+
+// NeedLeaderElection: only the leader writes markers (it alone makes pods, and knows
+// when it made them).
+func (m *blackoutMarkers) NeedLeaderElection() bool { return true }
