@@ -143,6 +143,52 @@ spec:
 %[14]s`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra, configMap, envFrom, tty, sidecar)
 }
 
+// deployAPI makes the namespace and a Deployment "api" in it, and waits for its rollout:
+// one replica that becomes available only 25 s after it runs, so that a rollout restart
+// spans several occurrences.
+func deployAPI(ns string) {
+	deployment := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: %[1]s
+spec:
+  replicas: 1
+  minReadySeconds: 25
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: api
+        image: k8s.local/pause:dev
+        imagePullPolicy: Never
+`, ns)
+	out, err := kubectlIn(deployment, "apply", "-f", "-")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), out)
+	out, err = kubectl("-n", ns, "rollout", "status", "deployment/api", "--timeout=120s")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred(), out)
+}
+
+// guardedBy is j's manifest with a blackout (policy Skip) while Deployment deployment
+// rolls out, and for settle after ("": none).
+func guardedBy(j job, deployment, settle string) string {
+	rollout := "    - kind: Deployment\n      name: " + deployment
+	if settle != "" {
+		rollout += "\n      settle: " + settle
+	}
+	return strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100",
+		"  blackout:\n    policy: Skip\n    rollouts:\n"+rollout+"\n  successfulRunsHistoryLimit: 100", 1)
+}
+
 func apply(j job) {
 	out, err := kubectlIn(j.manifest(), "apply", "-f", "-")
 	ExpectWithOffset(1, err).NotTo(HaveOccurred(), out)
@@ -685,45 +731,8 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		ns := scenario("rollout")
 		j := job{ns: ns, name: "guarded", key: "e2e/rollout-" + suffix,
 			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "rollout-" + suffix}
-		// The workload: one replica that becomes available only 25 s after it runs, so a
-		// rollout restart spans several occurrences.
-		deployment := fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata:
-  name: %[1]s
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: api
-  namespace: %[1]s
-spec:
-  replicas: 1
-  minReadySeconds: 25
-  selector:
-    matchLabels: {app: api}
-  template:
-    metadata:
-      labels: {app: api}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: api
-        image: k8s.local/pause:dev
-        imagePullPolicy: Never
-`, ns)
-		out, err := kubectlIn(deployment, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), out)
-		out, err = kubectl("-n", ns, "rollout", "status", "deployment/api", "--timeout=120s")
-		Expect(err).NotTo(HaveOccurred(), out)
-
-		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", `  blackout:
-    policy: Skip
-    rollouts:
-    - kind: Deployment
-      name: api
-  successfulRunsHistoryLimit: 100`, 1)
-		out, err = kubectlIn(m, "apply", "-f", "-")
+		deployAPI(ns)
+		out, err := kubectlIn(guardedBy(j, "api", ""), "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1), "runs before the rollout")
 
@@ -776,6 +785,68 @@ spec:
 		rows := table(wide)
 		Expect(rows).To(HaveLen(1))
 		Expect(rows[0]["SKIPPED BLACKOUT"]).To(Equal(strconv.FormatInt(c.SkippedBlackout, 10)))
+	})
+
+	// The gap the blackout markers close: a manual run (contention Wait) whose lockwrap
+	// already waits behind the scheduled run when a rollout begins is running, so it is not
+	// withdrawn; when the scheduled run lets the lock go, in the rollout, the manual run
+	// must not start its job. It used to.
+	It("holds back a manual run already waiting for the lock when a rollout begins: Missed, nothing run", func() {
+		ns := scenario("waiting")
+		at := time.Now().Add(45 * time.Second).Truncate(time.Second).UTC()
+		j := job{ns: ns, name: "guarded", key: "e2e/waiting-" + suffix,
+			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), ttl: "10s", kill: "2s", sleep: "50s", label: "waiting-" + suffix}
+		deployAPI(ns)
+		// The blackout lasts from the rollout's start to 3 minutes after its end.
+		out, err := kubectlIn(guardedBy(j, "api", "3m"), "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		scheduled := runpod.Name(j.name, at)
+		Eventually(func() []string {
+			var pods []string
+			for _, r := range runs(j.label) {
+				pods = append(pods, r.Pod)
+			}
+			return pods
+		}, 3*time.Minute, 200*time.Millisecond).Should(ContainElement(scheduled), "the scheduled run holds the lock")
+
+		out, err = kubectl("-n", ns, "annotate", "lcj", j.name, v1alpha1.AnnotationRunRequest+"=during-the-run")
+		Expect(err).NotTo(HaveOccurred(), out)
+		manual := runpod.ManualName(j.name, "during-the-run")
+		Eventually(func() bool {
+			var pod corev1.Pod
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: manual}, &pod); err != nil {
+				return false
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.Name == "job" && cs.State.Running != nil {
+					return true
+				}
+			}
+			return false
+		}, 2*time.Minute, 200*time.Millisecond).Should(BeTrue(), "the manual run's lockwrap waits for the lock")
+		Expect(runs(j.label)).To(HaveLen(1), "only the scheduled run has started")
+
+		out, err = kubectl("-n", ns, "rollout", "restart", "deployment/api")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() metav1.ConditionStatus {
+			if c := meta.FindStatusCondition(get(j).Status.Conditions, "Blackout"); c != nil {
+				return c.Status
+			}
+			return ""
+		}, 30*time.Second, 200*time.Millisecond).Should(Equal(metav1.ConditionTrue))
+
+		// The scheduled run ends (a blackout never stops a running job); the manual run is
+		// then refused the lock, and counted.
+		Eventually(func() []v1alpha1.RunRecord { return get(j).Status.Recent }, 3*time.Minute, time.Second).Should(And(
+			ContainElement(And(HaveField("Pod", scheduled), HaveField("Outcome", "Succeeded"))),
+			ContainElement(And(HaveField("Pod", manual), HaveField("Outcome", "Missed"), HaveField("Message", ContainSubstring("held back by a blackout of the job")))),
+		))
+		for _, r := range runs(j.label) {
+			Expect(r.Pod).NotTo(Equal(manual), "the manual run started its job in the rollout")
+		}
+		Expect(runs(j.label)).To(HaveLen(1))
+		c := get(j).Status.Counters
+		Expect([]int64{c.Runs, c.Succeeded, c.Missed}).To(Equal([]int64{1, 1, 1}))
 	})
 
 	// Prepare-ahead with a real kubelet: the pod is made ahead of its instant and lockwrap
