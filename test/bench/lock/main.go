@@ -75,14 +75,16 @@ func impls(c *redis.Client) []impl {
 			},
 		},
 		{
-			// What lockwrap does per occurrence: acquire a new occurrence, record it
-			// succeeded (ledger, last success) and release, in Finish's one call.
+			// What lockwrap does per occurrence: acquire a new occurrence (with the blackout
+			// guard every pod the controller makes gives: one GET of the job's marker),
+			// record it succeeded (ledger, last success) and release, in Finish's one call.
 			name: "lockedcron-finish",
 			cycle: func(key string) func(context.Context) error {
 				occ := base
 				return func(ctx context.Context) error {
 					occ = occ.Add(time.Second)
-					l, err := ours.Acquire(ctx, lock.Request{Key: key, Occurrence: occ, Holder: "bench", TTL: ttl, Retention: time.Minute})
+					l, err := ours.Acquire(ctx, lock.Request{Key: key, Occurrence: occ, Holder: "bench", TTL: ttl, Retention: time.Minute,
+						BlackoutID: "bench-job", MadeAt: base})
 					if err != nil {
 						return err
 					}
