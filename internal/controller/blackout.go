@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -378,9 +377,11 @@ func blackoutCause(b blackout.Block) string {
 // keepMarker tells the blackout markers (markers.go) whether a blackout holds the job back
 // now. A pass that stopped before the blackout step (a suspended job, an invalid
 // schedule) reads spec.blackout now if the job has pods that may wait for the lock or a
-// marker to end; a pass that cannot tell (spec.blackout invalid, the workloads
-// unreadable) changes nothing.
-func (r *LockedCronJobReconciler) keepMarker(ctx context.Context, p *pass, c redis.UniversalClient) {
+// marker to end, and comes back when that changes (a window opens or closes, a settle
+// ends: the blackout step's requeue, which such a pass does not reach). A pass that cannot
+// tell (spec.blackout invalid, the workloads unreadable) changes nothing: the marker stays
+// as it was, as no occurrence starts then either.
+func (r *LockedCronJobReconciler) keepMarker(ctx context.Context, p *pass) {
 	job := types.NamespacedName{Namespace: p.job.Namespace, Name: p.job.Name}
 	bs := p.blackout
 	if bs == nil {
@@ -391,10 +392,14 @@ func (r *LockedCronJobReconciler) keepMarker(ctx context.Context, p *pass, c red
 		if bs, err = r.blackoutNow(ctx, p); err != nil {
 			return
 		}
+		if c := bs.rules.Condition(p.now, bs.rollouts, bs.unreadable); !c.Recheck.IsZero() {
+			p.requeueAt(c.Recheck.Sub(p.now))
+		}
 	}
 	if bs.unreadable != nil {
 		return
 	}
 	b := bs.rules.At(p.now, bs.rollouts)
-	r.markers.observe(job, p.job.UID, runpod.LockKey(p.job), c, b.Blocked(), b.Describe(), p.now)
+	r.markers.observe(job, markerView{uid: p.job.UID, key: runpod.LockKey(p.job), secret: p.job.Spec.Lock.Redis.SecretRef.Name,
+		guarded: p.job.Spec.Blackout != nil, blocked: b.Blocked(), reason: b.Describe()}, p.now)
 }

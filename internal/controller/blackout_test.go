@@ -460,27 +460,38 @@ var _ = Describe("Blackout markers", func() {
 		d := newDeployment(ns, "web")
 		Expect(k8sClient.Create(ctx, d)).To(Succeed())
 		writeStatus(d, deploymentDone)
+		occ := time.Now().Add(3 * time.Second).Truncate(time.Second)
 		guarded := func(name string, suspend bool) *v1alpha1.LockedCronJob {
-			j := newJob(ns, name, dailyAt(time.Now().Add(12*time.Hour)))
+			j := newJob(ns, name, dailyAt(occ))
 			j.Spec.Suspend = ptr.To(suspend)
 			j.Spec.Lock.Key = "markers-" + ns + "-" + name
 			j.Spec.Blackout = &v1alpha1.BlackoutSpec{Policy: v1alpha1.BlackoutSkip, Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
-			Expect(k8sClient.Create(ctx, j)).To(Succeed())
+			createBefore(j, occ)
 			return getJob(j)
 		}
 		scheduled, suspended := guarded("scheduled", false), guarded("suspended", true)
-		// The suspended job's manual run: its pod is made before the rollout, and (no
-		// kubelet here) waits, as one whose lockwrap waits for the lock.
+		// Each pod says its job and when it was made: the scheduled occurrence's, and the
+		// suspended job's manual run's. Made before the rollout, they wait (no kubelet
+		// here), as pods whose lockwrap waits for the lock.
 		requestRun(suspended, "before-the-rollout", nil)
 		handled(suspended, "before-the-rollout")
-		Expect(podsOf(suspended)).To(HaveLen(1))
-		env := map[string]string{}
-		for _, e := range podsOf(suspended)[0].Spec.Containers[0].Env {
-			env[e.Name] = e.Value
+		Eventually(func() []corev1.Pod { return podsOf(scheduled) }, 10*time.Second).Should(HaveLen(1))
+		envOf := func(j *v1alpha1.LockedCronJob) (map[string]string, time.Time) {
+			GinkgoHelper()
+			pods := podsOf(j)
+			Expect(pods).To(HaveLen(1))
+			env := map[string]string{}
+			for _, e := range pods[0].Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			madeAt, err := time.Parse(time.RFC3339Nano, env["LOCKEDCRON_MADE_AT"])
+			Expect(err).NotTo(HaveOccurred(), "the pod says when it was made")
+			Expect(madeAt).To(BeTemporally("~", pods[0].CreationTimestamp.Time, 2*time.Second))
+			Expect(env["LOCKEDCRON_BLACKOUT_ID"]).To(Equal(string(j.UID)))
+			return env, madeAt
 		}
-		madeAt, err := time.Parse(time.RFC3339Nano, env["LOCKEDCRON_MADE_AT"])
-		Expect(err).NotTo(HaveOccurred(), "the pod says when it was made")
-		Expect(env["LOCKEDCRON_BLACKOUT_ID"]).To(Equal(string(suspended.UID)))
+		envOf(scheduled)
+		env, madeAt := envOf(suspended)
 
 		rc := redisSrv.Client()
 		DeferCleanup(rc.Close)
@@ -495,9 +506,9 @@ var _ = Describe("Blackout markers", func() {
 		})
 		for _, j := range []*v1alpha1.LockedCronJob{scheduled, suspended} {
 			Eventually(markerOf(j), 10*time.Second).Should(ContainSubstring("Deployment/web is rolling out"), j.Name)
-			Expect(rc.PTTL(ctx, lock.BlackoutKey(j.Spec.Lock.Key, string(j.UID))).Val()).To(BeNumerically("<=", markerTTL), "a marker lives its ttl unless written again")
+			Expect(rc.PTTL(ctx, lock.BlackoutKey(j.Spec.Lock.Key, string(j.UID))).Val()).To(And(BeNumerically(">", 0), BeNumerically("<=", markerTTL)), "a marker lives its ttl unless written again")
 		}
-		_, err = lock.New(rc).Acquire(ctx, lock.Request{Key: suspended.Spec.Lock.Key, RunID: env["LOCKEDCRON_RUN_ID"], Holder: "waiting-pod",
+		_, err := lock.New(rc).Acquire(ctx, lock.Request{Key: suspended.Spec.Lock.Key, RunID: env["LOCKEDCRON_RUN_ID"], Holder: "waiting-pod",
 			TTL: 30 * time.Second, BlackoutID: env["LOCKEDCRON_BLACKOUT_ID"], MadeAt: madeAt})
 		Expect(err).To(MatchError(lock.ErrBlackout), "the pod made before the rollout does not take the lock in it")
 
@@ -505,5 +516,26 @@ var _ = Describe("Blackout markers", func() {
 		for _, j := range []*v1alpha1.LockedCronJob{scheduled, suspended} {
 			Eventually(markerOf(j), 10*time.Second).Should(BeEmpty(), "the rollout over, the marker is gone: "+j.Name)
 		}
+	})
+
+	It("keeps a suspended job's marker through a window that opens and closes with no event", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		open := time.Now().Add(6 * time.Second).Truncate(time.Second)
+		start, end := metav1.NewTime(open), metav1.NewTime(open.Add(4*time.Second))
+		j := newJob(ns, "suspended", dailyAt(time.Now().Add(12*time.Hour)))
+		j.Spec.Suspend = ptr.To(true)
+		j.Spec.Lock.Key = "markers-" + ns
+		j.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &start, End: &end}}}
+		createBefore(j, open)
+		j = getJob(j)
+		requestRun(j, "before-the-window", nil) // its pod waits (no kubelet here)
+		handled(j, "before-the-window")
+
+		rc := redisSrv.Client()
+		DeferCleanup(rc.Close)
+		marker := func() string { return rc.Get(ctx, lock.BlackoutKey(j.Spec.Lock.Key, string(j.UID))).Val() }
+		Eventually(marker, 15*time.Second, 100*time.Millisecond).Should(ContainSubstring(`window "maint"`), "the window opened: its pass comes by itself")
+		Eventually(marker, 15*time.Second, 100*time.Millisecond).Should(BeEmpty(), "the window closed")
 	})
 })

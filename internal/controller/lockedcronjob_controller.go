@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -410,7 +411,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		p.active = append(p.active, created)
 	}
 	r.manualRun(ctx, p, bst.client, berr) // 5d: a new run request (manual.go)
-	r.keepMarker(ctx, p, bst.client)      // 5e: the blackout marker in Redis (markers.go)
+	r.keepMarker(ctx, p)                  // 5e: the blackout marker in Redis (markers.go)
 
 	// 6: status that follows from the world.
 	setActive(p.status, p.active)
@@ -939,7 +940,9 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	if err := mgr.Add(r.health); err != nil {
 		return err
 	}
-	r.markers = newBlackoutMarkers(r.Clock.Now)
+	r.markers = newBlackoutMarkers(r.Clock.Now, func(ctx context.Context, job types.NamespacedName, secret string) redis.UniversalClient {
+		return r.health.state(ctx, job, secret).client
+	})
 	if err := mgr.Add(r.markers); err != nil {
 		return err
 	}

@@ -41,69 +41,92 @@ const (
 type blackoutMarkers struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]*marker
-	kick chan struct{}
-	now  func() time.Time
+	// swept: jobs with spec.blackout seen since this manager began writing markers; the
+	// first sight of one not in a blackout deletes a marker an earlier leader may have
+	// left (its blackout ended while no one wrote).
+	swept map[types.NamespacedName]bool
+	kick  chan struct{}
+	now   func() time.Time
+	// client is the Redis of a job's Secret, looked up at each write (the health view's:
+	// the Secret read at most once a minute; a client it closed is not kept here), nil
+	// when not known yet.
+	client func(ctx context.Context, job types.NamespacedName, secret string) redis.UniversalClient
 	// ttl and refresh: markerTTL and markerRefresh unless a test sets them.
 	ttl, refresh time.Duration
 }
 
+// markerView is what a pass found of one job.
+type markerView struct {
+	uid         types.UID
+	key, secret string // the lock key and the Redis Secret's name
+	guarded     bool   // the job has spec.blackout
+	blocked     bool   // a blackout holds it back now
+	reason      string
+}
+
 // marker is one job's marker as the passes last saw it, and what was written of it.
 type marker struct {
-	uid    types.UID
-	key    string                // the lock key
-	client redis.UniversalClient // the job's Secret's Redis (nil until known)
+	uid         types.UID
+	key, secret string
 	// since is when a pass first saw the blackout (the manager's clock: the clock the
 	// pods' MadeAt is read from); zero once it ended (the marker is to be deleted).
 	since  time.Time
 	reason string
-	// gen counts the changes to write; written is the gen last written, at writtenAt.
+	// gen counts the changes to write; written is the gen last written, whose write
+	// began at writtenAt.
 	gen, written int
 	writtenAt    time.Time
-	writing      bool
+	// expires: by then any marker this entry may have put in Redis has expired (a SET
+	// tried, whatever its answer, or an earlier leader's); zero: none was.
+	expires time.Time
+	writing bool
 }
 
-func newBlackoutMarkers(now func() time.Time) *blackoutMarkers {
-	return &blackoutMarkers{jobs: map[types.NamespacedName]*marker{}, kick: make(chan struct{}, 1), now: now,
-		ttl: markerTTL, refresh: markerRefresh}
+func newBlackoutMarkers(now func() time.Time, client func(context.Context, types.NamespacedName, string) redis.UniversalClient) *blackoutMarkers {
+	return &blackoutMarkers{jobs: map[types.NamespacedName]*marker{}, swept: map[types.NamespacedName]bool{},
+		kick: make(chan struct{}, 1), now: now, client: client, ttl: markerTTL, refresh: markerRefresh}
 }
 
-// observe records what a pass found at now: whether a blackout holds the job back
-// (blocked, for reason). key and c are the job's lock key and Redis as the pass knows
-// them (c nil: not known yet; the marker is written once it is). A nil m (a reconciler
-// not set up with a manager) keeps none.
-func (m *blackoutMarkers) observe(job types.NamespacedName, uid types.UID, key string, c redis.UniversalClient, blocked bool, reason string, now time.Time) {
+// observe records what a pass found at now. A nil m (a reconciler not set up with a
+// manager) keeps none.
+func (m *blackoutMarkers) observe(job types.NamespacedName, v markerView, now time.Time) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.jobs[job]
-	if !blocked {
-		if e != nil && !e.since.IsZero() {
+	swept := m.swept[job]
+	if v.guarded {
+		m.swept[job] = true
+	}
+	if !v.blocked {
+		switch {
+		case e != nil && !e.since.IsZero():
 			e.since = time.Time{}
 			e.gen++
+			m.wake()
+		case e == nil && v.guarded && !swept:
+			m.jobs[job] = &marker{uid: v.uid, key: v.key, secret: v.secret, gen: 1, expires: now.Add(m.ttl)}
 			m.wake()
 		}
 		return
 	}
-	if e == nil || e.uid != uid {
+	if e == nil || e.uid != v.uid {
 		// (A job made again under the name: the earlier one's marker has its own key and
 		// lives out its ttl.)
-		e = &marker{uid: uid, written: -1}
+		e = &marker{uid: v.uid}
 		m.jobs[job] = e
 	}
 	if e.since.IsZero() {
 		e.since = now
 		e.gen++
 	}
-	if e.key != key || (c != nil && e.client != c) {
-		e.key = key
-		if c != nil {
-			e.client = c
-		}
+	if e.key != v.key || e.secret != v.secret {
+		e.key, e.secret = v.key, v.secret
 		e.gen++
 	}
-	e.reason = reason
+	e.reason = v.reason
 	if e.written != e.gen {
 		m.wake()
 	}
@@ -121,7 +144,13 @@ func (m *blackoutMarkers) holding(job types.NamespacedName) bool {
 
 // forget ends the marker of a job that is gone.
 func (m *blackoutMarkers) forget(job types.NamespacedName) {
-	m.observe(job, "", "", nil, false, "", time.Time{})
+	if m == nil {
+		return
+	}
+	m.observe(job, markerView{}, m.now())
+	m.mu.Lock()
+	delete(m.swept, job)
+	m.mu.Unlock()
 }
 
 // wake makes Start look at the markers now. m.mu is held.
@@ -148,25 +177,35 @@ func (m *blackoutMarkers) Start(ctx context.Context) error {
 	}
 }
 
-// writeDue starts a write for each marker that changed, or is due to be refreshed.
+// writeDue starts a write for each marker that changed, or is due to be refreshed, and
+// drops the ended ones with nothing left in Redis.
 func (m *blackoutMarkers) writeDue(ctx context.Context) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for job, e := range m.jobs {
-		if e.writing || e.client == nil {
+		if e.writing {
 			continue
 		}
-		if e.written == e.gen && (e.since.IsZero() || now.Sub(e.writtenAt) < m.refresh) {
+		if e.since.IsZero() && !now.Before(e.expires) {
+			delete(m.jobs, job) // whatever it wrote has expired: nothing to delete
+			continue
+		}
+		// A refresh a little early rather than a tick late: the ticker and the write's
+		// start drift by a few milliseconds.
+		if e.written == e.gen && (e.since.IsZero() || now.Sub(e.writtenAt) < m.refresh*3/4) {
 			continue
 		}
 		e.writing = true
-		go m.write(ctx, job, e, *e)
+		if !e.since.IsZero() {
+			e.expires = now.Add(m.ttl) // it may land, whatever the answer says
+		}
+		go m.write(ctx, job, e, *e, now)
 	}
 }
 
-// write writes what one marker was when writeDue looked (snap), and notes it written.
-func (m *blackoutMarkers) write(ctx context.Context, job types.NamespacedName, e *marker, snap marker) {
+// write writes what one marker was when writeDue looked (snap, at), and notes it.
+func (m *blackoutMarkers) write(ctx context.Context, job types.NamespacedName, e *marker, snap marker, at time.Time) {
 	err := func() (err error) {
 		// As the health probe: a client failing on a hostile answer is a failed write.
 		defer func() {
@@ -176,19 +215,26 @@ func (m *blackoutMarkers) write(ctx context.Context, job types.NamespacedName, e
 		}()
 		wctx, cancel := context.WithTimeout(ctx, markerWriteTimeout)
 		defer cancel()
-		if snap.since.IsZero() {
-			return lock.ClearBlackout(wctx, snap.client, snap.key, string(snap.uid))
+		c := m.client(wctx, job, snap.secret)
+		if c == nil {
+			return fmt.Errorf("the Redis of Secret %s/%s is not known yet", job.Namespace, snap.secret)
 		}
-		return lock.SetBlackout(wctx, snap.client, snap.key, string(snap.uid), snap.since, snap.reason, m.ttl)
+		if snap.since.IsZero() {
+			return lock.ClearBlackout(wctx, c, snap.key, string(snap.uid))
+		}
+		return lock.SetBlackout(wctx, c, snap.key, string(snap.uid), snap.since, snap.reason, m.ttl)
 	}()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e.writing = false
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "writing a blackout marker; trying again", "job", job, "blackout", !snap.since.IsZero(), "in", m.refresh)
+		if e.gen != snap.gen {
+			m.wake() // a newer change need not wait for the next tick
+		}
 		return
 	}
-	e.written, e.writtenAt = snap.gen, m.now()
+	e.written, e.writtenAt = snap.gen, at
 	switch {
 	case e.written != e.gen:
 		m.wake()

@@ -80,3 +80,48 @@ func TestAcquireRefusedInABlackoutThatBeganAfterTheRunWasMade(t *testing.T) {
 		t.Fatalf("marker ttl %v, want (0, 300ms]", ttl)
 	}
 }
+
+// A run granted before the blackout began is one running job, which a blackout never
+// stops: its restarted container (the same holder: crashed, OOM-killed, or restarted by
+// restartPolicy OnFailure after its command failed) is not refused by the marker, so that
+// it takes its crashed predecessor's lock over (or runs its retry) and its pod's last
+// report says what the run did, not that it never ran.
+func TestBlackoutDoesNotRefuseARunItsHolderAlreadyBegan(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	const key, job = "began", "job-uid"
+	made := time.Now().Add(-time.Minute)
+	req := func(o time.Time) lock.Request {
+		return lock.Request{Key: key, Occurrence: o, Holder: "c/ns/pod/uid-1", HolderName: "c/ns/pod", TTL: 5 * time.Second,
+			Retention: time.Hour, BlackoutID: job, MadeAt: made}
+	}
+	first, err := l.Acquire(ctx, req(occ))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.SetBlackout(ctx, c, key, job, time.Now(), "rollout", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The container dies while its job runs; the restarted one comes back.
+	again, err := l.Acquire(ctx, req(occ))
+	if err != nil || !again.TookOver || again.Fence <= first.Fence {
+		t.Fatalf("restarted container in a blackout: %+v %v, want its predecessor's lock taken over", again, err)
+	}
+	// Its command fails; OnFailure restarts it: the retry is the same run's.
+	if err := again.Finish(ctx, lock.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	retry, err := l.Acquire(ctx, req(occ))
+	if err != nil {
+		t.Fatalf("OnFailure retry in a blackout: %v, want the lock", err)
+	}
+	if err := retry.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another occurrence of the same holder name is a new run: refused.
+	if _, err := l.Acquire(ctx, req(occ.Add(time.Minute))); !errors.Is(err, lock.ErrBlackout) {
+		t.Fatalf("a new run made before the blackout: %v, want ErrBlackout", err)
+	}
+}

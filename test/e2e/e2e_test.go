@@ -793,10 +793,10 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 	// must not start its job. It used to.
 	It("holds back a manual run already waiting for the lock when a rollout begins: Missed, nothing run", func() {
 		ns := scenario("waiting")
-		at := time.Now().Add(45 * time.Second).Truncate(time.Second).UTC()
+		deployAPI(ns) // first: its rollout takes 25 s and more
+		at := time.Now().Add(30 * time.Second).Truncate(time.Second).UTC()
 		j := job{ns: ns, name: "guarded", key: "e2e/waiting-" + suffix,
 			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), ttl: "10s", kill: "2s", sleep: "50s", label: "waiting-" + suffix}
-		deployAPI(ns)
 		// The blackout lasts from the rollout's start to 3 minutes after its end.
 		out, err := kubectlIn(guardedBy(j, "api", "3m"), "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)

@@ -172,10 +172,13 @@ if state == 'succeeded' then
 end
 
 -- A run made before its job's blackout began (it waited for the lock when a rollout
--- began) does not start in it. The controller knew of the runs it made after that.
+-- began) does not start in it. The controller knew of the runs it made after that. A
+-- run our own holder already began (its entry is ours: a restarted container, a resent
+-- call) is one running job, which a blackout does not stop.
 if KEYS[5] then
   local since, why = string.match(redis.call('GET', KEYS[5]) or '', '^(%d+) ?(.*)$')
-  if since and tonumber(ARGV[8]) < tonumber(since) then
+  if since and tonumber(ARGV[8]) < tonumber(since)
+      and not (state and ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'holder') == ARGV[5]) then
     return {'blackout', tonumber(since), why}
   end
 end
