@@ -395,6 +395,9 @@ func (r *LockedCronJobReconciler) keepMarker(ctx context.Context, p *pass) {
 		if c := bs.rules.Condition(p.now, bs.rollouts, bs.unreadable); !c.Recheck.IsZero() {
 			p.requeueAt(c.Recheck.Sub(p.now))
 		}
+		if bs.unreadable != nil {
+			p.requeueAt(unreadableRetry)
+		}
 	}
 	if bs.unreadable != nil {
 		return

@@ -112,7 +112,9 @@ func (h *health) state(ctx context.Context, job types.NamespacedName, secretName
 		h.byName[key] = s
 	}
 	s.lastAsked = now
-	s.jobs[job] = struct{}{}
+	if job.Name != "" { // (a job's blackout marker asks for its Secret's client only)
+		s.jobs[job] = struct{}{}
+	}
 	read := h.claimRead(s, now)
 	h.mu.Unlock()
 

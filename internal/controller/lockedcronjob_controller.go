@@ -940,8 +940,17 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	if err := mgr.Add(r.health); err != nil {
 		return err
 	}
-	r.markers = newBlackoutMarkers(r.Clock.Now, func(ctx context.Context, job types.NamespacedName, secret string) redis.UniversalClient {
-		return r.health.state(ctx, job, secret).client
+	r.markers = newBlackoutMarkers(r.Clock.Now, func(ctx context.Context, job types.NamespacedName, secret string) (redis.UniversalClient, error) {
+		// The Secret's namespace, no job: a deleted job's last DEL must not put it back on
+		// the Secret's list of jobs to wake.
+		st := r.health.state(ctx, types.NamespacedName{Namespace: job.Namespace}, secret)
+		switch {
+		case st.err != nil && st.err.blocking():
+			return nil, st.err
+		case st.client == nil:
+			return nil, fmt.Errorf("the Redis of Secret %s/%s is not known yet", job.Namespace, secret)
+		}
+		return st.client, nil
 	})
 	if err := mgr.Add(r.markers); err != nil {
 		return err

@@ -48,11 +48,12 @@ type blackoutMarkers struct {
 	kick  chan struct{}
 	now   func() time.Time
 	// client is the Redis of a job's Secret, looked up at each write (the health view's:
-	// the Secret read at most once a minute; a client it closed is not kept here), nil
-	// when not known yet.
-	client func(ctx context.Context, job types.NamespacedName, secret string) redis.UniversalClient
-	// ttl and refresh: markerTTL and markerRefresh unless a test sets them.
-	ttl, refresh time.Duration
+	// the Secret read at most once a minute; a client it closed is not kept here), or why
+	// there is none.
+	client func(ctx context.Context, job types.NamespacedName, secret string) (redis.UniversalClient, error)
+	// ttl, refresh and writeTimeout: markerTTL, markerRefresh and markerWriteTimeout
+	// unless a test sets them.
+	ttl, refresh, writeTimeout time.Duration
 }
 
 // markerView is what a pass found of one job.
@@ -76,15 +77,16 @@ type marker struct {
 	// began at writtenAt.
 	gen, written int
 	writtenAt    time.Time
-	// expires: by then any marker this entry may have put in Redis has expired (a SET
-	// tried, whatever its answer, or an earlier leader's); zero: none was.
+	// expires: by then any marker this entry may have put in Redis holds nothing back (a
+	// SET tried, whatever its answer or however late it lands: its value says so; or an
+	// earlier leader's); zero: none was.
 	expires time.Time
 	writing bool
 }
 
-func newBlackoutMarkers(now func() time.Time, client func(context.Context, types.NamespacedName, string) redis.UniversalClient) *blackoutMarkers {
+func newBlackoutMarkers(now func() time.Time, client func(context.Context, types.NamespacedName, string) (redis.UniversalClient, error)) *blackoutMarkers {
 	return &blackoutMarkers{jobs: map[types.NamespacedName]*marker{}, swept: map[types.NamespacedName]bool{},
-		kick: make(chan struct{}, 1), now: now, client: client, ttl: markerTTL, refresh: markerRefresh}
+		kick: make(chan struct{}, 1), now: now, client: client, ttl: markerTTL, refresh: markerRefresh, writeTimeout: markerWriteTimeout}
 }
 
 // observe records what a pass found at now. A nil m (a reconciler not set up with a
@@ -188,7 +190,7 @@ func (m *blackoutMarkers) writeDue(ctx context.Context) {
 			continue
 		}
 		if e.since.IsZero() && !now.Before(e.expires) {
-			delete(m.jobs, job) // whatever it wrote has expired: nothing to delete
+			delete(m.jobs, job) // whatever it wrote holds nothing back: nothing to delete
 			continue
 		}
 		// A refresh a little early rather than a tick late: the ticker and the write's
@@ -198,7 +200,7 @@ func (m *blackoutMarkers) writeDue(ctx context.Context) {
 		}
 		e.writing = true
 		if !e.since.IsZero() {
-			e.expires = now.Add(m.ttl) // it may land, whatever the answer says
+			e.expires = now.Add(m.ttl) // the marker's until: it may land, whatever the answer says
 		}
 		go m.write(ctx, job, e, *e, now)
 	}
@@ -213,16 +215,16 @@ func (m *blackoutMarkers) write(ctx context.Context, job types.NamespacedName, e
 				err = fmt.Errorf("the Redis client failed on its answer: %v", p)
 			}
 		}()
-		wctx, cancel := context.WithTimeout(ctx, markerWriteTimeout)
+		wctx, cancel := context.WithTimeout(ctx, m.writeTimeout)
 		defer cancel()
-		c := m.client(wctx, job, snap.secret)
-		if c == nil {
-			return fmt.Errorf("the Redis of Secret %s/%s is not known yet", job.Namespace, snap.secret)
+		c, err := m.client(wctx, job, snap.secret)
+		if err != nil {
+			return err
 		}
 		if snap.since.IsZero() {
 			return lock.ClearBlackout(wctx, c, snap.key, string(snap.uid))
 		}
-		return lock.SetBlackout(wctx, c, snap.key, string(snap.uid), snap.since, snap.reason, m.ttl)
+		return lock.SetBlackoutUntil(wctx, c, snap.key, string(snap.uid), snap.since, at.Add(m.ttl), snap.reason, m.ttl)
 	}()
 	m.mu.Lock()
 	defer m.mu.Unlock()

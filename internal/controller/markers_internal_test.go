@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,17 +18,20 @@ import (
 )
 
 // markersOn starts blackout markers whose Secret's Redis is whatever *c holds when a
-// write asks (nil: not known), with a short ttl and refresh.
-func markersOn(t *testing.T, c *redis.UniversalClient, mu *sync.Mutex) (*blackoutMarkers, context.Context) {
+// write asks (nil: not known), with a short ttl, refresh and write timeout.
+func markersOn(t *testing.T, c *redis.UniversalClient, mu *sync.Mutex, ttl time.Duration) (*blackoutMarkers, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	m := newBlackoutMarkers(time.Now, func(context.Context, types.NamespacedName, string) redis.UniversalClient {
+	m := newBlackoutMarkers(time.Now, func(context.Context, types.NamespacedName, string) (redis.UniversalClient, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return *c
+		if *c == nil {
+			return nil, errors.New("not known")
+		}
+		return *c, nil
 	})
-	m.ttl, m.refresh = 400*time.Millisecond, 50*time.Millisecond
+	m.ttl, m.refresh, m.writeTimeout = ttl, 100*time.Millisecond, time.Second
 	go func() { _ = m.Start(ctx) }()
 	return m, ctx
 }
@@ -57,10 +61,10 @@ var (
 )
 
 // TestBlackoutMarkersHoldNoWorkerAndRecover: a pass only tells the markers what it found
-// (observe never waits on Redis, frozen here); the marker is written once Redis answers
-// again, says since when the blackout holds the job back, is written again while the
-// blackout lasts (it would expire within its ttl otherwise) through the client the
-// Secret has at each write — the one before closed (the health view drops an idle
+// (observe does no I/O); a marker that could not be written (Redis frozen) is written once
+// Redis answers again, says since when the blackout holds the job back, is written again
+// while the blackout lasts (it would expire within its ttl otherwise) through the client
+// the Secret has at each write — the one before closed (the health view drops an idle
 // Secret's client, and makes a new one for a rotated Secret) — and is deleted when the
 // blackout ends.
 func TestBlackoutMarkersHoldNoWorkerAndRecover(t *testing.T) {
@@ -68,40 +72,34 @@ func TestBlackoutMarkersHoldNoWorkerAndRecover(t *testing.T) {
 	proxy := redistest.StartProxy(t, srv.Addr())
 	var mu sync.Mutex
 	c := newClient(t, proxy.URL())
-	m, ctx := markersOn(t, &c, &mu)
+	m, ctx := markersOn(t, &c, &mu, 2*time.Second)
 	admin := srv.Client()
 	t.Cleanup(func() { admin.Close() })
 	key := lock.BlackoutKey("k", "uid-1")
 
 	proxy.Freeze()
 	since := time.UnixMilli(time.Now().UnixMilli())
-	done := make(chan struct{})
-	go func() {
-		m.observe(markedJob, rollingOut, since)
-		m.observe(markedJob, rollingOut, since.Add(time.Second))
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("observe waits for the frozen Redis, holding the pass's worker")
-	}
+	m.observe(markedJob, rollingOut, since)
+	m.observe(markedJob, rollingOut, since.Add(time.Second))
 	if v := admin.Get(ctx, key).Val(); v != "" {
 		t.Fatalf("marker %q written through a frozen proxy", v)
 	}
 	proxy.Thaw()
-	want := strconv.FormatInt(since.UnixMilli(), 10) + " Deployment/web is rolling out"
-	until(t, "the marker, once Redis answers", func() bool { return admin.Get(ctx, key).Val() == want })
+	prefix := strconv.FormatInt(since.UnixMilli(), 10) + " "
+	until(t, "the marker, once Redis answers", func() bool {
+		v := admin.Get(ctx, key).Val()
+		return strings.HasPrefix(v, prefix) && strings.HasSuffix(v, " Deployment/web is rolling out")
+	})
 
-	// Kept while the blackout lasts: present through three of its ttls, its first client
+	// Kept while the blackout lasts: present through two of its ttls, its first client
 	// closed and replaced.
 	mu.Lock()
 	old := c
 	c = newClient(t, srv.URL())
 	mu.Unlock()
 	old.Close()
-	for end := time.Now().Add(3 * m.ttl); time.Now().Before(end); {
-		if v := admin.Get(ctx, key).Val(); !strings.HasPrefix(v, strconv.FormatInt(since.UnixMilli(), 10)+" ") {
+	for end := time.Now().Add(2 * m.ttl); time.Now().Before(end); {
+		if v := admin.Get(ctx, key).Val(); !strings.HasPrefix(v, prefix) {
 			t.Fatalf("marker %q while the blackout lasts, want since %d kept", v, since.UnixMilli())
 		}
 		time.Sleep(20 * time.Millisecond) // sampling a condition that must hold throughout
@@ -114,8 +112,9 @@ func TestBlackoutMarkersHoldNoWorkerAndRecover(t *testing.T) {
 // TestBlackoutMarkersEndCleanly: a manager that begins (a new leader) deletes the marker
 // an earlier one left for a job it first sees out of a blackout (it ended during the
 // handover: pods made before it would be refused for up to a ttl more); and a job whose
-// marker cannot be deleted (its Redis unknown, or gone) is forgotten once whatever was
-// written has expired, rather than retried for ever.
+// marker cannot be deleted (its Redis gone) is kept, its deletion tried again, until
+// whatever was written holds nothing back, and then forgotten rather than retried for
+// ever.
 func TestBlackoutMarkersEndCleanly(t *testing.T) {
 	srv := redistest.Start(t)
 	var mu sync.Mutex
@@ -126,16 +125,21 @@ func TestBlackoutMarkersEndCleanly(t *testing.T) {
 	if err := lock.SetBlackout(ctx, admin, "k", "uid-1", time.Now(), "left by the earlier leader", time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := markersOn(t, &c, &mu)
+	m, _ := markersOn(t, &c, &mu, time.Second)
 	m.observe(markedJob, notBlocked, time.Now())
 	until(t, "the earlier leader's marker deleted", func() bool {
 		return admin.Exists(ctx, lock.BlackoutKey("k", "uid-1")).Val() == 0 && !m.holding(markedJob)
 	})
 
-	mu.Lock()
-	c = nil // the Secret's Redis not known: no write can succeed
-	mu.Unlock()
 	m.observe(markedJob, rollingOut, time.Now())
+	until(t, "the marker written", func() bool { return admin.Exists(ctx, lock.BlackoutKey("k", "uid-1")).Val() == 1 })
+	written := time.Now()
+	mu.Lock()
+	c = nil // its Redis gone: no write succeeds from now on
+	mu.Unlock()
 	m.observe(markedJob, notBlocked, time.Now())
 	until(t, "the ended marker forgotten", func() bool { return !m.holding(markedJob) })
+	if held := time.Since(written); held < m.ttl/2 {
+		t.Fatalf("forgotten %v after its last write, before what that write put in Redis (until its ttl %v) could end", held, m.ttl)
+	}
 }

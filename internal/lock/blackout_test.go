@@ -120,8 +120,46 @@ func TestBlackoutDoesNotRefuseARunItsHolderAlreadyBegan(t *testing.T) {
 	if err := retry.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Another occurrence of the same holder name is a new run: refused.
+	// Another pod of the same name (a new UID: another holder) is a new run: refused,
+	// and so is another occurrence of the same holder name.
+	other := req(occ)
+	other.Holder = "c/ns/pod/uid-2"
+	if _, err := l.Acquire(ctx, other); !errors.Is(err, lock.ErrBlackout) {
+		t.Fatalf("another pod of the name in a blackout: %v, want ErrBlackout", err)
+	}
 	if _, err := l.Acquire(ctx, req(occ.Add(time.Minute))); !errors.Is(err, lock.ErrBlackout) {
 		t.Fatalf("a new run made before the blackout: %v, want ErrBlackout", err)
+	}
+}
+
+// A marker outlives its writer's intent only by the clocks' skew: its value carries when
+// it ends, so one whose SET landed late (a stalled network delivered it after the
+// controller had given up on it, and after the blackout ended) holds nothing back once
+// that time has passed on the acquiring run's clock, whatever its ttl in Redis says.
+func TestBlackoutMarkerPastItsEndHoldsNothingBack(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	now := time.Now()
+	req := lock.Request{Key: "late", Occurrence: occ, Holder: "p/uid", TTL: 5 * time.Second, Retention: time.Hour,
+		BlackoutID: "job", MadeAt: now.Add(-time.Hour)}
+	// Written to end a second ago (its ttl in Redis: a minute, as a late SET's would be).
+	if err := lock.SetBlackoutUntil(ctx, c, "late", "job", now.Add(-2*time.Minute), now.Add(-time.Second), "rollout", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatalf("a marker past its end: %v, want the lock", err)
+	}
+	if err := g.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The same marker, its end still ahead, holds the run back.
+	if err := lock.SetBlackoutUntil(ctx, c, "late", "job", now.Add(-2*time.Minute), now.Add(time.Minute), "rollout", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, req); !errors.Is(err, lock.ErrBlackout) {
+		t.Fatalf("a marker before its end: %v, want ErrBlackout", err)
 	}
 }

@@ -180,16 +180,25 @@ func BlackoutKey(key, jobID string) string {
 	return keyPrefix(key) + "blackout:" + jobID
 }
 
-// SetBlackout writes (or refreshes) job jobID's blackout marker on key: the job has been
-// held back since since (the controller's clock), for reason. It lives ttl unless written
-// again, so that a controller that stops refreshing it holds nothing back for longer.
-// Acquire refuses the job's runs made before since (*BlackoutError); runs made after it
-// were made knowingly and are granted. The value is "<since, unix ms> <reason>".
+// SetBlackout writes (or refreshes) job jobID's blackout marker on key for ttl from now:
+// SetBlackoutUntil with until now + ttl.
 func SetBlackout(ctx context.Context, c redis.UniversalClient, key, jobID string, since time.Time, reason string, ttl time.Duration) error {
+	return SetBlackoutUntil(ctx, c, key, jobID, since, time.Now().Add(ttl), reason, ttl)
+}
+
+// SetBlackoutUntil writes (or refreshes) job jobID's blackout marker on key: the job has
+// been held back since since, for reason, and the marker holds until until (both the
+// controller's clock) unless written again. Acquire refuses the job's runs made before
+// since (*BlackoutError) while until is ahead on the acquiring run's clock; runs made
+// after since were made knowingly and are granted. Redis drops the key after ttl. until
+// in the value bounds a SET that lands late (a stalled network delivered it after its
+// writer gave up on it): it holds nothing back past until, whatever its ttl. The value is
+// "<since, unix ms> <until, unix ms> <reason>".
+func SetBlackoutUntil(ctx context.Context, c redis.UniversalClient, key, jobID string, since, until time.Time, reason string, ttl time.Duration) error {
 	if key == "" || jobID == "" {
 		return errors.New("lock: blackout marker needs a key and a job")
 	}
-	v := strconv.FormatInt(since.UnixMilli(), 10) + " " + reason
+	v := strconv.FormatInt(since.UnixMilli(), 10) + " " + strconv.FormatInt(until.UnixMilli(), 10) + " " + reason
 	return c.Set(ctx, BlackoutKey(key, jobID), v, ttl).Err()
 }
 

@@ -14,7 +14,8 @@
 -- ARGV[7]  our holder's name: the holder without its last "/"-part (a pod's UID), or ""
 -- Optionally, the blackout guard (both or neither):
 -- KEYS[5]  lockedcron:{<tag>}:blackout:<job uid>  the job's blackout marker, set by the
---          controller while a blackout holds the job back: "<since, unix ms> <reason>"
+--          controller while a blackout holds the job back:
+--          "<since, unix ms> <until, unix ms> <reason>" (the controller's clock)
 -- ARGV[8]  when the controller made this run, unix milliseconds (the controller's clock)
 --
 -- Returns one of
@@ -174,10 +175,11 @@ end
 -- A run made before its job's blackout began (it waited for the lock when a rollout
 -- began) does not start in it. The controller knew of the runs it made after that. A
 -- run our own holder already began (its entry is ours: a restarted container, a resent
--- call) is one running job, which a blackout does not stop.
+-- call) is one running job, which a blackout does not stop. A marker past its until (on
+-- our clock, ARGV[6]) was not written again in time: it holds nothing back.
 if KEYS[5] then
-  local since, why = string.match(redis.call('GET', KEYS[5]) or '', '^(%d+) ?(.*)$')
-  if since and tonumber(ARGV[8]) < tonumber(since)
+  local since, ends, why = string.match(redis.call('GET', KEYS[5]) or '', '^(%d+) (%d+) ?(.*)$')
+  if since and tonumber(ARGV[8]) < tonumber(since) and tonumber(ARGV[6]) < tonumber(ends)
       and not (state and ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'holder') == ARGV[5]) then
     return {'blackout', tonumber(since), why}
   end
