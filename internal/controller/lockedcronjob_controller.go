@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -940,18 +939,7 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	if err := mgr.Add(r.health); err != nil {
 		return err
 	}
-	r.markers = newBlackoutMarkers(r.Clock.Now, func(ctx context.Context, job types.NamespacedName, secret string) (redis.UniversalClient, error) {
-		// The Secret's namespace, no job: a deleted job's last DEL must not put it back on
-		// the Secret's list of jobs to wake.
-		st := r.health.state(ctx, types.NamespacedName{Namespace: job.Namespace}, secret)
-		switch {
-		case st.err != nil && st.err.blocking():
-			return nil, st.err
-		case st.client == nil:
-			return nil, fmt.Errorf("the Redis of Secret %s/%s is not known yet", job.Namespace, secret)
-		}
-		return st.client, nil
-	})
+	r.markers = newBlackoutMarkers(r.Clock.Now, r.markerClient)
 	if err := mgr.Add(r.markers); err != nil {
 		return err
 	}

@@ -248,3 +248,17 @@ func (m *blackoutMarkers) write(ctx context.Context, job types.NamespacedName, e
 // NeedLeaderElection: only the leader writes markers (it alone makes pods, and knows
 // when it made them).
 func (m *blackoutMarkers) NeedLeaderElection() bool { return true }
+
+// markerClient is the Redis of job's Secret for its marker's writes, as the health view
+// has it, or why there is none. It asks for the Secret only, not for the job: a deleted
+// job's last DEL must not put the job back on the Secret's list of jobs to wake.
+func (r *LockedCronJobReconciler) markerClient(ctx context.Context, job types.NamespacedName, secret string) (redis.UniversalClient, error) {
+	st := r.health.state(ctx, types.NamespacedName{Namespace: job.Namespace}, secret)
+	switch {
+	case st.err != nil && st.err.blocking():
+		return nil, st.err
+	case st.client == nil:
+		return nil, fmt.Errorf("the Redis of Secret %s/%s is not known yet", job.Namespace, secret)
+	}
+	return st.client, nil
+}

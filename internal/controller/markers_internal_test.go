@@ -143,3 +143,25 @@ func TestBlackoutMarkersEndCleanly(t *testing.T) {
 		t.Fatalf("forgotten %v after its last write, before what that write put in Redis (until its ttl %v) could end", held, m.ttl)
 	}
 }
+
+// TestMarkerClientDoesNotWakeDeletedJobs: the marker's writes get the Secret's Redis from
+// the health view without putting their job on the Secret's list of jobs to wake: the last
+// DEL of a deleted job's marker must not bring the job back there (each wake of a gone job
+// costs an uncached GET, for as long as the Secret is in use).
+func TestMarkerClientDoesNotWakeDeletedJobs(t *testing.T) {
+	srv := redistest.Start(t)
+	h, _ := newTestHealth(t, srv.URL(), time.Now)
+	r := &LockedCronJobReconciler{health: h}
+	gone := types.NamespacedName{Namespace: "ns", Name: "gone"}
+	h.state(context.Background(), gone, "redis")
+	h.forget(gone)
+	c, err := r.markerClient(context.Background(), gone, "redis")
+	if err != nil || c == nil {
+		t.Fatalf("marker client: %v %v", c, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if jobs := h.byName[types.NamespacedName{Namespace: "ns", Name: "redis"}].jobNames(); len(jobs) != 0 {
+		t.Fatalf("jobs to wake on the Secret: %v, want none", jobs)
+	}
+}

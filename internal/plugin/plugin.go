@@ -52,7 +52,7 @@ const (
 	ExitSkipped = 97
 	// ExitSuppressed: the occurrence had already succeeded (SuppressedDuplicate).
 	ExitSuppressed = 98
-	// ExitMissed: the run started too late and did not run (Missed).
+	// ExitMissed: the job did not run (Missed): too late, or held back by a blackout.
 	ExitMissed = 99
 	// ExitLockLost: the job ran but could not prove it held the lock to the end.
 	ExitLockLost = 100
@@ -72,7 +72,7 @@ const exitCodesHelp = `Exit codes (the same for every command):
   96       run --wait: --timeout passed before the run ended
   97       run --wait: the lock was held elsewhere, the job did not run (SkippedContention)
   98       run --wait: the occurrence had already succeeded (SuppressedDuplicate)
-  99       run --wait: the run started too late, the job did not run (Missed)
+  99       run --wait: the job did not run (Missed): too late, or held back by a blackout
   100      run --wait: the job ran but lost its lock (LockLost; the report has its exit code)
   101      run --wait: nothing ran (Interrupted, Error, pod ended or deleted without a report),
            or a later request replaced it before it was recorded, and it has no pod
