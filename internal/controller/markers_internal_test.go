@@ -9,9 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
@@ -164,4 +169,73 @@ func TestMarkerClientDoesNotWakeDeletedJobs(t *testing.T) {
 	if jobs := h.byName[types.NamespacedName{Namespace: "ns", Name: "redis"}].jobNames(); len(jobs) != 0 {
 		t.Fatalf("jobs to wake on the Secret: %v, want none", jobs)
 	}
+}
+
+// TestBlackoutMarkerComesBackAfterRedisLosesIt: a Redis that restarts empty (no
+// persistence, or a failover to a replica that had not got the marker) loses the marker
+// while the blackout lasts; the next refresh writes it again, with the same since, so the
+// pods made before the blackout began are held back again within a refresh, not let run
+// for the rest of the blackout.
+func TestBlackoutMarkerComesBackAfterRedisLosesIt(t *testing.T) {
+	srv := redistest.Start(t)
+	var mu sync.Mutex
+	c := newClient(t, srv.URL())
+	m, ctx := markersOn(t, &c, &mu, 2*time.Second)
+	key := lock.BlackoutKey("k", "uid-1")
+	get := func() string {
+		admin := srv.Client()
+		defer admin.Close()
+		return admin.Get(ctx, key).Val()
+	}
+	since := time.UnixMilli(time.Now().UnixMilli())
+	prefix := strconv.FormatInt(since.UnixMilli(), 10) + " "
+	m.observe(markedJob, rollingOut, since)
+	until(t, "the marker", func() bool { return strings.HasPrefix(get(), prefix) })
+
+	srv.Restart()
+	if v := get(); v != "" {
+		t.Fatalf("marker %q after a restart without persistence: the test does not lose it", v)
+	}
+	until(t, "the marker written again, since when the blackout began", func() bool { return strings.HasPrefix(get(), prefix) })
+	if !m.holding(markedJob) {
+		t.Fatal("the marker's entry was dropped while the blackout lasts")
+	}
+}
+
+// TestSuspendedJobWithUnreadableWorkloadsLooksAgain: a suspended job's pass stops before
+// the blackout step; keepMarker reads the blackout itself when the job has a marker. When
+// the workloads cannot be read it keeps the marker as it was (fail closed, as occurrences
+// do) and the job comes back within unreadableRetry: no event may come (the cache that
+// failed is what would have sent it), so without the retry the marker would stay as the
+// last readable pass left it for as long as nothing else happens.
+func TestSuspendedJobWithUnreadableWorkloadsLooksAgain(t *testing.T) {
+	job := passJob("0 3 * * *", true)
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
+	name := types.NamespacedName{Namespace: job.Namespace, Name: job.Name}
+	r := testReconciler(fakeAPI(t))
+	r.workloads = unreadableCache{}
+	r.markers = newBlackoutMarkers(func() time.Time { return passAt }, nil)
+	r.markers.observe(name, markerView{uid: job.UID, key: "k", secret: "redis", guarded: true, blocked: true, reason: "Deployment/web is rolling out"}, passAt.Add(-time.Minute))
+
+	p := newPass(job, passAt, logr.Discard())
+	r.keepMarker(context.Background(), p)
+	if p.requeue <= 0 || p.requeue > unreadableRetry {
+		t.Fatalf("requeued in %v, want within %v", p.requeue, unreadableRetry)
+	}
+	e := r.markers.jobs[name]
+	if e == nil || !e.since.Equal(passAt.Add(-time.Minute)) {
+		t.Fatalf("marker %+v, want kept as the last readable pass left it", e)
+	}
+}
+
+// unreadableCache is a workload cache whose every read fails (the manager's RBAC taken
+// away, the cache not synced).
+type unreadableCache struct{ cache.Cache }
+
+func (unreadableCache) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New(`deployments.apps "web" is forbidden`)
+}
+
+func (unreadableCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("deployments.apps is forbidden")
 }
