@@ -75,7 +75,8 @@ const exitCodesHelp = `Exit codes (the same for every command):
   99       run --wait: the job did not run (Missed): too late, or held back by a blackout
   100      run --wait: the job ran but lost its lock (LockLost; the report has its exit code)
   101      run --wait: nothing ran (Interrupted, Error, pod ended or deleted without a report),
-           or a later request replaced it before it was recorded, and it has no pod
+           or a later request replaced it, or it was removed, before it was recorded, and
+           it has no pod
 A job that itself exits 90-101 is told apart by the report's outcome (-o json: .outcome).`
 
 // FieldManager is the field manager of every write the plugin makes; the controller
@@ -113,6 +114,9 @@ type Options struct {
 	RedisAllowedHosts string
 	// Now is the clock (tests fix it).
 	Now func() time.Time
+	// RemovedGrace is how long run --wait still waits, once its request was removed from
+	// the job before the controller recorded it, for a sign that it was handled.
+	RemovedGrace time.Duration
 }
 
 // NewOptions returns Options with kubectl's flags.
@@ -129,6 +133,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		// The same variable lockwrap reads: an admin's shell can share the manager's list.
 		RedisAllowedHosts: os.Getenv("LOCKEDCRON_REDIS_ALLOWED_HOSTS"),
 		Now:               time.Now,
+		RemovedGrace:      30 * time.Second,
 	}
 }
 

@@ -147,6 +147,15 @@ type result struct {
 
 // kl runs `kubectl lockedcron args…` with the test kubeconfig, at now (zero: the real clock).
 func kl(now time.Time, args ...string) result {
+	return klWith(func(o *plugin.Options) {
+		if !now.IsZero() {
+			o.Now = func() time.Time { return now }
+		}
+	}, args...)
+}
+
+// klWith runs the plugin as kl does, its options set by set.
+func klWith(set func(*plugin.Options), args ...string) result {
 	var out, errOut bytes.Buffer
 	at := 1 // after the command's name, so that the last argument stays last (__complete)
 	if args[0] == "__complete" {
@@ -154,9 +163,7 @@ func kl(now time.Time, args ...string) result {
 	}
 	args = append(append(append([]string{}, args[:at]...), "--kubeconfig", kubeconfig), args[at:]...)
 	o := plugin.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	if !now.IsZero() {
-		o.Now = func() time.Time { return now }
-	}
+	set(o)
 	cmd := plugin.NewCommand(o)
 	code := plugin.Execute(cmd, args, o)
 	return result{code, out.String(), errOut.String()}
@@ -774,24 +781,8 @@ func TestRunWaitReplacedByALaterRequest(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if tc.ourPod {
-					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: runpod.ManualName("report", "fix-1"),
-						Labels:          map[string]string{runpod.LabelRunRequest: "fix-1"},
-						OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, v1alpha1.GroupVersion.WithKind("LockedCronJob"))},
-						Annotations:     map[string]string{runpod.AnnotationWrappedContainer: "job", runpod.AnnotationScheduledTime: occ.Format(time.RFC3339)}},
-						Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "job", Image: "busybox"}}}}
-					if err := k8s.Create(ctx, pod); err != nil {
-						t.Error(err)
-						return
-					}
-					msg, _ := report.Encode(report.Report{Outcome: report.Succeeded, FencingToken: 9})
-					pod.Status.Phase = corev1.PodSucceeded
-					pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{
-						Terminated: &corev1.ContainerStateTerminated{Message: string(msg)}}}}
-					if err := k8s.Status().Update(ctx, pod); err != nil {
-						t.Error(err)
-						return
-					}
+				if tc.ourPod && !succeededRequestPod(ctx, t, job, "fix-1") {
+					return
 				}
 				// A later request is made and handled before the plugin reads the job.
 				job.Annotations[v1alpha1.AnnotationRunRequest] = tc.later
@@ -809,6 +800,84 @@ func TestRunWaitReplacedByALaterRequest(t *testing.T) {
 				}
 			}()
 			r := kl(time.Time{}, "run", "report", "-n", e.ns, "--wait", "--id", "fix-1", "--timeout", "20s")
+			<-done
+			if r.code != tc.code {
+				t.Fatalf("want exit %d: %v", tc.code, r)
+			}
+			for _, s := range tc.sayings {
+				if !strings.Contains(r.out+r.errOut, s) {
+					t.Errorf("output lacks %q: %v", s, r)
+				}
+			}
+		})
+	}
+}
+
+// succeededRequestPod makes the pod of job's run request id as the controller names and
+// labels it, ended Succeeded; false (the test failed) if it could not.
+func succeededRequestPod(ctx context.Context, t *testing.T, job *v1alpha1.LockedCronJob, id string) bool {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: runpod.ManualName(job.Name, id),
+		Labels:          map[string]string{runpod.LabelRunRequest: id},
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, v1alpha1.GroupVersion.WithKind("LockedCronJob"))},
+		Annotations:     map[string]string{runpod.AnnotationWrappedContainer: "job", runpod.AnnotationScheduledTime: occ.Format(time.RFC3339)}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "job", Image: "busybox"}}}}
+	if err := k8s.Create(ctx, pod); err != nil {
+		t.Error(err)
+		return false
+	}
+	msg, _ := report.Encode(report.Report{Outcome: report.Succeeded, FencingToken: 9})
+	pod.Status.Phase = corev1.PodSucceeded
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{Message: string(msg)}}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// run --wait whose request is removed from the job before the controller recorded it
+// (kubectl annotate …/run-request-, another tool's apply) waited until --timeout, or for
+// ever: nothing tells that the controller will not handle it. It now waits a grace for a
+// sign that it was (a controller behind may have made its pod from the job as it read
+// it), follows that pod if one was made, and otherwise says the run was not run.
+func TestRunWaitRequestRemoved(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ourPod  bool // a controller behind made its pod, and stopped before recording it
+		code    int
+		sayings []string
+	}{
+		{"before it was handled", false, plugin.ExitNotRun, []string{"was removed from lockedcronjob", "no pod of it was made within 2s: it was not run"}},
+		{"its pod made by a controller behind", true, 0, []string{"was removed from lockedcronjob", "Outcome:       Succeeded"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "redis://127.0.0.1:1")
+			ctx := ctxT(t)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				job := &v1alpha1.LockedCronJob{}
+				err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+					err := k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job)
+					return err == nil && job.Annotations[v1alpha1.AnnotationRunRequest] == "fix-1", err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				delete(job.Annotations, v1alpha1.AnnotationRunRequest)
+				if err := k8s.Update(ctx, job); err != nil {
+					t.Error(err)
+					return
+				}
+				if tc.ourPod {
+					succeededRequestPod(ctx, t, job, "fix-1")
+				}
+			}()
+			r := klWith(func(o *plugin.Options) { o.RemovedGrace = 2 * time.Second },
+				"run", "report", "-n", e.ns, "--wait", "--id", "fix-1", "--timeout", "60s")
 			<-done
 			if r.code != tc.code {
 				t.Fatalf("want exit %d: %v", tc.code, r)

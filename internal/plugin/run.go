@@ -70,7 +70,9 @@ nothing new (and with --wait follows the same run). Without --id a new id is gen
 succeeded. The run waits for the lock (bounded) unless --fail-fast.
 
 --wait follows the request to its end: it prints the controller's refusal, or the job's
-report, and exits with the job's exit code (or one of the codes below).
+report, and exits with the job's exit code (or one of the codes below). A request removed
+from the job before the controller recorded it is waited for 30s more (a controller behind
+may still make its pod), then reported not run (101).
 
 ` + exitCodesHelp,
 		Example: `  kubectl lockedcron run report -n team-a --wait
@@ -196,7 +198,18 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 // fills res and returns the exit code.
 func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.LockedCronJob, res *RunResult) (int, error) {
 	var req *v1alpha1.RunRequest
-	err := watchUntil(ctx, c, &v1alpha1.LockedCronJobList{}, job, func(ev watch.EventType, obj client.Object) (bool, error) {
+	// A request removed from the job before the controller recorded it is waited for
+	// o.RemovedGrace more (a controller behind may have made its pod already, or be about
+	// to from the job as it read it), then taken as never handled.
+	gctx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	var removed *time.Timer
+	defer func() {
+		if removed != nil {
+			removed.Stop()
+		}
+	}()
+	err := watchUntil(gctx, c, &v1alpha1.LockedCronJobList{}, job, func(ev watch.EventType, obj client.Object) (bool, error) {
 		j := obj.(*v1alpha1.LockedCronJob)
 		if ev == watch.Deleted {
 			return false, exitf(ExitNotFound, "lockedcronjob %s/%s was deleted while waiting", j.Namespace, j.Name)
@@ -205,6 +218,22 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 		if r != nil && r.ID == res.ID {
 			req = r
 			return true, nil
+		}
+		if _, ok := j.Annotations[v1alpha1.AnnotationRunRequest]; !ok {
+			pod, err := requestPod(gctx, c, j, res.ID)
+			if err != nil || pod != "" {
+				req = &v1alpha1.RunRequest{ID: res.ID, Pod: pod}
+				return err == nil, err
+			}
+			if removed == nil {
+				fmt.Fprintf(o.ErrOut, "run %s: the request was removed from lockedcronjob %s/%s before the controller recorded it; waiting %v for a pod of it\n",
+					res.ID, j.Namespace, j.Name, o.RemovedGrace)
+				removed = time.AfterFunc(o.RemovedGrace, func() { giveUp(errRequestRemoved) })
+			}
+			return false, nil
+		}
+		if removed != nil && removed.Stop() {
+			removed = nil // requested again: waited for as any request
 		}
 		// Status keeps the last request handled only. Once the controller is at a later
 		// request that replaced ours (it handles the annotation as it is, never an earlier
@@ -227,6 +256,9 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 		return false, exitf(ExitNotRun, "run %s of %s/%s: request %s replaced it before the controller recorded it, and no pod of it exists: it was refused or never handled (its Events say which: kubectl get events -n %s --field-selector involvedObject.name=%s)",
 			res.ID, j.Namespace, j.Name, current, j.Namespace, j.Name)
 	})
+	if errors.Is(context.Cause(gctx), errRequestRemoved) && ctx.Err() == nil {
+		req, err = o.removedLastLook(ctx, c, job, res)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -265,6 +297,27 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 	r := runstatus.ResultOf(final).Report.Printable()
 	res.Report = &r
 	return exitFor(r), nil
+}
+
+// errRequestRemoved: the request was removed from the job, and o.RemovedGrace passed
+// with no sign that the controller handled it.
+var errRequestRemoved = errors.New("the run request was removed")
+
+// removedLastLook looks once more for a request removed before it was recorded: what
+// status or its pod says of it, or that it was not run.
+func (o *Options) removedLastLook(ctx context.Context, c client.Client, job *v1alpha1.LockedCronJob, res *RunResult) (*v1alpha1.RunRequest, error) {
+	j, err := getJob(ctx, c, job.Namespace, job.Name)
+	if err != nil {
+		return nil, err
+	}
+	if r := j.Status.LastRunRequest; r != nil && r.ID == res.ID {
+		return r, nil
+	}
+	if pod, err := requestPod(ctx, c, j, res.ID); err != nil || pod != "" {
+		return &v1alpha1.RunRequest{ID: res.ID, Pod: pod}, err
+	}
+	return nil, exitf(ExitNotRun, "run %s of %s/%s: the request was removed from the job (annotation %s) before the controller recorded it, and no pod of it was made within %v: it was not run",
+		res.ID, j.Namespace, j.Name, v1alpha1.AnnotationRunRequest, o.RemovedGrace)
 }
 
 // requestPod is the name of the pod the controller made for run request id of job, ""
