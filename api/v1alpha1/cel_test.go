@@ -168,6 +168,15 @@ func TestCELRules(t *testing.T) {
 			"lock.redis.secretRef.name must name a Secret"},
 		"secretRef.name not a DNS subdomain": {func(sp map[string]any) { redisRef(sp)["name"] = "Redis_Prod" },
 			"lock.redis.secretRef.name must name a Secret"},
+		// Retries asked for under the default policy were silently not made.
+		"contention.retry without a policy": {func(sp map[string]any) { sp["contention"] = map[string]any{"retry": map[string]any{"attempts": 3}} },
+			"contention.retry applies only to contention.policy Retry"},
+		"contention.retry under Skip": {func(sp map[string]any) {
+			sp["contention"] = map[string]any{"policy": "Skip", "retry": map[string]any{"attempts": 3}}
+		}, "contention.retry applies only to contention.policy Retry"},
+		"contention.retry under Retry": {func(sp map[string]any) {
+			sp["contention"] = map[string]any{"policy": "Retry", "retry": map[string]any{"attempts": 3}}
+		}, ""},
 		"secretRef.name too long": {func(sp map[string]any) { redisRef(sp)["name"] = strings.Repeat("a", 254) },
 			"lock.redis.secretRef.name must name a Secret"},
 	} {

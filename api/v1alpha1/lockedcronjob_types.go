@@ -209,6 +209,7 @@ type RedisSpec struct {
 
 // ContentionSpec says what a pod does when another holder has the lock.
 // +kubebuilder:validation:XValidation:rule="!has(self.policy) || self.policy != 'Retry' || has(self.retry)",message="contention.retry (with attempts) is required when contention.policy is Retry",fieldPath=".retry"
+// +kubebuilder:validation:XValidation:rule="!has(self.retry) || (has(self.policy) && self.policy == 'Retry')",message="contention.retry applies only to contention.policy Retry (the policy is Skip, its default): set contention.policy: Retry, or remove contention.retry",fieldPath=".retry"
 type ContentionSpec struct {
 	// Policy: Skip ends the run at once; Retry tries again with jittered backoff.
 	// +kubebuilder:default=Skip

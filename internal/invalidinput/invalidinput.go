@@ -139,6 +139,16 @@ var Cases = []Case{
 		Flags:      []string{"--contention", "retry", "--retry-attempts", "0"}, Flag: "--retry-attempts", FlagMessage: "contention retry needs",
 	},
 	{
+		// Retries asked for under the default policy were silently not made.
+		Name: "retry under policy Skip",
+		Spec: func(s *v1alpha1.LockedCronJobSpec) {
+			s.Contention.Policy = v1alpha1.ContentionSkip
+			s.Contention.Retry = &v1alpha1.RetrySpec{Attempts: 3}
+		},
+		CRDMessage: "contention.retry applies only to contention.policy Retry",
+		Flags:      []string{"--contention", "skip", "--retry-attempts", "3"}, Flag: "--retry-attempts", FlagMessage: "only with --contention retry",
+	},
+	{
 		Name:       "blank key",
 		Spec:       func(s *v1alpha1.LockedCronJobSpec) { s.Lock.Key = "   " },
 		CRDMessage: "spec.lock.key",

@@ -347,6 +347,16 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	if err := cfg.validate(now); err != nil {
 		return cfg, nil, err
 	}
+	if cfg.Contention == ContentionSkip {
+		// Retries asked for under skip would silently not be made.
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, name := range []string{"retry-attempts", "retry-backoff", "retry-max-backoff", "retry-deadline"} {
+			if given[name] {
+				return cfg, nil, &Error{Flag: "--" + name, Msg: fmt.Sprintf("applies only with --contention retry (the contention is skip, its default): add --contention retry, or drop --%s ($%s)", name, EnvFor(name))}
+			}
+		}
+	}
 	return cfg, cmd, nil
 }
 
