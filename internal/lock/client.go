@@ -237,6 +237,19 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	if cfg.Password != "" {
 		o.Password = cfg.Password
 	}
+	// Credentials and names go to the server as they are, and a server is whoever the URL
+	// names: a CR or LF in them would be lines of their own to a line-based service
+	// (memcached, SMTP) a tenant's URL points the manager at. No Redis needs them. The
+	// value is not quoted: it may be the password.
+	for _, f := range []struct {
+		name safeText
+		v    string
+	}{{"the user name", o.Username}, {"the password", o.Password}, {"sentinel_username", o.SentinelUsername},
+		{"sentinel_password", o.SentinelPassword}, {"client_name", o.ClientName}, {"master", o.MasterName}} {
+		if strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
+			return nil, bad("%s holds a control character (CR, LF, tab …), which no Redis credential or name has: fix it in the URL or the Secret", f.name)
+		}
+	}
 	if len(cfg.CACert) > 0 && !useTLS {
 		return nil, bad("a CA certificate was given but the scheme %q is not TLS (use rediss…)", safeText(scheme))
 	}

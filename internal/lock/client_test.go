@@ -140,6 +140,14 @@ func TestParseURLErrors(t *testing.T) {
 		{"h:6380,password=alpha://bravo", "unknown scheme"},
 		{"redis://h/alphabravo", "database number"},
 		{"redis://h/alpha%zzbravo", "not valid in a URL"},
+		// A CR or LF in what is sent as it is: lines of their own to a line-based service
+		// (memcached, SMTP) the URL may name (review, session 45).
+		{"redis://u:alpha%0D%0Abravo@h", "the password holds a control character"},
+		{"redis://ops%0Ateam:charlie@h", "the user name holds a control character"},
+		{"redis://h?client_name=ops%0Ateam", "client_name holds a control character"},
+		{"redis+sentinel://s?master=ops%0D%0Ateam", "master holds a control character"},
+		{"redis+sentinel://s?master=m&sentinel_password=alpha%0Abravo", "sentinel_password holds a control character"},
+		{"redis+sentinel://s?master=m&sentinel_username=ops%09team", "sentinel_username holds a control character"},
 	} {
 		_, err := ParseURL(ClientConfig{URL: tc.url})
 		if err == nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
@@ -255,4 +263,29 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("%q: both sentinel and cluster", raw)
 		}
 	})
+}
+
+// TestCredentialsWithLineBreaksAreRefused: a Secret's password or user name holding a CR
+// or LF is refused before anything is sent, and the message quotes none of it: sent as it
+// is in AUTH, its lines reached a line-based service (memcached's flush_all) that the
+// tenant's URL named, from the manager's network, every probe.
+func TestCredentialsWithLineBreaksAreRefused(t *testing.T) {
+	for _, cfg := range []ClientConfig{
+		{URL: "redis://h:1", Password: "alpha\r\nflush_all\r\n"},
+		{URL: "redis://h:1", Username: "alpha\nbravo", Password: "charlie"},
+	} {
+		_, err := ParseURL(cfg)
+		if err == nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), "holds a control character") {
+			t.Errorf("%+v: %v, want refused", cfg, err)
+			continue
+		}
+		for _, secret := range []string{"alpha", "bravo", "charlie", "flush_all"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%v shows %q", err, secret)
+			}
+		}
+	}
+	if _, err := ParseURL(ClientConfig{URL: "redis://h:1", Password: "pass word:with#all@kinds/of?signs"}); err != nil {
+		t.Errorf("a password of printable characters: %v", err)
+	}
 }
