@@ -146,7 +146,7 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 		return nil, "", secretProblem(key, cfg, err)
 	}
 	addrs := strings.Join(o.Addrs, ",")
-	c, err := lock.NewGuardedClient(cfg, b.allowed)
+	c, err := lock.NewTenantClient(cfg, b.allowed)
 	if err != nil {
 		if errors.Is(err, lock.ErrNotAllowed) {
 			return nil, "", &backendError{ReasonRedisNotAllowed, notAllowedMessage(key, addrs), err}
@@ -190,6 +190,10 @@ func pingProblem(err error) string {
 		return "answered with a reply over lockedcron's bounds (not a Redis server, or a hostile one)"
 	case errors.Is(err, lock.ErrNotAllowed):
 		return "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"
+	case errors.Is(err, lock.ErrTopology):
+		return "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"
+	case errors.Is(err, lock.ErrNoMaster):
+		return "no Sentinel answered with the master"
 	case errors.As(err, &dnsErr):
 		return "host name not found"
 	case errors.Is(err, syscall.ECONNREFUSED):

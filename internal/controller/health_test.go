@@ -430,3 +430,26 @@ func TestHealthReadSinceIsForTheClientHeld(t *testing.T) {
 		t.Error("the new read does not vouch for its own client")
 	}
 }
+
+// TestHealthProbesAHostileSentinelAndLives: a tenant's Secret naming a hostile Sentinel
+// (a one-word +switch-master message on its subscription) killed the manager on its first
+// probe of that Secret, and the standby that took over on its own: no tenant's jobs ran.
+// The probe now reaches the master the sentinel names and subscribes to nothing.
+func TestHealthProbesAHostileSentinelAndLives(t *testing.T) {
+	srv := redistest.Start(t)
+	sentinel := redistest.StartHostileSentinel(t, srv.Addr)
+	h, _ := newTestHealth(t, "redis+sentinel://"+sentinel.Addr+"?master=m", time.Now)
+	job := types.NamespacedName{Namespace: "ns", Name: "a"}
+	h.state(context.Background(), job, "redis")
+	select {
+	case <-h.wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wake-up after the probe")
+	}
+	if st := h.state(context.Background(), job, "redis"); !st.known || (st.err != nil && st.err.blocking()) {
+		t.Fatalf("after the probe: %+v, want the master reached", st)
+	}
+	if !sentinel.Received("sentinel", "get-master-addr-by-name") || sentinel.Received("subscribe") {
+		t.Fatalf("the sentinel got %v: want the master asked for, no subscription", sentinel.Commands())
+	}
+}

@@ -196,6 +196,8 @@ func TestPingProblem(t *testing.T) {
 		{io.EOF, "connection closed by the server (not a Redis server, or one that expects TLS?)"},
 		{fmt.Errorf("redis: can't parse %q", "HTTP/1.1 400 "+secretMark), "not a Redis server, or it failed (the error is not shown: it may quote the server)"},
 		{errors.New("redis: all sentinels specified in configuration are unreachable"), "no Sentinel answered with the master"},
+		{fmt.Errorf("%w %q: %w", lock.ErrNoMaster, "m", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), "no Sentinel answered with the master"},
+		{fmt.Errorf("dial: %w: the master's host is not a host name or address", lock.ErrTopology), "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"},
 		{fmt.Errorf("%w: 169.254.169.254", lock.ErrNotAllowed), "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"},
 	} {
 		if got := pingProblem(tc.err); got != tc.want {

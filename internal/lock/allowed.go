@@ -189,7 +189,7 @@ func NewGuardedClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient,
 		return nil, err
 	}
 	o.Dialer = guardedDialer(o, a)
-	return redis.NewUniversalClient(o), nil
+	return newUniversal(o), nil
 }
 
 // guardedDialer is noHelloDialer with the check: TLS still verifies the host name as

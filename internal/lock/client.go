@@ -277,7 +277,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	o.Dialer = noHelloDialer(o)
-	return redis.NewUniversalClient(o), nil
+	return newUniversal(o), nil
 }
 
 // hostPort is h as an address to dial, the default port added, or why it is not one

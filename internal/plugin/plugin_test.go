@@ -185,6 +185,25 @@ func (e *env) takeLock(t *testing.T) *lock.Lease {
 	return lease
 }
 
+// status reads a job whose Secret names a hostile Sentinel (a one-word +switch-master on
+// its subscription, which killed the plugin with go-redis's Sentinel client: an admin's
+// `status -A` died on one tenant's Secret): the master it names is read, nothing is
+// subscribed to.
+func TestStatusThroughAHostileSentinel(t *testing.T) {
+	srv := redistest.Start(t)
+	sentinel := redistest.StartHostileSentinel(t, srv.Addr)
+	e := newEnv(t, "redis+sentinel://"+sentinel.Addr+"?master=m")
+	e.redis = srv
+	lease := e.takeLock(t)
+	r := kl(time.Time{}, "status", "report", "-n", e.ns)
+	if r.code != 0 || !strings.Contains(r.out, fmt.Sprint(lease.Fence)) && !strings.Contains(r.out, "report-1796018400") {
+		t.Fatalf("want the lock the master holds: %v", r)
+	}
+	if sentinel.Received("subscribe") {
+		t.Fatalf("the plugin subscribed: %v", sentinel.Commands())
+	}
+}
+
 // status shows the live lock taken with internal/lock: holder, ttl, fencing token and
 // occurrence in the table; the token too with -o wide; all of it in json and yaml.
 func TestStatusShowsTheLiveLock(t *testing.T) {

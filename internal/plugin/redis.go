@@ -52,7 +52,7 @@ func (o *Options) redisFor(ctx context.Context, c client.Client, job *v1alpha1.L
 		return nil, exitf(ExitSecret, "Secret %s: %v", ref, err)
 	}
 	// The Secret is the job's owner's to write: the endpoint is checked before any dial.
-	rc, err := lock.NewGuardedClient(cfg, allowed)
+	rc, err := lock.NewTenantClient(cfg, allowed)
 	if err != nil {
 		return nil, exitf(ExitSecret, "Secret %s: %v%s", ref, err, notAllowedHint(err))
 	}

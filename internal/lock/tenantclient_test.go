@@ -1,0 +1,149 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lockedcron/lockedcron/internal/redistest"
+)
+
+// TestTenantClientDrivesNoSentinelMachinery: the manager's and the plugin's client for a
+// Sentinel url reaches the master the sentinel names, and never subscribes nor asks for
+// other sentinels: a hostile Sentinel's short +switch-master message killed the process
+// (every manager replica, in turn, on its first probe of that Secret), and its 30,000
+// announced sentinels were each asked in a goroutine of their own.
+func TestTenantClientDrivesNoSentinelMachinery(t *testing.T) {
+	srv := redistest.Start(t)
+	sentinel := redistest.StartHostileSentinel(t, srv.Addr)
+	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + sentinel.Addr + "?master=m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	before := runtime.NumGoroutine()
+	if err := c.Set(ctx, "reached", "the master", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin := srv.Client()
+	defer admin.Close()
+	if v := admin.Get(ctx, "reached").Val(); v != "the master" {
+		t.Fatalf("the master has %q", v)
+	}
+	if n := runtime.NumGoroutine(); n > before+20 {
+		t.Errorf("%d goroutines after one command, %d before", n, before)
+	}
+	for _, cmd := range [][]string{{"subscribe"}, {"sentinel", "sentinels"}, {"psubscribe"}} {
+		if sentinel.Received(cmd...) {
+			t.Errorf("the client sent %v to the sentinel", cmd)
+		}
+	}
+}
+
+// TestTenantClientFollowsAFailover: without a subscription, a failover is followed as
+// connections are made again: once the old master is gone, the next command goes to the
+// one the sentinel names now.
+func TestTenantClientFollowsAFailover(t *testing.T) {
+	first, second := redistest.Start(t), redistest.Start(t)
+	var mu sync.Mutex
+	master := first.Addr()
+	sentinel := redistest.StartHostileSentinel(t, func() string { mu.Lock(); defer mu.Unlock(); return master })
+	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + sentinel.Addr + "?master=m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	first.Stop()
+	mu.Lock()
+	master = second.Addr()
+	mu.Unlock()
+	admin := second.Client()
+	defer admin.Close()
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.Set(ctx, "after", "failover", 0).Err() == nil && admin.Get(ctx, "after").Val() == "failover", nil
+	}); err != nil {
+		t.Fatalf("the new master never got the write: %v", err)
+	}
+}
+
+// TestSentinelAnswerThatIsNoAddressIsRefused: what a sentinel names is checked before it
+// is dialled.
+func TestSentinelAnswerThatIsNoAddressIsRefused(t *testing.T) {
+	for name, reply := range map[string][]string{
+		"one word":           {"10.0.0.1"},
+		"three words":        {"10.0.0.1", "6379", "x"},
+		"no port":            {"10.0.0.1", "redis"},
+		"port out of range":  {"10.0.0.1", "70000"},
+		"a line in the host": {"10.0.0.1\n{\"level\":\"error\"}", "6379"},
+		"empty host":         {"", "6379"},
+	} {
+		if _, err := masterAddr(reply); err == nil || !strings.Contains(err.Error(), "over lockedcron's bounds") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if a, err := masterAddr([]string{"fd00::1", "6380"}); err != nil || a != "[fd00::1]:6380" {
+		t.Errorf("an IPv6 master: %q %v", a, err)
+	}
+}
+
+// TestClusterSlotMapOverTheBoundIsRefused: a Cluster seed whose slot map names 60,000
+// nodes made the client a node, with its pool, of each (256 MiB held after a collection,
+// past the manager's memory limit); the map is refused before go-redis acts on it.
+func TestClusterSlotMapOverTheBoundIsRefused(t *testing.T) {
+	var m strings.Builder
+	var seedHost, seedPort string
+	seed := redistest.StartScripted(t, func(cmd []string) string {
+		switch {
+		case len(cmd) >= 2 && cmd[0] == "cluster" && cmd[1] == "slots":
+			return m.String()
+		case len(cmd) >= 1 && cmd[0] == "ping":
+			return "+PONG\r\n"
+		}
+		return ""
+	})
+	seedHost, seedPort, _ = net.SplitHostPort(seed.Addr)
+	const replicas = 60000
+	fmt.Fprintf(&m, "*1\r\n*%d\r\n:0\r\n:16383\r\n", 2+1+replicas)
+	fmt.Fprintf(&m, "*2\r\n$%d\r\n%s\r\n:%s\r\n", len(seedHost), seedHost, seedPort)
+	for i := range replicas {
+		h := fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)
+		fmt.Fprintf(&m, "*2\r\n$%d\r\n%s\r\n:7000\r\n", len(h), h)
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapInuse
+	for name, newClient := range map[string]func(ClientConfig, *AllowedHosts) (redis.UniversalClient, error){
+		"tenant": NewTenantClient, "guarded": NewGuardedClient,
+	} {
+		c, err := newClient(ClientConfig{URL: "redis+cluster://" + seed.Addr}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = c.Ping(ctx).Err()
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "names more than 1000 nodes") {
+			t.Errorf("%s: ping: %v, want the slot map refused", name, err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		if grew := int64(ms.HeapInuse) - int64(before); grew > 64<<20 {
+			t.Errorf("%s: the heap grew by %d MiB while the client is kept", name, grew>>20)
+		}
+		_ = c.Close()
+	}
+}
