@@ -14,6 +14,7 @@ import (
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,6 +79,10 @@ func run() error {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	// go-redis logs (a dial that failed again and again, a Sentinel's answer) through the
+	// manager's logger, one escaped line each: a tenant's server is quoted in them.
+	redisLog := ctrl.Log.WithName("redis")
+	redis.SetLogger(lock.Logger{Print: func(line string) { redisLog.Info(line) }})
 
 	switch corev1.PullPolicy(pullPolicy) {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:

@@ -57,7 +57,7 @@ const upcomingCount = 5
 // unreadableRetry is how soon a job whose workloads could not be read looks again.
 const unreadableRetry = 5 * time.Second
 
-// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=list;watch
 
 // workloadKinds are the kinds a rollout reference may name, with an empty object of each.
 var workloadKinds = []struct {

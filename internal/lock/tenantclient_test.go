@@ -147,3 +147,24 @@ func TestClusterSlotMapOverTheBoundIsRefused(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestLoggerKeepsAServersTextOnOneLine: go-redis's log lines quote servers (a Sentinel's
+// master address, with %s): one holding "\n{…}" forged a JSON record in the manager's log,
+// and an OSC sequence reached the terminal of whoever read it. Through Logger each is one
+// line, escaped and cut.
+func TestLoggerKeepsAServersTextOnOneLine(t *testing.T) {
+	var got []string
+	l := Logger{Print: func(line string) { got = append(got, line) }}
+	l.Printf(context.Background(), "sentinel: selected addr=%s masterAddr=%s", "127.0.0.1:1",
+		"10.0.0.1\n{\"level\":\"error\",\"msg\":\"FORGED\"}\n\x1b]0;pwned\a:6379")
+	l.Printf(context.Background(), "getting command info: %s", strings.Repeat("x", 1<<20))
+	if len(got) != 2 {
+		t.Fatalf("%d lines: %q", len(got), got)
+	}
+	if strings.ContainsAny(got[0], "\n\r\x1b\a") || !strings.Contains(got[0], `\u000a{"level"`) {
+		t.Errorf("forged line kept raw: %q", got[0])
+	}
+	if len(got[1]) > 512 {
+		t.Errorf("a %d-byte line", len(got[1]))
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
@@ -46,7 +47,7 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	}
 
 	// go-redis's own log lines share the command's stderr: mark them as ours.
-	redis.SetLogger(redisLogger{stderr})
+	redis.SetLogger(lock.Logger{Print: func(line string) { fmt.Fprintf(stderr, "lockwrap: %s\n", line) }})
 
 	// Catch signals from the start, so that none of those a job is stopped or poked with
 	// kills us without a report. Only these: notifying every signal also delivers the
@@ -122,12 +123,6 @@ func ignoreCrashSignals(stderr io.Writer) {
 			fmt.Fprintf(stderr, "lockwrap: ignored signal %v (sent to lockwrap; it neither stops a job nor is passed on)\n", sig)
 		}
 	}()
-}
-
-type redisLogger struct{ w io.Writer }
-
-func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
-	fmt.Fprintf(l.w, "lockwrap: "+format+"\n", v...)
 }
 
 // WriteReport writes rep, encoded within limit bytes (report.EncodeWithin), to path: a
