@@ -94,8 +94,23 @@ func (a *AllowedHosts) netAllows(ip net.IP) bool {
 	return false
 }
 
-// linkLocal: 169.254.0.0/16 and fe80::/10 (cloud metadata lives there).
-func linkLocal(ip net.IP) bool { return ip.IsLinkLocalUnicast() }
+// metadataAddrs are the clouds' instance metadata services outside the link-local ranges:
+// AWS's over IPv6 and Alibaba Cloud's.
+var metadataAddrs = []net.IP{net.ParseIP("fd00:ec2::254"), net.ParseIP("100.100.100.200")}
+
+// linkLocal: 169.254.0.0/16 and fe80::/10 (cloud metadata lives there), and the metadata
+// addresses elsewhere.
+func linkLocal(ip net.IP) bool {
+	if ip.IsLinkLocalUnicast() {
+		return true
+	}
+	for _, m := range metadataAddrs {
+		if m.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
 
 // CheckHost says whether host (a name or IP literal, without port) may be dialled,
 // without resolving it.
@@ -109,7 +124,7 @@ func (a *AllowedHosts) CheckHost(host string) error {
 			return nil
 		}
 		if linkLocal(ip) {
-			return fmt.Errorf("%w: %s is link-local (169.254.0.0/16, fe80::/10); allow it explicitly with a CIDR", ErrNotAllowed, host)
+			return fmt.Errorf("%w: %s is link-local or a cloud's metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200); allow it explicitly with a CIDR", ErrNotAllowed, host)
 		}
 		if a == nil {
 			return nil
@@ -167,7 +182,7 @@ func (a *AllowedHosts) Resolve(ctx context.Context, lookup func(context.Context,
 	for _, ip := range ips {
 		out = append(out, net.JoinHostPort(ip.IP.String(), port))
 		if linkLocal(ip.IP) && !a.netAllows(ip.IP) {
-			return nil, fmt.Errorf("%w: %s resolves to a link-local address (169.254.0.0/16, fe80::/10); allow it explicitly with a CIDR", ErrNotAllowed, host)
+			return nil, fmt.Errorf("%w: %s resolves to a link-local or cloud metadata address (169.254.0.0/16, fe80::/10, fd00:ec2::254, 100.100.100.200); allow it explicitly with a CIDR", ErrNotAllowed, host)
 		}
 	}
 	if len(out) == 0 {

@@ -68,6 +68,14 @@ func TestAllowedHostsCheckHost(t *testing.T) {
 		{"*", "169.254.169.254", false},
 		{"*", "some.host", true},
 		{"169.254.0.0/16", "169.254.169.254", true},
+		// Clouds' metadata services outside the link-local ranges (review, session 45).
+		{"", "fd00:ec2::254", false},
+		{"", "[fd00:ec2::254]", false},
+		{"", "100.100.100.200", false},
+		{"*", "100.100.100.200", false},
+		{"", "fd00:ec2::253", true},
+		{"", "100.100.100.201", true},
+		{"100.100.100.0/24", "100.100.100.200", true},
 	} {
 		aa := a
 		if tc.list != list {

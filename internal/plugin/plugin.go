@@ -207,7 +207,7 @@ names (spec.lock.redis.secretRef), which you must be allowed to get.
 	fs.DurationVar(&o.RedisTimeout, "redis-timeout", o.RedisTimeout, "How long to wait for Redis.")
 	fs.StringVar(&o.RedisAllowedHosts, "redis-allowed-hosts", o.RedisAllowedHosts, "Comma list of the Redis endpoints the plugin may dial, as the manager's flag of that name "+
 		"(host names, globs, IPs, CIDRs); a job's Secret naming another is refused before any connection. Empty: any, but link-local "+
-		"addresses (169.254.0.0/16, fe80::/10) are always refused unless a CIDR here allows them. Default: $LOCKEDCRON_REDIS_ALLOWED_HOSTS.")
+		"addresses (169.254.0.0/16, fe80::/10) and the cloud metadata addresses fd00:ec2::254 and 100.100.100.200 are always refused unless a CIDR here allows them. Default: $LOCKEDCRON_REDIS_ALLOWED_HOSTS.")
 	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
 	})
