@@ -121,6 +121,10 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 		grant(ns, "both", "redis-secret", ruleRedisSecret)
 		grant(ns, "no-secret", "lcj", ruleLCJ)
 		grant(ns, "no-secret", "pods", rulePods)
+		grant(ns, "watcher", "lcj", ruleLCJ)
+		grant(ns, "watcher", "pods", rulePods)
+		grant(ns, "watcher", "redis-secret", ruleRedisSecret)
+		grant(ns, "watcher", "deployments", rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list"}})
 
 		// The apiserver type-checks and compiles a new policy before it enforces it:
 		// wait (with dry runs, which pass through admission but store nothing) until it
@@ -183,6 +187,27 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 		Expect(request(noPods, `"team":"a"`)).To(Succeed())
 		Expect(request(noPods, `"`+v1alpha1.AnnotationRunOccurrence+`":null`)).To(Succeed())
 		Expect(request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":null`)).To(Succeed())
+	})
+
+	It("rejects a user who may not list the workloads a rollout guard names, naming the kind", func() {
+		// The job's status says whether each exists and rolls out: read with the
+		// operator's rights.
+		guarded := func(name string, kinds ...v1alpha1.WorkloadKind) *v1alpha1.LockedCronJob {
+			j := newJob(ns, name, "@hourly")
+			j.Spec.Blackout = &v1alpha1.BlackoutSpec{}
+			for _, k := range kinds {
+				j.Spec.Blackout.Rollouts = append(j.Spec.Blackout.Rollouts, v1alpha1.RolloutRef{Kind: k, Name: "api"})
+			}
+			return j
+		}
+		err := impersonating("both").Create(ctx, guarded("no-list", v1alpha1.KindDeployment))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("user both may not list the Deployments of namespace " + ns + " (missing permission: list deployments)"))
+		watcher := impersonating("watcher")
+		Expect(watcher.Create(ctx, guarded("guarded", v1alpha1.KindDeployment))).To(Succeed())
+		err = watcher.Create(ctx, guarded("also-statefulsets", v1alpha1.KindDeployment, v1alpha1.KindStatefulSet))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("(missing permission: list statefulsets)"))
 	})
 
 	It("rejects a user who cannot get the referenced Secret, naming it", func() {
