@@ -47,13 +47,13 @@ func main() {
 
 func run() error {
 	var (
-		metricsAddr, probeAddr, clusterName, wrapperImage, pullPolicy string
-		leaderElect, secureMetrics                                    bool
-		qps, memoryLimitRatio                                         float64
-		burst, workers                                                int
-		leaderElectionNamespace, redisAllowedHosts, watchNamespaces   string
-		pprofAddr                                                     string
-		leaseDuration, renewDeadline, retryPeriod, reconcileTimeout   time.Duration
+		metricsAddr, probeAddr, clusterName, wrapperImage, pullPolicy                    string
+		leaderElect, secureMetrics                                                       bool
+		qps, memoryLimitRatio                                                            float64
+		burst, workers                                                                   int
+		leaderElectionNamespace, redisAllowedHosts, watchNamespaces                      string
+		pprofAddr                                                                        string
+		leaseDuration, renewDeadline, retryPeriod, reconcileTimeout, minScheduleInterval time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, to clients the API server authenticates (a bearer token, TokenReview) and authorizes (get on the non-resource URL /metrics, SubjectAccessReview: the metrics-reader ClusterRole). --metrics-secure=false serves plain HTTP to anyone who can reach the port.")
@@ -69,6 +69,7 @@ func run() error {
 	flag.Float64Var(&qps, "kube-api-qps", 20, "Queries per second to the API server, all of the manager's calls together (leader election has a budget of its own).")
 	flag.IntVar(&burst, "kube-api-burst", 30, "Burst of queries to the API server, with --kube-api-qps.")
 	flag.DurationVar(&reconcileTimeout, "reconcile-timeout", time.Minute, "How long one reconcile may take (at least 10s): a pass whose API call is never answered (an API server or network that stalls) is cancelled, its worker freed for other jobs, and the job tried again. A pass takes milliseconds, longer when it deletes many pods (a history limit lowered) at --kube-api-qps: such a pass is cut, and the next goes on where it stopped.")
+	flag.DurationVar(&minScheduleInterval, "min-schedule-interval", 0, "A LockedCronJob whose schedule fires more often than this (its two closest occurrences; @every: its period) is not scheduled: Ready=False, reason InvalidSchedule, naming this flag. All jobs share the manager's API budget (--kube-api-qps) and workers, so on a cluster shared by tenants a few per-second schedules can make everyone's occurrences late; 1m is the native CronJob's floor. 0 (the default) allows any schedule, seconds included. Manual runs are not bounded by it.")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 5, "How many LockedCronJobs are reconciled at once (kube-controller-manager's --concurrent-cron-job-syncs is 5 too).")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma list of namespaces: the manager caches and acts only there (its RBAC can then be namespaced Roles: config/namespaced). Default: all namespaces.")
 	flag.StringVar(&redisAllowedHosts, "redis-allowed-hosts", "", "Comma list of the Redis endpoints LockedCronJobs may name: host names and globs (*.redis.internal) match the host as written in the URL, IPs and CIDRs match IP literals. Others are refused, by the controller and by lockwrap, before any connection. Link-local addresses (169.254.0.0/16, fe80::/10) and the cloud metadata addresses fd00:ec2::254 and 100.100.100.200 are refused unless a CIDR here allows them, with or without this list.")
@@ -91,6 +92,9 @@ func run() error {
 	}
 	if reconcileTimeout < 10*time.Second {
 		return fmt.Errorf("--reconcile-timeout %s: want at least 10s (a pass's API calls wait their turn at --kube-api-qps, and must have time to be answered)", reconcileTimeout)
+	}
+	if minScheduleInterval < 0 {
+		return fmt.Errorf("--min-schedule-interval %s: must not be negative", minScheduleInterval)
 	}
 	if workers < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles %d: want at least 1", workers)
@@ -166,6 +170,7 @@ func run() error {
 
 	r := &controller.LockedCronJobReconciler{
 		MaxConcurrentReconciles: workers,
+		MinScheduleInterval:     minScheduleInterval,
 		ReconcileTimeout:        reconcileTimeout,
 		Client:                  mgr.GetClient(),
 		Pod: runpod.Options{

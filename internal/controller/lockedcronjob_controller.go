@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -162,6 +163,10 @@ type LockedCronJobReconciler struct {
 	// WatchNamespaces are the namespaces the manager acts in (--watch-namespaces); none:
 	// all. A new leader lists them to see its caches catch up (takeover.go).
 	WatchNamespaces []string
+	// MinScheduleInterval (--min-schedule-interval): a job whose schedule fires more often
+	// is not scheduled (Ready=False InvalidSchedule). Zero: any schedule.
+	MinScheduleInterval time.Duration
+	gaps                scheduleGaps
 }
 
 // +kubebuilder:rbac:groups=scheduling.lockedcron.io,resources=lockedcronjobs,verbs=get;list;watch
@@ -588,6 +593,18 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.schedule is invalid")
 		return nil
 	}
+	if minimum := r.MinScheduleInterval; minimum > 0 {
+		if gap := r.gaps.of(job.Spec.Schedule, job.Spec.TimeZone, sched, p.now); gap > 0 && gap < minimum {
+			msg := fmt.Sprintf("spec.schedule %q fires %v apart at the closest, more often than this operator allows (--min-schedule-interval %v): schedule it less often; no occurrence starts until then",
+				job.Spec.Schedule, gap, minimum)
+			if p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg) {
+				p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", msg)
+			}
+			st.NextScheduleTime, st.Upcoming = nil, nil
+			p.withdrawPrepared(func(time.Time) bool { return false }, "spec.schedule fires more often than --min-schedule-interval")
+			return nil
+		}
+	}
 
 	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
 	observed := fmt.Sprintf("%s|%s|suspend=%t", job.Spec.Schedule, job.Spec.TimeZone, suspended)
@@ -1010,4 +1027,32 @@ func (r *LockedCronJobReconciler) Close() {
 	if r.backends != nil {
 		r.backends.close()
 	}
+}
+
+// scheduleGaps keeps each schedule's MinGap (about a millisecond to find), by its text and
+// zone: jobs share schedules, and a job's passes its own.
+type scheduleGaps struct {
+	mu   sync.Mutex
+	gaps map[string]time.Duration
+}
+
+// maxScheduleGaps bounds scheduleGaps: past it, it starts again empty.
+const maxScheduleGaps = 10000
+
+func (g *scheduleGaps) of(spec, tz string, s *schedule.Schedule, now time.Time) time.Duration {
+	key := spec + "\x00" + tz
+	g.mu.Lock()
+	gap, ok := g.gaps[key]
+	g.mu.Unlock()
+	if ok {
+		return gap
+	}
+	gap = s.MinGap(now)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gaps == nil || len(g.gaps) >= maxScheduleGaps {
+		g.gaps = map[string]time.Duration{}
+	}
+	g.gaps[key] = gap
+	return gap
 }

@@ -645,3 +645,40 @@ func TestDescribeACutReport(t *testing.T) {
 		}
 	}
 }
+
+// TestMinScheduleInterval: with --min-schedule-interval, a job whose schedule fires more
+// often is not scheduled, and says why naming the flag (a tenant's per-second jobs took the
+// API budget and the workers every tenant shares); one at the floor is.
+func TestMinScheduleInterval(t *testing.T) {
+	for _, c := range []struct {
+		sched   string
+		refused bool
+	}{
+		{"*/10 * * * * *", true},
+		{"@every 30s", true},
+		{"0,1 0 3 * * *", true}, // twice a night, a second apart
+		{"* * * * *", false},
+		{"0 3 * * *", false},
+	} {
+		t.Run(c.sched, func(t *testing.T) {
+			r := testReconciler(fakeAPI(t))
+			r.MinScheduleInterval = time.Minute
+			job := passJob(c.sched, false)
+			p := passWith(t, r, job, passAt)
+			ready := meta.FindStatusCondition(p.status.Conditions, ConditionReady)
+			if ready == nil {
+				t.Fatal("no Ready condition")
+			}
+			if c.refused {
+				if ready.Status != metav1.ConditionFalse || ready.Reason != ReasonInvalidSchedule ||
+					!strings.Contains(ready.Message, "--min-schedule-interval 1m0s") || p.status.NextScheduleTime != nil {
+					t.Fatalf("Ready %+v, next %v: want refused naming the flag", ready, p.status.NextScheduleTime)
+				}
+				return
+			}
+			if ready.Status != metav1.ConditionTrue || p.status.NextScheduleTime == nil {
+				t.Fatalf("Ready %+v: want scheduled", ready)
+			}
+		})
+	}
+}

@@ -662,3 +662,30 @@ func (s *Schedule) lastAtOrBefore(lo, now time.Time) time.Time {
 	}
 	return s.Next(lo)
 }
+
+// gapSamples is how many occurrences MinGap looks at: a cron schedule's occurrences are
+// the same within every day it fires on (its hours × minutes × seconds), so the closest
+// two are within a day, or across the night between two days it fires on; a few hundred
+// occurrences cover both for any schedule but one that fires that often anyway.
+const gapSamples = 500
+
+// MinGap is the shortest time between two consecutive occurrences after from (@every:
+// its period), or 0 when the schedule fires less than twice.
+func (s *Schedule) MinGap(from time.Time) time.Duration {
+	if s.every > 0 {
+		return s.every
+	}
+	var gap time.Duration
+	prev := s.Next(from)
+	for i := 1; i < gapSamples && !prev.IsZero(); i++ {
+		next := s.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		if d := next.Sub(prev); gap == 0 || d < gap {
+			gap = d
+		}
+		prev = next
+	}
+	return gap
+}

@@ -384,3 +384,41 @@ func matches(s *cron.SpecSchedule, w time.Time) bool {
 	return day && bit(s.Month, int(w.Month())) && bit(s.Hour, w.Hour()) &&
 		bit(s.Minute, w.Minute()) && bit(s.Second, w.Second()) && w.Nanosecond() == 0
 }
+
+// TestMinGap: how often a schedule fires at the closest, which --min-schedule-interval
+// bounds (a tenant's per-second jobs took the operator's shared API budget).
+func TestMinGap(t *testing.T) {
+	from := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for spec, want := range map[string]time.Duration{
+		"* * * * * *":     time.Second,
+		"*/10 * * * * *":  10 * time.Second,
+		"0,1 0 0 * * *":   time.Second, // twice a day, a second apart
+		"* * * * *":       time.Minute,
+		"*/5 * * * *":     5 * time.Minute,
+		"0,59 0,23 * * *": time.Minute, // 23:59 then 00:00 the next day
+		"0 3 * * *":       24 * time.Hour,
+		"@hourly":         time.Hour,
+		"@every 90s":      90 * time.Second,
+		"30 2 * * 1":      7 * 24 * time.Hour,
+		"0 0 1 1 *":       365 * 24 * time.Hour, // 2027-01-01 then 2028-01-01
+		"0 0,12 * * 1-5":  12 * time.Hour,
+		"0 22,23 * * 5":   time.Hour,
+		"*/20 8-9 * * *":  20 * time.Minute,
+		"0 0 0 29 2 ?":    4*365*24*time.Hour + 24*time.Hour, // leap days, 2028 then 2032
+	} {
+		s, err := Parse(spec, "UTC")
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		if got := s.MinGap(from); got != want {
+			t.Errorf("%s: %v, want %v", spec, got, want)
+		}
+	}
+	never, err := Parse("0 0 30 2 *", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := never.MinGap(from); got != 0 {
+		t.Errorf("a schedule that never fires: %v", got)
+	}
+}
