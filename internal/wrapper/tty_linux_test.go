@@ -50,7 +50,9 @@ func onTerminal(t *testing.T, env []string, argv ...string) (shown func() string
 	ptm, pts := openPTY(t)
 	var mu sync.Mutex
 	var screen bytes.Buffer
+	read := make(chan struct{}) // closed once the terminal said all it will
 	go func() {
+		defer close(read)
 		buf := make([]byte, 4096)
 		for {
 			n, err := ptm.Read(buf)
@@ -69,8 +71,19 @@ func onTerminal(t *testing.T, env []string, argv ...string) (shown func() string
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Only the processes hold the terminal now: once the last has closed it, the reader
+	// gets EIO, having read everything they wrote (done said so before the reader had read
+	// the last line: a loaded machine failed the checks of the screen).
+	_ = pts.Close()
 	ch := make(chan error, 1)
-	go func() { ch <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		select {
+		case <-read:
+		case <-time.After(5 * time.Second): // a process left holding the terminal
+		}
+		ch <- err
+	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return func() string { mu.Lock(); defer mu.Unlock(); return screen.String() }, ptm, ch
 }
