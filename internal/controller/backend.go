@@ -164,6 +164,12 @@ func secretProblem(key types.NamespacedName, cfg lock.ClientConfig, err error) *
 	if len(cfg.CACert) > 0 && !x509.NewCertPool().AppendCertsFromPEM(cfg.CACert) {
 		msg = fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: %s holds no PEM certificate", key, runpod.SecretKeyCACert)
 	}
+	for _, k := range []struct{ name, v string }{{runpod.SecretKeyPassword, cfg.Password}, {runpod.SecretKeyUsername, cfg.Username}} {
+		if strings.IndexFunc(k.v, unicode.IsControl) >= 0 {
+			// Most often the newline a file or echo leaves at the end.
+			msg = fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: key %q holds a control character (a newline at its end, as a file or echo leaves?), which no Redis credential has: write it without (kubectl create secret generic --from-literal, or echo -n)", key, k.name)
+		}
+	}
 	return &backendError{ReasonSecretInvalid, msg, err}
 }
 
@@ -193,6 +199,15 @@ func pingProblem(err error) string {
 	case errors.Is(err, lock.ErrTopology):
 		return "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"
 	case errors.Is(err, lock.ErrNoMaster):
+		var nm *lock.NoMasterError
+		if errors.As(err, &nm) && len(nm.Errs) > 0 {
+			// The first sentinel asked is the one that answered last (or the url's first).
+			first := nm.Errs[0]
+			if inner := errors.Unwrap(first); inner != nil {
+				first = inner // not the sentinel's address: it is the url's
+			}
+			return "no Sentinel answered with the master (" + pingProblem(first) + ")"
+		}
 		return "no Sentinel answered with the master"
 	case errors.As(err, &dnsErr):
 		return "host name not found"
@@ -349,8 +364,16 @@ func cleanWarning(w string) string {
 // durabilityMessage is the LockBackendReady message (and the Event's) for a Redis that
 // can lose locks: its warnings, each a sentence that says what to set.
 func durabilityMessage(warnings []string) string {
+	// Each Cluster node may have its own: past a few, the rest are counted (a condition's
+	// message is at most 32 KiB, and status with one over it is refused).
+	if len(warnings) > maxWarningsShown {
+		return fmt.Sprintf("%s; and %d more like these", strings.Join(warnings[:maxWarningsShown], "; "), len(warnings)-maxWarningsShown)
+	}
 	return strings.Join(warnings, "; ")
 }
+
+// maxWarningsShown bounds the warnings a message lists.
+const maxWarningsShown = 8
 
 // notDurableEvent reports whether a pass that finds these warnings emits a NotDurable
 // Event: when the condition enters NotDurable, or its warnings change. prev is the

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,5 +155,22 @@ func TestDurabilityWithoutInfoPermission(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "+info") || strings.Contains(warnings[0], "NOPERM") || strings.Contains(warnings[0], "pw") {
 		t.Errorf("warnings = %q, want the fixed +info warning", warnings)
+	}
+}
+
+// TestDurabilityMessageIsBounded: a Cluster of hundreds of masters without AOF, each its own
+// warning, made a LockBackendReady message over a condition's 32 KiB: every status write
+// of the job was refused (review, session 45).
+func TestDurabilityMessageIsBounded(t *testing.T) {
+	var w []string
+	for i := range 400 {
+		w = append(w, fmt.Sprintf("Redis 10.0.%d.%d:7000 has appendonly no: a restart loses the lock and the ledger (set appendonly yes)", i/250, i%250))
+	}
+	msg := durabilityMessage(w)
+	if len(msg) > 4096 || !strings.HasSuffix(msg, "and 392 more like these") || !strings.HasPrefix(msg, w[0]) {
+		t.Fatalf("%d bytes: %q", len(msg), msg[max(0, len(msg)-80):])
+	}
+	if got := durabilityMessage(w[:2]); got != w[0]+"; "+w[1] {
+		t.Fatalf("two warnings: %q", got)
 	}
 }

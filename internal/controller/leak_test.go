@@ -85,6 +85,15 @@ func TestBackendMessageGarbageURL(t *testing.T) {
 	if !strings.Contains(berr.Error(), "ca.crt holds no PEM certificate") {
 		t.Errorf("bad CA: %q", berr.Error())
 	}
+	// A password with the newline a file or echo leaves names its key (review, session
+	// 45: it read "url is not a valid Redis URL"), and shows none of it.
+	for _, key := range []string{"password", "username"} {
+		berr := checkSecret(t, "", map[string]string{"url": "redis://h:1", key: secretMark + "\n"})
+		assertClean(t, berr.Error())
+		if berr.reason != ReasonSecretInvalid || !strings.Contains(berr.Error(), `key "`+key+`" holds a control character`) {
+			t.Errorf("%s with a newline: %s %q", key, berr.reason, berr.Error())
+		}
+	}
 }
 
 // An HTTP server (a real one, on loopback) answers PING with its own bytes.
@@ -197,6 +206,12 @@ func TestPingProblem(t *testing.T) {
 		{fmt.Errorf("redis: can't parse %q", "HTTP/1.1 400 "+secretMark), "not a Redis server, or it failed (the error is not shown: it may quote the server)"},
 		{errors.New("redis: all sentinels specified in configuration are unreachable"), "no Sentinel answered with the master"},
 		{fmt.Errorf("%w %q: %w", lock.ErrNoMaster, "m", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), "no Sentinel answered with the master"},
+		// Why the first sentinel asked did not answer (a review found every sentinel
+		// failure read alike, a wrong sentinel_password too).
+		{&lock.NoMasterError{Master: "m", Errs: []error{fmt.Errorf("sentinel s:26379: %w", serverError("WRONGPASS invalid username-password pair"))}},
+			"no Sentinel answered with the master (authentication failed)"},
+		{&lock.NoMasterError{Master: "m", Errs: []error{fmt.Errorf("sentinel s:26379: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), errors.New("x")}},
+			"no Sentinel answered with the master (connection refused)"},
 		{fmt.Errorf("dial: %w: the master's host is not a host name or address", lock.ErrTopology), "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"},
 		{fmt.Errorf("%w: 169.254.169.254", lock.ErrNotAllowed), "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"},
 	} {
@@ -224,3 +239,9 @@ func TestFixedWarning(t *testing.T) {
 		}
 	}
 }
+
+// serverError is an error reply of a Redis server, as go-redis types them.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -23,25 +25,21 @@ import (
 // seed's slot map makes a client, with its pool, of every node it names, dialled or not:
 // 60,000 replicas held 256 MiB. So:
 //
-//   - Sentinel: NewTenantClient asks the url's sentinels, in turn, for the master's address
-//     at each new connection, checks the answer, and dials the master as a plain client
-//     does: no subscription, no discovery. A failover is followed as connections are made
-//     again (tenantConnLifetime, or a connection that failed).
-//   - Cluster (NewGuardedClient too): a slot map naming more than maxClusterNodes nodes, or
-//     more ranges than the slots, is refused before go-redis acts on it.
+//   - Sentinel: NewTenantClient asks the url's sentinels for the master's address at each
+//     new connection (the one that answered last alone for a second, then the others at
+//     once), checks the answer, and dials the master as a plain client does: no
+//     subscription, no discovery. While commands flow it asks again in the background
+//     every 2 s, and a connection to a master they no longer name is closed at its next
+//     command (a failover followed within a few seconds, as +switch-master did).
+//   - Cluster (every client): a slot map naming more than maxClusterNodes nodes, or more
+//     ranges than the slots, is refused before go-redis acts on it, and so are maps and
+//     redirects past a budget of distinct nodes per client and per process (clusterBudget).
 //
 // lockwrap keeps go-redis's Sentinel client: it follows a failover within a run, and its
 // server is its own tenant's.
-const (
-	// maxClusterNodes bounds the distinct nodes (masters and replicas) of a slot map:
-	// Redis Cluster is meant for up to 1,000 nodes.
-	maxClusterNodes = 1000
-	// maxSlotRanges: the slots.
-	maxSlotRanges = 16384
-	// tenantConnLifetime: a Sentinel-resolved connection is made again (and the master
-	// asked for again) at least this often.
-	tenantConnLifetime = 30 * time.Second
-)
+// tenantConnLifetime: a Sentinel-resolved connection is made again (and the master asked
+// for again) at least this often.
+const tenantConnLifetime = 30 * time.Second
 
 // ErrTopology is the error of a Sentinel answer or a Cluster slot map this project does not
 // act on.
@@ -65,65 +63,230 @@ func NewTenantClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, 
 	if o.MasterName == "" {
 		return newUniversal(o), nil
 	}
+	m := &sentinelMaster{o: o, dial: o.Dialer}
 	so := o.Simple()
 	so.Addr = o.Addrs[0] // a label: each connection asks the sentinels
-	so.Dialer = sentinelDialer(o, a)
+	so.Dialer = m.dialMaster
 	so.ConnMaxLifetime = tenantConnLifetime
-	return redis.NewClient(so), nil
+	so.DialerRetries = 2
+	c := redis.NewClient(so)
+	c.AddHook(m)
+	return c, nil
 }
 
-// newUniversal is redis.NewUniversalClient with a Cluster's slot maps bounded.
+// newUniversal is redis.NewUniversalClient with a Cluster's nodes bounded (clusterBudget).
 func newUniversal(o *redis.UniversalOptions) redis.UniversalClient {
 	if !o.IsClusterMode {
 		return redis.NewUniversalClient(o)
 	}
 	co := o.Cluster()
+	b := newClusterBudget()
 	co.NewClient = func(opt *redis.Options) *redis.Client {
 		c := redis.NewClient(opt)
-		c.AddHook(slotMapBound{})
+		c.AddHook(b)
 		return c
 	}
 	return redis.NewClusterClient(co)
 }
 
-// sentinelDialer dials the master that the first of o's sentinels to answer names, each
-// sentinel asked on a connection of its own (closed after), through the guarded dialer.
-func sentinelDialer(o *redis.UniversalOptions, a *AllowedHosts) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	dial := guardedDialer(o, a)
-	return func(ctx context.Context, network, _ string) (net.Conn, error) {
-		master, err := askSentinels(ctx, o, dial)
-		if err != nil {
-			return nil, err
+const (
+	// maxSentinelsAsked: the url's sentinels asked at most (at once, after the last to
+	// answer alone).
+	maxSentinelsAsked = 16
+	// firstSentinelWait is how long the sentinel that answered last is asked alone.
+	firstSentinelWait = time.Second
+	// recheckMaster is how often, while commands flow, the sentinels are asked again in
+	// the background: a connection to a master they no longer name is closed at its next
+	// command (go-redis's Sentinel client learnt it from +switch-master).
+	recheckMaster = 2 * time.Second
+)
+
+// sentinelMaster is the master of a Sentinel url as its sentinels last named it.
+type sentinelMaster struct {
+	o    *redis.UniversalOptions
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	mu       sync.Mutex
+	addr     string    // the master last named ("" before)
+	asked    time.Time // when the sentinels were last asked
+	first    int       // the sentinel that answered last
+	checking bool      // a background recheck is under way
+}
+
+// errMasterMoved ends a command on a connection to a master the sentinels no longer name;
+// go-redis drops the connection and tries again on a new one (an unexpected EOF is what it
+// retries).
+var errMasterMoved = fmt.Errorf("the sentinels name another master: %w", io.ErrUnexpectedEOF)
+
+// dialMaster is the client's dialer: the master the sentinels name now.
+func (m *sentinelMaster) dialMaster(ctx context.Context, network, _ string) (c net.Conn, err error) {
+	// go-redis may call a dialer from a goroutine of its own (a pool that keeps failing
+	// retries in the background): a sentinel's answer is read here, and must not be able
+	// to end the process.
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("%w: asking the sentinels failed: %v", ErrNoMaster, p)
 		}
-		return dial(ctx, network, master)
+	}()
+	addr, err := m.ask(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := m.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &masterConn{Conn: conn, addr: addr, m: m}, nil
+}
+
+// current is the master last named.
+func (m *sentinelMaster) current() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// ask asks the sentinels for the master: the one that answered last alone for a second,
+// then the others at once; the first address given wins. It records the answer.
+func (m *sentinelMaster) ask(ctx context.Context) (string, error) {
+	sentinels := m.o.Addrs[:min(len(m.o.Addrs), maxSentinelsAsked)]
+	m.mu.Lock()
+	first := m.first % len(sentinels)
+	m.mu.Unlock()
+	answered := func(i int, addr string) string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.addr, m.asked, m.first = addr, time.Now(), i
+		return addr
+	}
+	fctx, cancel := context.WithTimeout(ctx, firstSentinelWait)
+	addr, err := m.askOne(fctx, sentinels[first])
+	cancel()
+	if err == nil {
+		return answered(first, addr), nil
+	}
+	errs := []error{fmt.Errorf("sentinel %s: %w", sentinels[first], err)}
+	type answer struct {
+		i    int
+		addr string
+		err  error
+	}
+	answers := make(chan answer, len(sentinels))
+	actx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	asking := 0
+	for i, s := range sentinels {
+		if i == first {
+			continue
+		}
+		asking++
+		go func() {
+			var a answer
+			defer func() {
+				if p := recover(); p != nil {
+					a.err = fmt.Errorf("the answer failed the client: %v", p)
+				}
+				answers <- a
+			}()
+			a.i = i
+			a.addr, a.err = m.askOne(actx, s)
+		}()
+	}
+	for range asking {
+		a := <-answers
+		if a.err == nil {
+			return answered(a.i, a.addr), nil
+		}
+		errs = append(errs, fmt.Errorf("sentinel %s: %w", sentinels[a.i], a.err))
+	}
+	return "", &NoMasterError{Master: m.o.MasterName, Errs: errs}
+}
+
+// askOne asks one sentinel, on a connection of its own (closed after).
+func (m *sentinelMaster) askOne(ctx context.Context, sentinel string) (string, error) {
+	o := m.o
+	sc := redis.NewSentinelClient(&redis.Options{
+		Addr: sentinel, Dialer: m.dial, Username: o.SentinelUsername, Password: o.SentinelPassword,
+		Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1, DialerRetries: 1,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true,
+	})
+	defer sc.Close()
+	reply, err := sc.GetMasterAddrByName(ctx, o.MasterName).Result()
+	if err != nil {
+		return "", err
+	}
+	return masterAddr(reply)
+}
+
+// recheck asks the sentinels again, in the background, when they were last asked over
+// recheckMaster ago (one recheck at a time).
+func (m *sentinelMaster) recheck() {
+	m.mu.Lock()
+	if m.checking || time.Since(m.asked) < recheckMaster {
+		m.mu.Unlock()
+		return
+	}
+	m.checking = true
+	m.mu.Unlock()
+	go func() {
+		defer func() {
+			_ = recover() // a failed answer is no answer: the master stays as it was
+			m.mu.Lock()
+			m.checking = false
+			m.asked = time.Now() // failed too: not again before recheckMaster
+			m.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), m.o.DialTimeout)
+		defer cancel()
+		_, _ = m.ask(ctx)
+	}()
+}
+
+// The hook: each command may start a recheck.
+func (m *sentinelMaster) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (m *sentinelMaster) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		m.recheck()
+		return next(ctx, cmd)
 	}
 }
 
-// askSentinels returns the master's address as the first of o's sentinels to answer says
-// it, or why none did.
-func askSentinels(ctx context.Context, o *redis.UniversalOptions, dial func(context.Context, string, string) (net.Conn, error)) (string, error) {
-	var errs []error
-	for _, s := range o.Addrs {
-		sc := redis.NewSentinelClient(&redis.Options{
-			Addr: s, Dialer: dial, Username: o.SentinelUsername, Password: o.SentinelPassword,
-			Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
-			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, ContextTimeoutEnabled: true,
-		})
-		reply, err := sc.GetMasterAddrByName(ctx, o.MasterName).Result()
-		_ = sc.Close()
-		if err == nil {
-			var addr string
-			if addr, err = masterAddr(reply); err == nil {
-				return addr, nil
-			}
-		}
-		errs = append(errs, fmt.Errorf("sentinel %s: %w", s, err))
-		if ctx.Err() != nil {
-			break
-		}
+func (m *sentinelMaster) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		m.recheck()
+		return next(ctx, cmds)
 	}
-	return "", fmt.Errorf("%w %q: %w", ErrNoMaster, o.MasterName, errors.Join(errs...))
 }
+
+// masterConn is a connection to the master at addr: a command on it once the sentinels
+// name another fails (errMasterMoved), and the connection is closed.
+type masterConn struct {
+	net.Conn
+	addr string
+	m    *sentinelMaster
+}
+
+func (c *masterConn) Write(b []byte) (int, error) {
+	if cur := c.m.current(); cur != "" && cur != c.addr {
+		_ = c.Conn.Close()
+		return 0, errMasterMoved
+	}
+	return c.Conn.Write(b)
+}
+
+// NoMasterError: none of a Sentinel url's sentinels named the master; Errs says why, for
+// each one asked.
+type NoMasterError struct {
+	Master string
+	Errs   []error
+}
+
+func (e *NoMasterError) Error() string {
+	return fmt.Sprintf("%v %q: %v", ErrNoMaster, e.Master, errors.Join(e.Errs...))
+}
+
+func (e *NoMasterError) Is(target error) bool { return target == ErrNoMaster }
 
 // masterAddr is a SENTINEL GET-MASTER-ADDR-BY-NAME answer as an address, if it is one.
 func masterAddr(reply []string) (string, error) {
@@ -140,26 +303,137 @@ func masterAddr(reply []string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// slotMapBound fails a CLUSTER SLOTS answer over the bounds before the Cluster client
-// makes a node of each address in it.
-type slotMapBound struct{}
+// A Cluster client makes a node (a client with its pool, about 4.4 KiB) of every address a
+// slot map or a MOVED or ASK redirect names, and frees those a newer map leaves out a
+// minute later. A seed handing out a new map of other nodes at each reload (a MOVED
+// reloads) kept thousands. So each client has a budget of distinct addresses over
+// clusterWindow, and the process one over all its clients: a slot map or a redirect that
+// would go past either fails (ErrTopology) before the client acts on it.
+const (
+	// maxClusterNodes bounds the distinct nodes (masters and replicas) a client may have
+	// had named in clusterWindow: Redis Cluster is meant for up to 1,000 nodes.
+	maxClusterNodes = 1000
+	// maxProcessClusterNodes bounds them over every client of the process (about 36 MiB).
+	maxProcessClusterNodes = 8192
+	// maxSlotRanges: the slots.
+	maxSlotRanges = 16384
+	// clusterWindow: an address counts for this long after it was last named. It outlasts
+	// an idle client (the manager closes a Secret's after 10 minutes unused), whose map
+	// is not reloaded while its nodes are held.
+	clusterWindow = 15 * time.Minute
+)
 
-func (slotMapBound) DialHook(next redis.DialHook) redis.DialHook { return next }
+// clusterBudgets are the process's budgets, for its count of addresses.
+var clusterBudgets = struct {
+	sync.Mutex
+	all map[*clusterBudget]bool
+}{all: map[*clusterBudget]bool{}}
 
-func (slotMapBound) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+// clusterBudget is one Cluster client's: the addresses named, and when last.
+type clusterBudget struct {
+	seen map[string]time.Time // under clusterBudgets' lock
 }
 
-func (slotMapBound) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if sc, ok := cmd.(*redis.ClusterSlotsCmd); ok && err == nil {
-			if err = checkSlotMap(sc.Val()); err != nil {
-				sc.SetErr(err)
+func newClusterBudget() *clusterBudget { return &clusterBudget{seen: map[string]time.Time{}} }
+
+// admit counts addrs as named now, or says why they go past a budget (and counts none).
+func (b *clusterBudget) admit(addrs []string, now time.Time) error {
+	clusterBudgets.Lock()
+	defer clusterBudgets.Unlock()
+	total := 0
+	for other := range clusterBudgets.all {
+		for a, at := range other.seen {
+			if now.Sub(at) > clusterWindow {
+				delete(other.seen, a)
+			}
+		}
+		if len(other.seen) == 0 && other != b {
+			delete(clusterBudgets.all, other)
+		}
+		total += len(other.seen)
+	}
+	fresh := 0
+	for _, a := range addrs {
+		if _, ok := b.seen[a]; !ok {
+			fresh++
+		}
+	}
+	switch {
+	case len(b.seen)+fresh > maxClusterNodes:
+		return fmt.Errorf("%w: the Cluster named more than %d nodes in %v", ErrTopology, maxClusterNodes, clusterWindow)
+	case total+fresh > maxProcessClusterNodes:
+		return fmt.Errorf("%w: this process's Redis Clusters named more than %d nodes in %v", ErrTopology, maxProcessClusterNodes, clusterWindow)
+	}
+	for _, a := range addrs {
+		b.seen[a] = now
+	}
+	if len(b.seen) > 0 {
+		clusterBudgets.all[b] = true
+	}
+	return nil
+}
+
+func (b *clusterBudget) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (b *clusterBudget) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if rerr := b.redirect(cmd.Err()); rerr != nil {
+				cmd.SetErr(rerr)
+				err = rerr
 			}
 		}
 		return err
 	}
+}
+
+func (b *clusterBudget) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if sc, ok := cmd.(*redis.ClusterSlotsCmd); ok && err == nil {
+			if err = checkSlotMap(sc.Val()); err == nil {
+				err = b.admit(slotMapAddrs(sc.Val()), time.Now())
+			}
+			if err != nil {
+				sc.SetErr(err)
+			}
+			return err
+		}
+		if rerr := b.redirect(err); rerr != nil {
+			cmd.SetErr(rerr)
+			return rerr
+		}
+		return err
+	}
+}
+
+// redirect counts the node a MOVED or ASK error names; an error if over a budget.
+func (b *clusterBudget) redirect(err error) error {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return nil
+	}
+	words := strings.Fields(rerr.Error())
+	if len(words) != 3 || (words[0] != "MOVED" && words[0] != "ASK") {
+		return nil
+	}
+	return b.admit(words[2:], time.Now())
+}
+
+// slotMapAddrs are the distinct addresses of a slot map.
+func slotMapAddrs(slots []redis.ClusterSlot) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range slots {
+		for _, n := range s.Nodes {
+			if !seen[n.Addr] {
+				seen[n.Addr] = true
+				out = append(out, n.Addr)
+			}
+		}
+	}
+	return out
 }
 
 // checkSlotMap says why a slot map is over the bounds, or nil.

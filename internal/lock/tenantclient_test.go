@@ -168,3 +168,158 @@ func TestLoggerKeepsAServersTextOnOneLine(t *testing.T) {
 		t.Errorf("a %d-byte line", len(got[1]))
 	}
 }
+
+// TestTenantClientAsksTheOtherSentinels: the url's first sentinel hangs; the others are
+// asked, and the master is reached within a probe's 2 s (the sentinels were asked one
+// after another, each within the whole dial budget: the first hung one cut the manager
+// off from a healthy Sentinel deployment).
+func TestTenantClientAsksTheOtherSentinels(t *testing.T) {
+	srv := redistest.Start(t)
+	hung := redistest.StartSilent(t)
+	good := redistest.StartHostileSentinel(t, srv.Addr)
+	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + hung + "," + good.Addr + "?master=m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping through the second sentinel: %v", err)
+	}
+}
+
+// TestTenantClientLeavesADemotedMaster: once the sentinels name another master (a failover;
+// the old one still answering, as it does until Sentinel reconfigures it, or for good
+// across a partition), writes reach the new one within seconds, not at the connection's
+// lifetime (30 s): go-redis's Sentinel client learnt it from +switch-master at once.
+func TestTenantClientLeavesADemotedMaster(t *testing.T) {
+	first, second := redistest.Start(t), redistest.Start(t)
+	var mu sync.Mutex
+	master := first.Addr()
+	sentinel := redistest.StartHostileSentinel(t, func() string { mu.Lock(); defer mu.Unlock(); return master })
+	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + sentinel.Addr + "?master=m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	master = second.Addr()
+	mu.Unlock()
+	switched := time.Now()
+	admin := second.Client()
+	defer admin.Close()
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_ = c.Set(ctx, "k", "after", 0).Err()
+		return admin.Get(ctx, "k").Val() == "after", nil
+	}); err != nil {
+		t.Fatalf("the new master never got a write: %v", err)
+	}
+	if took := time.Since(switched); took > 6*time.Second {
+		t.Errorf("writes reached the new master %v after the sentinels named it", took)
+	}
+}
+
+// TestClusterBudgetSpansSlotMaps: a seed that hands out a new map of other nodes at each
+// reload (and a MOVED at each command, which reloads) made the client a node of each: a
+// review measured ~200 MiB in 18 s. Past the client's budget of distinct nodes, maps and
+// redirects fail before the client acts on them; a map it already has passes.
+func TestClusterBudgetSpansSlotMaps(t *testing.T) {
+	resetClusterBudgets(t)
+	ctx := context.Background()
+	b := newClusterBudget()
+	slotsOf := func(n int) []redis.ClusterSlot {
+		nodes := []redis.ClusterNode{{Addr: "10.0.0.1:7000"}}
+		for i := range 900 {
+			nodes = append(nodes, redis.ClusterNode{Addr: fmt.Sprintf("10.%d.%d.%d:7000", n, i/250, i%250+1)})
+		}
+		return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: nodes}}
+	}
+	load := func(n int) error {
+		cmd := redis.NewClusterSlotsCmd(ctx)
+		return b.ProcessHook(func(context.Context, redis.Cmder) error {
+			cmd.SetVal(slotsOf(n))
+			return nil
+		})(ctx, cmd)
+	}
+	redirect := func(to string) error {
+		cmd := redis.NewStatusCmd(ctx, "set", "k", "v")
+		return b.ProcessHook(func(context.Context, redis.Cmder) error {
+			err := serverError("MOVED 866 " + to)
+			cmd.SetErr(err)
+			return err
+		})(ctx, cmd)
+	}
+	if err := load(1); err != nil {
+		t.Fatalf("the first map: %v", err)
+	}
+	if err := load(1); err != nil {
+		t.Fatalf("the same map again: %v", err)
+	}
+	if err := redirect("10.1.0.5:7000"); err == nil || strings.Contains(err.Error(), "over lockedcron's bounds") {
+		t.Fatalf("a redirect to a node of the map: %v, want the MOVED itself", err)
+	}
+	if err := load(2); err == nil || !strings.Contains(err.Error(), "named more than 1000 nodes") {
+		t.Fatalf("a second map of 900 other nodes: %v, want refused", err)
+	}
+	for i := range 200 {
+		err := redirect(fmt.Sprintf("10.200.%d.%d:7000", i/250, i%250+1))
+		if i < maxClusterNodes-901 {
+			if err == nil || strings.Contains(err.Error(), "over lockedcron's bounds") {
+				t.Fatalf("redirect %d within the budget: %v", i, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "named more than 1000 nodes") {
+			t.Fatalf("redirect %d past the budget: %v, want refused", i, err)
+		}
+	}
+}
+
+// TestClusterBudgetOfTheProcess: clients of many Secrets, each map within a client's
+// budget, together past the process's: refused too (58 Secrets of 999-node maps held the
+// manager's memory limit).
+func TestClusterBudgetOfTheProcess(t *testing.T) {
+	resetClusterBudgets(t)
+	now := time.Now()
+	var last error
+	for i := range maxProcessClusterNodes/900 + 1 {
+		b := newClusterBudget()
+		addrs := make([]string, 900)
+		for j := range addrs {
+			addrs[j] = fmt.Sprintf("10.%d.%d.%d:7000", i, j/250, j%250)
+		}
+		last = b.admit(addrs, now)
+		if last != nil && i < maxProcessClusterNodes/900 {
+			t.Fatalf("client %d refused: %v", i, last)
+		}
+	}
+	if last == nil || !strings.Contains(last.Error(), "this process's Redis Clusters named more than") {
+		t.Fatalf("the last client: %v, want refused", last)
+	}
+	// Addresses not named for the window no longer count.
+	if err := newClusterBudget().admit([]string{"10.255.0.1:7000"}, now.Add(clusterWindow+time.Second)); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+}
+
+// resetClusterBudgets forgets the process's budgets for a test, and after it.
+func resetClusterBudgets(t *testing.T) {
+	reset := func() {
+		clusterBudgets.Lock()
+		clusterBudgets.all = map[*clusterBudget]bool{}
+		clusterBudgets.Unlock()
+	}
+	reset()
+	t.Cleanup(reset)
+}
+
+// serverError is an error reply of a Redis server, as go-redis types them.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}

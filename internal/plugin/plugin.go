@@ -133,7 +133,8 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		// The same variable lockwrap reads: an admin's shell can share the manager's list.
 		RedisAllowedHosts: os.Getenv("LOCKEDCRON_REDIS_ALLOWED_HOSTS"),
 		Now:               time.Now,
-		RemovedGrace:      30 * time.Second,
+		// Longer than a pass may take (the manager's --reconcile-timeout, 1m).
+		RemovedGrace:      2 * time.Minute,
 	}
 }
 

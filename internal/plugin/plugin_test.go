@@ -870,6 +870,7 @@ func TestRunWaitRequestRemoved(t *testing.T) {
 	}{
 		{"before it was handled", false, plugin.ExitNotRun, []string{"was removed from lockedcronjob", "no pod of it was made within 2s: it was not run"}},
 		{"its pod made by a controller behind", true, 0, []string{"was removed from lockedcronjob", "Outcome:       Succeeded"}},
+		{"requested again before the grace ended, then refused", false, plugin.ExitRefused, []string{"was removed from lockedcronjob", "a blackout is in effect"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "redis://127.0.0.1:1")
@@ -893,6 +894,20 @@ func TestRunWaitRequestRemoved(t *testing.T) {
 				}
 				if tc.ourPod {
 					succeededRequestPod(ctx, t, job, "fix-1")
+				}
+				if tc.code == plugin.ExitRefused {
+					// Set again at once; recorded (refused) only after the grace would have
+					// ended: the wait goes on as for any request.
+					job.Annotations[v1alpha1.AnnotationRunRequest] = "fix-1"
+					if err := k8s.Update(ctx, job); err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(3 * time.Second) // past the 2 s grace: what the test is about
+					job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "fix-1", Contention: "Wait", HandledAt: metav1.Now(), Refused: "a blackout is in effect"}
+					if err := k8s.Status().Update(ctx, job); err != nil {
+						t.Error(err)
+					}
 				}
 			}()
 			r := klWith(func(o *plugin.Options) { o.RemovedGrace = 2 * time.Second },

@@ -71,7 +71,7 @@ succeeded. The run waits for the lock (bounded) unless --fail-fast.
 
 --wait follows the request to its end: it prints the controller's refusal, or the job's
 report, and exits with the job's exit code (or one of the codes below). A request removed
-from the job before the controller recorded it is waited for 30s more (a controller behind
+from the job before the controller recorded it is waited for 2m more (a controller behind
 may still make its pod), then reported not run (101).
 
 ` + exitCodesHelp,
@@ -197,6 +197,22 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 // follow waits for the controller to handle the request, then for its pod to end; it
 // fills res and returns the exit code.
 func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.LockedCronJob, res *RunResult) (int, error) {
+	req, err := o.awaitHandled(ctx, c, job, res)
+	for errors.Is(err, errRequestedAgain) {
+		req, err = o.awaitHandled(ctx, c, job, res)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return o.followPod(ctx, c, job, req, res)
+}
+
+// errRequestedAgain: the request was removed, and set again before it was given up.
+var errRequestedAgain = errors.New("the run request was set again")
+
+// awaitHandled waits for the controller to handle the request: what status or its pod
+// says of it.
+func (o *Options) awaitHandled(ctx context.Context, c client.WithWatch, job *v1alpha1.LockedCronJob, res *RunResult) (*v1alpha1.RunRequest, error) {
 	var req *v1alpha1.RunRequest
 	// A request removed from the job before the controller recorded it is waited for
 	// o.RemovedGrace more (a controller behind may have made its pod already, or be about
@@ -259,9 +275,11 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 	if errors.Is(context.Cause(gctx), errRequestRemoved) && ctx.Err() == nil {
 		req, err = o.removedLastLook(ctx, c, job, res)
 	}
-	if err != nil {
-		return 0, err
-	}
+	return req, err
+}
+
+// followPod follows the handled request's pod to its end.
+func (o *Options) followPod(ctx context.Context, c client.WithWatch, job *v1alpha1.LockedCronJob, req *v1alpha1.RunRequest, res *RunResult) (int, error) {
 	if req.Refused != "" {
 		res.Refused = req.Refused
 		return ExitRefused, nil
@@ -274,7 +292,7 @@ func (o *Options) follow(ctx context.Context, c client.WithWatch, job *v1alpha1.
 	pod := &corev1.Pod{}
 	pod.Namespace, pod.Name = job.Namespace, req.Pod
 	var final *corev1.Pod
-	err = watchUntil(ctx, c, &corev1.PodList{}, pod, func(ev watch.EventType, obj client.Object) (bool, error) {
+	err := watchUntil(ctx, c, &corev1.PodList{}, pod, func(ev watch.EventType, obj client.Object) (bool, error) {
 		p := obj.(*corev1.Pod)
 		if runstatus.Finished(p) {
 			final = p
@@ -315,6 +333,9 @@ func (o *Options) removedLastLook(ctx context.Context, c client.Client, job *v1a
 	}
 	if pod, err := requestPod(ctx, c, j, res.ID); err != nil || pod != "" {
 		return &v1alpha1.RunRequest{ID: res.ID, Pod: pod}, err
+	}
+	if j.Annotations[v1alpha1.AnnotationRunRequest] == res.ID {
+		return nil, errRequestedAgain
 	}
 	return nil, exitf(ExitNotRun, "run %s of %s/%s: the request was removed from the job (annotation %s) before the controller recorded it, and no pod of it was made within %v: it was not run",
 		res.ID, j.Namespace, j.Name, v1alpha1.AnnotationRunRequest, o.RemovedGrace)
