@@ -428,7 +428,17 @@ func (g *Sentinel) Failover() string {
 	if err != nil {
 		g.t.Fatalf("redistest: current master: %v", err)
 	}
-	g.Sentinels[0].Do("SENTINEL", "FAILOVER", g.MasterName)
+	// A sentinel that has not yet learnt of an in-sync replica refuses (NOGOODSLAVE): ask
+	// again until it takes the failover.
+	sc := g.Sentinels[0].Client()
+	defer sc.Close()
+	waitFor(g.t, "a sentinel taking the failover", func(ctx context.Context) bool {
+		err := sc.Do(ctx, "SENTINEL", "FAILOVER", g.MasterName).Err()
+		if err != nil && !strings.Contains(err.Error(), "NOGOODSLAVE") {
+			g.t.Fatalf("redistest: SENTINEL FAILOVER on %s: %v", g.Sentinels[0].Addr(), err)
+		}
+		return err == nil
+	})
 	var now string
 	waitFor(g.t, "failover away from "+old, func(ctx context.Context) bool {
 		now, err = g.CurrentMaster(ctx)
