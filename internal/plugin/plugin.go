@@ -134,7 +134,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		RedisAllowedHosts: os.Getenv("LOCKEDCRON_REDIS_ALLOWED_HOSTS"),
 		Now:               time.Now,
 		// Longer than a pass may take (the manager's --reconcile-timeout, 1m).
-		RemovedGrace:      2 * time.Minute,
+		RemovedGrace: 2 * time.Minute,
 	}
 }
 
