@@ -88,6 +88,10 @@ type cachedClient struct {
 	sum    [32]byte
 	client redis.UniversalClient
 	addrs  string // the URL's host:port list, for messages
+	// made: when; a Cluster client is made again after clusterClientMaxAge (go-redis
+	// keeps every node address it was ever named, the budget's window aside).
+	made    time.Time
+	cluster bool
 	// durability: the warnings of the last check, and when it ran (zero: never).
 	durableAt time.Time
 	warnings  []string
@@ -135,10 +139,17 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if c, ok := b.clients[key]; ok {
-		if c.sum == sum {
+		switch {
+		case c.sum != sum:
+			_ = c.client.Close()
+		case c.cluster && b.now().Sub(c.made) >= clusterClientMaxAge:
+			// Those that hold it (the health view until its next read of the Secret, a
+			// marker's write) go on with it a little.
+			old := c.client
+			time.AfterFunc(oldClientGrace, func() { _ = old.Close() })
+		default:
 			return c.client, c.addrs, nil
 		}
-		_ = c.client.Close()
 		delete(b.clients, key)
 	}
 	o, err := lock.ParseURL(cfg)
@@ -153,9 +164,19 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 		}
 		return nil, "", secretProblem(key, cfg, err)
 	}
-	b.clients[key] = cachedClient{sum: sum, client: c, addrs: addrs}
+	b.clients[key] = cachedClient{sum: sum, client: c, addrs: addrs, made: b.now(), cluster: o.IsClusterMode}
 	return c, addrs, nil
 }
+
+// clusterClientMaxAge: a Cluster client is made again this often. go-redis remembers every
+// address a slot map or redirect ever named, and walks them all when no node answers: a
+// seed naming 1,000 new ones each 15 minutes (the node budget's window) would add up over
+// days.
+const clusterClientMaxAge = time.Hour
+
+// oldClientGrace: a Cluster client made again is closed this long after, past the health
+// view's next read of the Secret (SecretTTL, a minute).
+const oldClientGrace = 3 * time.Minute
 
 // secretProblem is the fixed message for Secret contents lock cannot use. lock's own
 // errors quote the URL (password redacted), but the rest of a URL can be a secret too.
@@ -196,6 +217,8 @@ func pingProblem(err error) string {
 		return "answered with a reply over lockedcron's bounds (not a Redis server, or a hostile one)"
 	case errors.Is(err, lock.ErrNotAllowed):
 		return "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"
+	case errors.Is(err, lock.ErrProcessBudget):
+		return "refused: this manager's Redis Clusters together were named over 8,192 nodes in 15 minutes (another Secret's Cluster may have used them up; see the manager's memory)"
 	case errors.Is(err, lock.ErrTopology):
 		return "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"
 	case errors.Is(err, lock.ErrNoMaster):

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -172,5 +174,37 @@ func TestDurabilityMessageIsBounded(t *testing.T) {
 	}
 	if got := durabilityMessage(w[:2]); got != w[0]+"; "+w[1] {
 		t.Fatalf("two warnings: %q", got)
+	}
+}
+
+// TestClusterClientMadeAgainHourly: go-redis's Cluster client remembers every address a
+// slot map or redirect ever named (and walks them all when no node answers): the manager
+// makes a Secret's Cluster client again each hour, closing the old one only after those
+// holding it have moved on. A standalone client is kept.
+func TestClusterClientMadeAgainHourly(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for url, remade := range map[string]bool{"redis+cluster://127.0.0.1:1": true, "redis://127.0.0.1:1": false} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"}, Data: map[string][]byte{"url": []byte(url)}}
+		b := newBackends(fake.NewClientBuilder().WithObjects(secret).Build())
+		b.now = func() time.Time { return now }
+		first, _, berr := b.client(context.Background(), "ns", "redis")
+		if berr != nil {
+			t.Fatal(berr)
+		}
+		now = now.Add(59 * time.Minute)
+		if again, _, _ := b.client(context.Background(), "ns", "redis"); again != first {
+			t.Fatalf("%s: made again within the hour", url)
+		}
+		now = now.Add(2 * time.Minute)
+		later, _, _ := b.client(context.Background(), "ns", "redis")
+		if (later != first) != remade {
+			t.Fatalf("%s: made again after an hour: %t, want %t", url, later != first, remade)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		if err := first.Ping(ctx).Err(); errors.Is(err, redis.ErrClosed) {
+			t.Fatalf("%s: the old client closed at once, under those still holding it", url)
+		}
+		cancel()
+		b.close()
 	}
 }

@@ -45,6 +45,10 @@ const tenantConnLifetime = 30 * time.Second
 // act on.
 var ErrTopology = errors.New("redis topology over lockedcron's bounds")
 
+// ErrProcessBudget: the process's Cluster clients together were named more nodes than it
+// allows (one tenant's may have used them up).
+var ErrProcessBudget = fmt.Errorf("%w: the Cluster nodes of all of this process's clients", ErrTopology)
+
 // ErrNoMaster is the error of a connection none of whose sentinels named the master.
 var ErrNoMaster = errors.New("no sentinel named the master")
 
@@ -159,13 +163,6 @@ func (m *sentinelMaster) ask(ctx context.Context) (string, error) {
 		m.addr, m.asked, m.first = addr, time.Now(), i
 		return addr
 	}
-	fctx, cancel := context.WithTimeout(ctx, firstSentinelWait)
-	addr, err := m.askOne(fctx, sentinels[first])
-	cancel()
-	if err == nil {
-		return answered(first, addr), nil
-	}
-	errs := []error{fmt.Errorf("sentinel %s: %w", sentinels[first], err)}
 	type answer struct {
 		i    int
 		addr string
@@ -175,29 +172,53 @@ func (m *sentinelMaster) ask(ctx context.Context) (string, error) {
 	actx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 	asking := 0
-	for i, s := range sentinels {
-		if i == first {
-			continue
-		}
+	askIn := func(i int) {
 		asking++
 		go func() {
-			var a answer
+			a := answer{i: i}
 			defer func() {
 				if p := recover(); p != nil {
 					a.err = fmt.Errorf("the answer failed the client: %v", p)
 				}
 				answers <- a
 			}()
-			a.i = i
-			a.addr, a.err = m.askOne(actx, s)
+			a.addr, a.err = m.askOne(actx, sentinels[i])
 		}()
 	}
-	for range asking {
-		a := <-answers
-		if a.err == nil {
-			return answered(a.i, a.addr), nil
+	// The first alone for a second (a single one, a Service in front of them all, for as
+	// long as ctx allows), then the others too; its answer still counts.
+	askIn(first)
+	others := len(sentinels) == 1
+	askOthers := func() {
+		if !others {
+			others = true
+			for i := range sentinels {
+				if i != first {
+					askIn(i)
+				}
+			}
 		}
-		errs = append(errs, fmt.Errorf("sentinel %s: %w", sentinels[a.i], a.err))
+	}
+	wait := time.NewTimer(firstSentinelWait)
+	defer wait.Stop()
+	var errs []error
+	for asking > 0 {
+		select {
+		case <-wait.C:
+			askOthers()
+		case a := <-answers:
+			asking--
+			if a.err == nil {
+				return answered(a.i, a.addr), nil
+			}
+			err := fmt.Errorf("sentinel %s: %w", sentinels[a.i], a.err)
+			if a.i == first {
+				errs = append([]error{err}, errs...) // the one pingProblem tells of
+			} else {
+				errs = append(errs, err)
+			}
+			askOthers()
+		}
 	}
 	return "", &NoMasterError{Master: m.o.MasterName, Errs: errs}
 }
@@ -236,7 +257,11 @@ func (m *sentinelMaster) recheck() {
 			m.asked = time.Now() // failed too: not again before recheckMaster
 			m.mu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), m.o.DialTimeout)
+		timeout := m.o.DialTimeout
+		if timeout <= 0 { // dial_timeout=0 in the url: go-redis's default
+			timeout = defaultDialTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		_, _ = m.ask(ctx)
 	}()
@@ -248,9 +273,22 @@ func (m *sentinelMaster) DialHook(next redis.DialHook) redis.DialHook { return n
 func (m *sentinelMaster) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		m.recheck()
-		return next(ctx, cmd)
+		err := next(ctx, cmd)
+		// go-redis tries a command 4 times; each connection to the old master it meets
+		// fails at once, before sending: more of them may be pooled.
+		for range maxMovedRetries {
+			if !errors.Is(err, errMasterMoved) {
+				break
+			}
+			err = next(ctx, cmd)
+		}
+		return err
 	}
 }
+
+// maxMovedRetries bounds the extra tries of a command that met connections to an old
+// master (the pool's size is 10 per CPU by default).
+const maxMovedRetries = 16
 
 func (m *sentinelMaster) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -362,7 +400,7 @@ func (b *clusterBudget) admit(addrs []string, now time.Time) error {
 	case len(b.seen)+fresh > maxClusterNodes:
 		return fmt.Errorf("%w: the Cluster named more than %d nodes in %v", ErrTopology, maxClusterNodes, clusterWindow)
 	case total+fresh > maxProcessClusterNodes:
-		return fmt.Errorf("%w: this process's Redis Clusters named more than %d nodes in %v", ErrTopology, maxProcessClusterNodes, clusterWindow)
+		return fmt.Errorf("%w: this process's Redis Clusters named more than %d nodes in %v", ErrProcessBudget, maxProcessClusterNodes, clusterWindow)
 	}
 	for _, a := range addrs {
 		b.seen[a] = now
@@ -414,11 +452,23 @@ func (b *clusterBudget) redirect(err error) error {
 	if err == nil || !errors.As(err, &rerr) {
 		return nil
 	}
-	words := strings.Fields(rerr.Error())
-	if len(words) != 3 || (words[0] != "MOVED" && words[0] != "ASK") {
+	// As go-redis reads it (proto.extractAddr, internal.GetAddr): whatever follows the last
+	// space, whatever the words before (a review found "MOVED 1 x addr" and a tab past a
+	// three-word parse, and a node made for each).
+	msg := rerr.Error()
+	if !strings.HasPrefix(msg, "MOVED ") && !strings.HasPrefix(msg, "ASK ") {
 		return nil
 	}
-	return b.admit(words[2:], time.Now())
+	return b.admit([]string{redirectAddr(msg[strings.LastIndexByte(msg, ' ')+1:])}, time.Now())
+}
+
+// redirectAddr is a redirect's address as go-redis keys its node (internal.GetAddr).
+func redirectAddr(addr string) string {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 || strings.IndexByte(addr, '.') >= 0 || strings.HasPrefix(addr, "[") {
+		return addr
+	}
+	return net.JoinHostPort(addr[:i], addr[i+1:])
 }
 
 // slotMapAddrs are the distinct addresses of a slot map.

@@ -267,7 +267,11 @@ func TestClusterBudgetSpansSlotMaps(t *testing.T) {
 		t.Fatalf("a second map of 900 other nodes: %v, want refused", err)
 	}
 	for i := range 200 {
-		err := redirect(fmt.Sprintf("10.200.%d.%d:7000", i/250, i%250+1))
+		to := fmt.Sprintf("10.200.%d.%d:7000", i/250, i%250+1)
+		if i%2 == 1 {
+			to = "x\t" + to // go-redis takes what follows the last space, words before and all
+		}
+		err := redirect(to)
 		if i < maxClusterNodes-901 {
 			if err == nil || strings.Contains(err.Error(), "over lockedcron's bounds") {
 				t.Fatalf("redirect %d within the budget: %v", i, err)
@@ -357,5 +361,30 @@ func TestTenantClientThroughARealFailover(t *testing.T) {
 	}
 	if took := time.Since(promoted); took > 5*time.Second {
 		t.Errorf("writes reached the new master %v after the failover", took)
+	}
+}
+
+// TestTenantClientWaitsForASlowOnlySentinel: a url of one sentinel (a Service in front of
+// them all) that takes over a second to answer: its answer is waited for, within the dial's
+// time (it was cut at a second, with no one else to ask, and every connection failed).
+func TestTenantClientWaitsForASlowOnlySentinel(t *testing.T) {
+	srv := redistest.Start(t)
+	slow := redistest.StartScripted(t, func(cmd []string) string {
+		if len(cmd) >= 2 && cmd[0] == "sentinel" && cmd[1] == "get-master-addr-by-name" {
+			time.Sleep(1300 * time.Millisecond) // a sentinel slow to answer: the case under test
+			host, port, _ := net.SplitHostPort(srv.Addr())
+			return redistest.Bulk(host, port)
+		}
+		return ""
+	})
+	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + slow.Addr + "?master=m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping through the slow sentinel: %v", err)
 	}
 }
