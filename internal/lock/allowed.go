@@ -196,6 +196,16 @@ func (a *AllowedHosts) Resolve(ctx context.Context, lookup func(context.Context,
 // go-redis dials later — Sentinel-reported masters and Cluster nodes included — in
 // its dialer, which dials the address it checked.
 func NewGuardedClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, error) {
+	o, err := guardedOptions(cfg, a)
+	if err != nil {
+		return nil, err
+	}
+	return newUniversal(o), nil
+}
+
+// guardedOptions parses cfg, refuses the URL's hosts a does not allow, and sets the
+// dialer that checks every later address.
+func guardedOptions(cfg ClientConfig, a *AllowedHosts) (*redis.UniversalOptions, error) {
 	o, err := ParseURL(cfg)
 	if err != nil {
 		return nil, err
@@ -204,7 +214,7 @@ func NewGuardedClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient,
 		return nil, err
 	}
 	o.Dialer = guardedDialer(o, a)
-	return newUniversal(o), nil
+	return o, nil
 }
 
 // guardedDialer is noHelloDialer with the check: TLS still verifies the host name as

@@ -56,14 +56,10 @@ var ErrNoMaster = errors.New("no sentinel named the master")
 // url, a plain client whose connections go to the master the url's sentinels name (see
 // above).
 func NewTenantClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, error) {
-	o, err := ParseURL(cfg)
+	o, err := guardedOptions(cfg, a)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.CheckAddrs(o.Addrs); err != nil {
-		return nil, err
-	}
-	o.Dialer = guardedDialer(o, a)
 	if o.MasterName == "" {
 		return newUniversal(o), nil
 	}

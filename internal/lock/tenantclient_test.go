@@ -53,23 +53,13 @@ func TestTenantClientDrivesNoSentinelMachinery(t *testing.T) {
 // connections are made again: once the old master is gone, the next command goes to the
 // one the sentinel names now.
 func TestTenantClientFollowsAFailover(t *testing.T) {
-	first, second := redistest.Start(t), redistest.Start(t)
-	var mu sync.Mutex
-	master := first.Addr()
-	sentinel := redistest.StartHostileSentinel(t, func() string { mu.Lock(); defer mu.Unlock(); return master })
-	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + sentinel.Addr + "?master=m"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	first, second, c, promote := tenantClientOverTwoMasters(t)
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	first.Stop()
-	mu.Lock()
-	master = second.Addr()
-	mu.Unlock()
+	promote()
 	admin := second.Client()
 	defer admin.Close()
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -77,6 +67,22 @@ func TestTenantClientFollowsAFailover(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the new master never got the write: %v", err)
 	}
+}
+
+// tenantClientOverTwoMasters starts two servers and a sentinel that names the first as
+// master until promote is called, then the second; c is a tenant client through it.
+func tenantClientOverTwoMasters(t *testing.T) (first, second *redistest.Server, c redis.UniversalClient, promote func()) {
+	t.Helper()
+	first, second = redistest.Start(t), redistest.Start(t)
+	var mu sync.Mutex
+	master := first.Addr()
+	sentinel := redistest.StartHostileSentinel(t, func() string { mu.Lock(); defer mu.Unlock(); return master })
+	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + sentinel.Addr + "?master=m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return first, second, c, func() { mu.Lock(); defer mu.Unlock(); master = second.Addr() }
 }
 
 // TestSentinelAnswerThatIsNoAddressIsRefused: what a sentinel names is checked before it
@@ -194,22 +200,12 @@ func TestTenantClientAsksTheOtherSentinels(t *testing.T) {
 // across a partition), writes reach the new one within seconds, not at the connection's
 // lifetime (30 s): go-redis's Sentinel client learnt it from +switch-master at once.
 func TestTenantClientLeavesADemotedMaster(t *testing.T) {
-	first, second := redistest.Start(t), redistest.Start(t)
-	var mu sync.Mutex
-	master := first.Addr()
-	sentinel := redistest.StartHostileSentinel(t, func() string { mu.Lock(); defer mu.Unlock(); return master })
-	c, err := NewTenantClient(ClientConfig{URL: "redis+sentinel://" + sentinel.Addr + "?master=m"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, second, c, promote := tenantClientOverTwoMasters(t)
 	ctx := context.Background()
 	if err := c.Set(ctx, "k", "before", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	master = second.Addr()
-	mu.Unlock()
+	promote()
 	switched := time.Now()
 	admin := second.Client()
 	defer admin.Close()
