@@ -218,9 +218,10 @@ func pingProblem(err error) string {
 	case errors.Is(err, lock.ErrNotAllowed):
 		return "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"
 	case errors.Is(err, lock.ErrProcessBudget):
-		return "refused: this manager's Redis Clusters together were named over 8,192 nodes in 15 minutes (another Secret's Cluster may have used them up; see the manager's memory)"
+		return fmt.Sprintf("refused: this manager's Redis Clusters together were named over %d nodes in %d minutes (another Secret's Cluster may have used them up; see the manager's memory)",
+			lock.MaxProcessClusterNodes, int(lock.ClusterWindow.Minutes()))
 	case errors.Is(err, lock.ErrTopology):
-		return "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"
+		return fmt.Sprintf("answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over %d nodes: not a Redis server, or a hostile one)", lock.MaxClusterNodes)
 	case errors.Is(err, lock.ErrNoMaster):
 		var nm *lock.NoMasterError
 		if errors.As(err, &nm) && len(nm.Errs) > 0 {

@@ -212,8 +212,8 @@ func TestPingProblem(t *testing.T) {
 			"no Sentinel answered with the master (authentication failed)"},
 		{&lock.NoMasterError{Master: "m", Errs: []error{fmt.Errorf("sentinel s:26379: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), errors.New("x")}},
 			"no Sentinel answered with the master (connection refused)"},
-		{fmt.Errorf("%w: 9000 nodes", lock.ErrProcessBudget), "refused: this manager's Redis Clusters together were named over 8,192 nodes in 15 minutes (another Secret's Cluster may have used them up; see the manager's memory)"},
-		{fmt.Errorf("dial: %w: the master's host is not a host name or address", lock.ErrTopology), "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1,000 nodes: not a Redis server, or a hostile one)"},
+		{fmt.Errorf("%w: 9000 nodes", lock.ErrProcessBudget), "refused: this manager's Redis Clusters together were named over 8192 nodes in 15 minutes (another Secret's Cluster may have used them up; see the manager's memory)"},
+		{fmt.Errorf("dial: %w: the master's host is not a host name or address", lock.ErrTopology), "answered with a topology over lockedcron's bounds (a Sentinel's master that is no address, a Cluster of over 1000 nodes: not a Redis server, or a hostile one)"},
 		{fmt.Errorf("%w: 169.254.169.254", lock.ErrNotAllowed), "not allowed by the operator (--redis-allowed-hosts; link-local addresses only when a CIDR allows them); nothing was dialled"},
 	} {
 		if got := pingProblem(tc.err); got != tc.want {

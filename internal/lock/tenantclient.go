@@ -31,7 +31,7 @@ import (
 //     subscription, no discovery. While commands flow it asks again in the background
 //     every 2 s, and a connection to a master they no longer name is closed at its next
 //     command (a failover followed within a few seconds, as +switch-master did).
-//   - Cluster (every client): a slot map naming more than maxClusterNodes nodes, or more
+//   - Cluster (every client): a slot map naming more than MaxClusterNodes nodes, or more
 //     ranges than the slots, is refused before go-redis acts on it, and so are maps and
 //     redirects past a budget of distinct nodes per client and per process (clusterBudget).
 //
@@ -341,20 +341,20 @@ func masterAddr(reply []string) (string, error) {
 // slot map or a MOVED or ASK redirect names, and frees those a newer map leaves out a
 // minute later. A seed handing out a new map of other nodes at each reload (a MOVED
 // reloads) kept thousands. So each client has a budget of distinct addresses over
-// clusterWindow, and the process one over all its clients: a slot map or a redirect that
+// ClusterWindow, and the process one over all its clients: a slot map or a redirect that
 // would go past either fails (ErrTopology) before the client acts on it.
 const (
-	// maxClusterNodes bounds the distinct nodes (masters and replicas) a client may have
-	// had named in clusterWindow: Redis Cluster is meant for up to 1,000 nodes.
-	maxClusterNodes = 1000
-	// maxProcessClusterNodes bounds them over every client of the process (about 36 MiB).
-	maxProcessClusterNodes = 8192
+	// MaxClusterNodes bounds the distinct nodes (masters and replicas) a client may have
+	// had named in ClusterWindow: Redis Cluster is meant for up to 1,000 nodes.
+	MaxClusterNodes = 1000
+	// MaxProcessClusterNodes bounds them over every client of the process (about 36 MiB).
+	MaxProcessClusterNodes = 8192
 	// maxSlotRanges: the slots.
 	maxSlotRanges = 16384
-	// clusterWindow: an address counts for this long after it was last named. It outlasts
+	// ClusterWindow: an address counts for this long after it was last named. It outlasts
 	// an idle client (the manager closes a Secret's after 10 minutes unused), whose map
 	// is not reloaded while its nodes are held.
-	clusterWindow = 15 * time.Minute
+	ClusterWindow = 15 * time.Minute
 )
 
 // clusterBudgets are the process's budgets, for its count of addresses.
@@ -377,7 +377,7 @@ func (b *clusterBudget) admit(addrs []string, now time.Time) error {
 	total := 0
 	for other := range clusterBudgets.all {
 		for a, at := range other.seen {
-			if now.Sub(at) > clusterWindow {
+			if now.Sub(at) > ClusterWindow {
 				delete(other.seen, a)
 			}
 		}
@@ -393,10 +393,10 @@ func (b *clusterBudget) admit(addrs []string, now time.Time) error {
 		}
 	}
 	switch {
-	case len(b.seen)+fresh > maxClusterNodes:
-		return fmt.Errorf("%w: the Cluster named more than %d nodes in %v", ErrTopology, maxClusterNodes, clusterWindow)
-	case total+fresh > maxProcessClusterNodes:
-		return fmt.Errorf("%w: this process's Redis Clusters named more than %d nodes in %v", ErrProcessBudget, maxProcessClusterNodes, clusterWindow)
+	case len(b.seen)+fresh > MaxClusterNodes:
+		return fmt.Errorf("%w: the Cluster named more than %d nodes in %v", ErrTopology, MaxClusterNodes, ClusterWindow)
+	case total+fresh > MaxProcessClusterNodes:
+		return fmt.Errorf("%w: this process's Redis Clusters named more than %d nodes in %v", ErrProcessBudget, MaxProcessClusterNodes, ClusterWindow)
 	}
 	for _, a := range addrs {
 		b.seen[a] = now
@@ -493,8 +493,8 @@ func checkSlotMap(slots []redis.ClusterSlot) error {
 			if nodes[n.Addr] {
 				continue
 			}
-			if len(nodes) == maxClusterNodes {
-				return fmt.Errorf("%w: the slot map names more than %d nodes", ErrTopology, maxClusterNodes)
+			if len(nodes) == MaxClusterNodes {
+				return fmt.Errorf("%w: the slot map names more than %d nodes", ErrTopology, MaxClusterNodes)
 			}
 			nodes[n.Addr] = true
 		}

@@ -268,7 +268,7 @@ func TestClusterBudgetSpansSlotMaps(t *testing.T) {
 			to = "x\t" + to // go-redis takes what follows the last space, words before and all
 		}
 		err := redirect(to)
-		if i < maxClusterNodes-901 {
+		if i < MaxClusterNodes-901 {
 			if err == nil || strings.Contains(err.Error(), "over lockedcron's bounds") {
 				t.Fatalf("redirect %d within the budget: %v", i, err)
 			}
@@ -287,14 +287,14 @@ func TestClusterBudgetOfTheProcess(t *testing.T) {
 	resetClusterBudgets(t)
 	now := time.Now()
 	var last error
-	for i := range maxProcessClusterNodes/900 + 1 {
+	for i := range MaxProcessClusterNodes/900 + 1 {
 		b := newClusterBudget()
 		addrs := make([]string, 900)
 		for j := range addrs {
 			addrs[j] = fmt.Sprintf("10.%d.%d.%d:7000", i, j/250, j%250)
 		}
 		last = b.admit(addrs, now)
-		if last != nil && i < maxProcessClusterNodes/900 {
+		if last != nil && i < MaxProcessClusterNodes/900 {
 			t.Fatalf("client %d refused: %v", i, last)
 		}
 	}
@@ -302,7 +302,7 @@ func TestClusterBudgetOfTheProcess(t *testing.T) {
 		t.Fatalf("the last client: %v, want refused", last)
 	}
 	// Addresses not named for the window no longer count.
-	if err := newClusterBudget().admit([]string{"10.255.0.1:7000"}, now.Add(clusterWindow+time.Second)); err != nil {
+	if err := newClusterBudget().admit([]string{"10.255.0.1:7000"}, now.Add(ClusterWindow+time.Second)); err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
 }
