@@ -791,13 +791,8 @@ func TestRunWaitReplacedByALaterRequest(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				job := &v1alpha1.LockedCronJob{}
-				err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-					err := k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job)
-					return err == nil && job.Annotations[v1alpha1.AnnotationRunRequest] == "fix-1", err
-				})
-				if err != nil {
-					t.Error(err)
+				job, ok := requestedJob(ctx, t, e, "fix-1")
+				if !ok {
 					return
 				}
 				if tc.ourPod && !succeededRequestPod(ctx, t, job, "fix-1") {
@@ -820,15 +815,37 @@ func TestRunWaitReplacedByALaterRequest(t *testing.T) {
 			}()
 			r := kl(time.Time{}, "run", "report", "-n", e.ns, "--wait", "--id", "fix-1", "--timeout", "20s")
 			<-done
-			if r.code != tc.code {
-				t.Fatalf("want exit %d: %v", tc.code, r)
-			}
-			for _, s := range tc.sayings {
-				if !strings.Contains(r.out+r.errOut, s) {
-					t.Errorf("output lacks %q: %v", s, r)
-				}
-			}
+			r.expect(t, tc.code, tc.sayings...)
 		})
+	}
+}
+
+// requestedJob is e's job once it carries run request id (the plugin has set it); false
+// (the test failed) if it did not within 30 s.
+func requestedJob(ctx context.Context, t *testing.T, e *env, id string) (*v1alpha1.LockedCronJob, bool) {
+	t.Helper()
+	job := &v1alpha1.LockedCronJob{}
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job)
+		return err == nil && job.Annotations[v1alpha1.AnnotationRunRequest] == id, err
+	})
+	if err != nil {
+		t.Error(err)
+		return nil, false
+	}
+	return job, true
+}
+
+// expect fails t unless the command exited with code and said each of sayings.
+func (r result) expect(t *testing.T, code int, sayings ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d: %v", code, r)
+	}
+	for _, s := range sayings {
+		if !strings.Contains(r.out+r.errOut, s) {
+			t.Errorf("output lacks %q: %v", s, r)
+		}
 	}
 }
 
@@ -878,13 +895,8 @@ func TestRunWaitRequestRemoved(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				job := &v1alpha1.LockedCronJob{}
-				err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-					err := k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job)
-					return err == nil && job.Annotations[v1alpha1.AnnotationRunRequest] == "fix-1", err
-				})
-				if err != nil {
-					t.Error(err)
+				job, ok := requestedJob(ctx, t, e, "fix-1")
+				if !ok {
 					return
 				}
 				delete(job.Annotations, v1alpha1.AnnotationRunRequest)
@@ -913,14 +925,7 @@ func TestRunWaitRequestRemoved(t *testing.T) {
 			r := klWith(func(o *plugin.Options) { o.RemovedGrace = 2 * time.Second },
 				"run", "report", "-n", e.ns, "--wait", "--id", "fix-1", "--timeout", "60s")
 			<-done
-			if r.code != tc.code {
-				t.Fatalf("want exit %d: %v", tc.code, r)
-			}
-			for _, s := range tc.sayings {
-				if !strings.Contains(r.out+r.errOut, s) {
-					t.Errorf("output lacks %q: %v", s, r)
-				}
-			}
+			r.expect(t, tc.code, tc.sayings...)
 		})
 	}
 }
