@@ -95,11 +95,12 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.005, 3, 10),
 	}, namespaceLabels)
 
-	// StartLag is when lockwrap started minus the scheduled time: ScheduleLag plus the
-	// pod's scheduling, image and init container time (see ObserveStartLag), per namespace.
+	// StartLag is when the job's command started (the report's startedAt, after the lock
+	// was taken) minus the scheduled time: ScheduleLag plus the pod's scheduling, image,
+	// init container and lock time (see ObserveStartLag), per namespace; scheduled runs only.
 	StartLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    NameStartLag,
-		Help:    "Time lockwrap started in the occurrence's pod minus the occurrence's scheduled time.",
+		Help:    "Time the job's command started in the occurrence's pod (its report's startedAt) minus the occurrence's scheduled time; scheduled runs only.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 3, 10),
 	}, namespaceLabels)
 )
@@ -117,8 +118,8 @@ func init() {
 // writes itself.
 var registry prometheus.Gatherer
 
-// ObserveStartLag records a run's start lag: startedAt (when lockwrap started) minus the
-// occurrence's scheduled time.
+// ObserveStartLag records a run's start lag: startedAt (when the job's command started,
+// from its report) minus the occurrence's scheduled time.
 func ObserveStartLag(namespace string, scheduled, startedAt time.Time) {
 	StartLag.WithLabelValues(namespace).Observe(startedAt.Sub(scheduled).Seconds())
 }

@@ -77,7 +77,7 @@ const exitCodesHelp = `Exit codes (the same for every command):
   101      run --wait: nothing ran (Interrupted, Error, pod ended or deleted without a report),
            or a later request replaced it, or it was removed, before it was recorded, and
            it has no pod
-A job that itself exits 90-101 is told apart by the report's outcome (-o json: .outcome).`
+A job that itself exits 90-101 is told apart by the report's outcome (-o json: .report.outcome).`
 
 // FieldManager is the field manager of every write the plugin makes; the controller
 // records it as status.lastRunRequest.requestedBy.
