@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The chaos soak of issue 14 on the local cluster (test/soak, build tag soak):
 #
-#   hack/soak.sh [run]               DURATION (default 40m), SEED (default: drawn and printed)
+#   hack/soak.sh [run]               DURATION (default 40m), SEED (default: drawn and printed),
+#                                    SOAK_MIN_OCCURRENCES (default 1000)
 #   hack/soak.sh restart-apiserver   stop kube-apiserver and start it again with the same flags
 #                                    (the soak's apiserver fault; needs the cluster lock held)
 #
@@ -62,7 +63,7 @@ save_log_and_teardown() {
 }
 trap save_log_and_teardown EXIT
 SOAK_DURATION=$DURATION SOAK_SEED=$SEED SOAK_OUT=$out SOAK_LOCKWRAP=$out/bin/lockwrap SOAK_JOB=$out/bin/e2e-job \
-  SOAK_REPO=$REPO_ROOT SOAK_POD_LOGS=$STATE/pod-logs go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log" || {
+  SOAK_MIN_OCCURRENCES=${SOAK_MIN_OCCURRENCES:-1000} SOAK_REPO=$REPO_ROOT SOAK_POD_LOGS=$STATE/pod-logs go test -tags soak -count=1 -timeout 4h -v -run '^TestSoak$' ./test/soak/ 2>&1 | tee "$out/soak.log" || {
   # The test's errors scroll by long before it ends (Redis log tails follow them): print
   # them again last, where a CI log's tail shows them.
   if [ -f "$out/result.txt" ]; then cat "$out/result.txt" >&2; fi

@@ -291,7 +291,11 @@ func TestDenseWindowIsCheap(t *testing.T) {
 	if !b.Blocked() || !b.Until.After(sat.Add(366*24*time.Hour)) {
 		t.Fatalf("block %+v", b)
 	}
-	for _, p := range r.Preview([]time.Time{sat, sat.Add(time.Hour)}, sat, nil) {
+	preview := r.Preview([]time.Time{sat, sat.Add(time.Hour)}, sat, nil)
+	if len(preview) != 2 {
+		t.Fatalf("preview of 2 occurrences: %+v", preview)
+	}
+	for _, p := range preview {
 		if p.By != `window "dense"` {
 			t.Fatalf("preview %+v", p)
 		}

@@ -43,7 +43,13 @@ func markersOn(t *testing.T, c *redis.UniversalClient, mu *sync.Mutex, ttl time.
 
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 20*time.Second, true,
+	untilWithin(t, what, 20*time.Second, cond)
+}
+
+// untilWithin is until with a bound that is part of what is tested.
+func untilWithin(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, d, true,
 		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
@@ -173,8 +179,8 @@ func TestMarkerClientDoesNotWakeDeletedJobs(t *testing.T) {
 
 // TestBlackoutMarkerComesBackAfterRedisLosesIt: a Redis that restarts empty (no
 // persistence, or a failover to a replica that had not got the marker) loses the marker
-// while the blackout lasts; the next refresh writes it again, with the same since, so the
-// pods made before the blackout began are held back again within a refresh, not let run
+// while the blackout lasts; a refresh writes it again, with the same since, so the pods
+// made before the blackout began are held back again within the marker's TTL, not let run
 // for the rest of the blackout.
 func TestBlackoutMarkerComesBackAfterRedisLosesIt(t *testing.T) {
 	srv := redistest.Start(t)
@@ -205,7 +211,9 @@ func TestBlackoutMarkerComesBackAfterRedisLosesIt(t *testing.T) {
 	if n := admin.Exists(ctx, "canary").Val(); n != 0 {
 		t.Fatal("the restart kept the data: the test does not lose the marker")
 	}
-	until(t, "the marker written again, since when the blackout began", func() bool { return strings.HasPrefix(get(), prefix) })
+	// Within the marker's TTL (20 refreshes here): before a marker that had not been lost
+	// would have run out, not whenever the writer next happens to come round.
+	untilWithin(t, "the marker written again, since when the blackout began", m.ttl, func() bool { return strings.HasPrefix(get(), prefix) })
 	if !m.holding(markedJob) {
 		t.Fatal("the marker's entry was dropped while the blackout lasts")
 	}

@@ -351,10 +351,17 @@ func TestRunRequestRefusalStaysSmall(t *testing.T) {
 			if !strings.Contains(rr.Refused, "(250000 bytes)") {
 				t.Errorf("the refusal does not say how long the value is: %.200s", rr.Refused)
 			}
+			refusals := 0
 			for _, e := range p.events {
 				if len(e.note) > maxEventNote {
 					t.Errorf("Event %s: note of %d bytes", e.reason, len(e.note))
 				}
+				if e.reason == ReasonManualRunRefused {
+					refusals++
+				}
+			}
+			if refusals != 1 {
+				t.Errorf("%d %s Events, want 1: %+v", refusals, ReasonManualRunRefused, p.events)
 			}
 			job.Status = *p.status
 			_, again := runPass(t, job, passAt.Add(time.Minute))

@@ -366,7 +366,9 @@ func TestFinishResentAfterLostReply(t *testing.T) {
 	b := r.acquire(2, "b")
 	r.c.Del(r.ctx, lock.LockKey(r.key))
 	h.armed.Store(true)
-	_, _ = r.finish(b, lock.StateSucceeded, "20", false)
+	if _, err := r.finish(b, lock.StateSucceeded, "20", false); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("lost, first call: %v", err)
+	}
 	if fr, err := r.finish(b, lock.StateSucceeded, "20", false); !errors.Is(err, lock.ErrLost) || fr.LastSuccess != lock.LastSuccessNotOurs {
 		t.Fatalf("lost, resent: %+v %v", fr, err)
 	}

@@ -149,7 +149,7 @@ func TestWatermarkThroughLockwrap(t *testing.T) {
 // wmGate is a command that writes $2 to its watermark file, touches $1/started, waits for
 // $1/release, touches $1/exited and exits 0.
 func wmGate(dir, wm string) []string {
-	return []string{"sh", "-c", `printf '%s\n' "$2" > "$LOCKEDCRON_WATERMARK_FILE"; touch "$1/started"
+	return []string{"sh", "-c", `printf '%s\n' "$2" > "$LOCKEDCRON_WATERMARK_FILE"; echo $$ > "$1/pid"; touch "$1/started"
 while [ ! -e "$1/release" ] && [ -d "$1" ]; do sleep 0.02; done; touch "$1/exited"; exit 0`, "sh", dir, wm}
 }
 
@@ -180,7 +180,20 @@ func TestWatermarkSurvivesAHolderDyingBeforeFinish(t *testing.T) {
 			}
 			g.release(t)
 			eventually(t, "the job to exit", func() bool { _, err := os.Stat(filepath.Join(g.dir, "exited")); return err == nil })
-			time.Sleep(100 * time.Millisecond) // the shell's exit after its last touch
+			pid, err := os.ReadFile(filepath.Join(g.dir, "pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The shell has exited (a zombie: its stopped parent cannot reap it), not only
+			// touched its last file.
+			eventually(t, "the job's process to end", func() bool {
+				stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+				if err != nil {
+					return true
+				}
+				_, rest, _ := strings.Cut(string(stat), ") ")
+				return strings.HasPrefix(rest, "Z")
+			})
 			if end == "killed" {
 				if err := a.cmd.Process.Kill(); err != nil {
 					t.Fatal(err)

@@ -245,7 +245,9 @@ scrape_configs:
 			return get(waiter).Status.Counters.DuplicatesSuppressed + get(waiter).Status.Counters.Succeeded
 		}, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1))
 		nsRE := "e2e-mon-.*-" + suffix
-		for panel, expr := range dashboardQueries() {
+		queries := dashboardQueries()
+		Expect(queries).NotTo(BeEmpty(), "no queries read from the dashboard")
+		for panel, expr := range queries {
 			q := strings.NewReplacer("$__rate_interval", "5m", "$namespace", nsRE, "$job", ".*").Replace(expr)
 			Eventually(func(g Gomega) {
 				r, err := promGet("/api/v1/query", url.Values{"query": {q}})

@@ -1,8 +1,11 @@
 package soak
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -118,4 +121,46 @@ func planFaults(seed int64, d, ttl time.Duration, kinds []FaultKind, weights map
 		dur := time.Second + time.Duration(r.Int64N(int64(ttl*5/2-time.Second)))
 		out = append(out, Fault{At: at, Kind: kind, For: dur.Round(100 * time.Millisecond)})
 	}
+}
+
+// FaultsMissing names the kinds planned that never landed (landed holds the count of each
+// kind that found something to hit): a soak that passes without one of its kinds did not
+// exercise it. Empty when each landed at least once.
+func FaultsMissing(planned []Fault, landed map[FaultKind]int) []string {
+	times := map[FaultKind]int{}
+	for _, f := range planned {
+		times[f.Kind]++
+	}
+	var out []string
+	for k, n := range times {
+		if landed[k] == 0 {
+			out = append(out, fmt.Sprintf("%s (planned %d times)", k, n))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// untilHit calls try every 200 ms until it finds something to hit (a non-empty note) or
+// deadline passes: a fault that needs a target (a pod holding the lock, a running job)
+// waits for one rather than being dropped, so that each planned kind lands.
+func untilHit(deadline time.Time, try func() string) string {
+	for {
+		if note := try(); note != "" || !time.Now().Before(deadline) {
+			return note
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// MinOccurrences reads SOAK_MIN_OCCURRENCES, the contended occurrences a soak must have
+// seen; an error when it is not set to a positive number (a soak run without it proved
+// nothing about how much it did).
+func MinOccurrences() (int, error) {
+	v := os.Getenv("SOAK_MIN_OCCURRENCES")
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("SOAK_MIN_OCCURRENCES=%q: set it to the least number of contended occurrences the soak must see (make soak sets it)", v)
+	}
+	return n, nil
 }

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +59,44 @@ func TestPlanFaultsIsASeededScheduleOfOverlappingFaults(t *testing.T) {
 				t.Errorf("overlapping %d, longer than the TTL %d: want some of each", overlapping, pastTTL)
 			}
 		})
+	}
+}
+
+// A soak whose planned kind never found anything to hit (a holder pod, a running job)
+// passed without exercising it; FaultsMissing names such kinds, and untilHit makes a fault
+// wait for a target rather than being dropped.
+func TestFaultsThatNeverLandedAreNamed(t *testing.T) {
+	plan := []Fault{{Kind: FaultHolderPodDeleted}, {Kind: FaultHolderPodDeleted}, {Kind: FaultJobKill9}, {Kind: FaultRedisRestart}}
+	if got := FaultsMissing(plan, map[FaultKind]int{FaultJobKill9: 1, FaultRedisRestart: 2}); !slices.Equal(got, []string{"holder-pod-deleted (planned 2 times)"}) {
+		t.Errorf("missing %q", got)
+	}
+	if got := FaultsMissing(plan, map[FaultKind]int{FaultJobKill9: 1, FaultRedisRestart: 1, FaultHolderPodDeleted: 1}); len(got) != 0 {
+		t.Errorf("missing %q with every kind landed", got)
+	}
+
+	tries := 0
+	if note := untilHit(time.Now().Add(time.Minute), func() string {
+		if tries++; tries < 3 {
+			return ""
+		}
+		return "hit"
+	}); note != "hit" || tries != 3 {
+		t.Errorf("untilHit: %q after %d tries, want a hit at the third", note, tries)
+	}
+	if note := untilHit(time.Now(), func() string { return "" }); note != "" {
+		t.Errorf("untilHit past its deadline: %q", note)
+	}
+}
+
+func TestMinOccurrencesMustBeSet(t *testing.T) {
+	for _, v := range []string{"", "x", "0", "-3"} {
+		t.Setenv("SOAK_MIN_OCCURRENCES", v)
+		if _, err := MinOccurrences(); err == nil || !strings.Contains(err.Error(), "SOAK_MIN_OCCURRENCES") {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	t.Setenv("SOAK_MIN_OCCURRENCES", "75")
+	if n, err := MinOccurrences(); n != 75 || err != nil {
+		t.Errorf("75: %d %v", n, err)
 	}
 }

@@ -39,6 +39,7 @@ type sentinelSoak struct {
 	faults    map[FaultKind]int
 	faultLog  []string
 	kills     []checker.Kill
+	faultsEnd time.Time // a fault that needs a target waits for one until then
 }
 
 // TestSentinelSoak: the lock on Redis Sentinel (a master, two replicas, three sentinels)
@@ -100,6 +101,7 @@ func TestSentinelSoak(t *testing.T) {
 	}
 
 	plan := PlanSentinelFaults(cfg.seed, cfg.duration, ttl)
+	s.faultsEnd = start.Add(cfg.duration - 30*time.Second)
 	var faultWG sync.WaitGroup
 	for _, f := range plan {
 		faultWG.Add(1)
@@ -120,7 +122,13 @@ func TestSentinelSoak(t *testing.T) {
 	sum := summary{Seed: cfg.seed, Duration: cfg.duration.String(), Schedule: cfg.schedule, Keys: res.Keys,
 		Faults: s.faults, Violations: res.Violations, FaultLog: s.faultLog}
 	writeResult(t, cfg.out, sum, h, SentinelFaultKinds)
-	minOcc, _ := strconv.Atoi(os.Getenv("SOAK_MIN_OCCURRENCES"))
+	minOcc, err := MinOccurrences()
+	if err != nil {
+		t.Error(err)
+	}
+	if missing := FaultsMissing(plan, s.faults); len(missing) > 0 {
+		t.Errorf("faults that never landed: %s: the soak did not exercise them", strings.Join(missing, ", "))
+	}
 	for _, k := range res.Keys {
 		switch {
 		case k.Scheduled < minOcc:
@@ -187,15 +195,17 @@ func (s *sentinelSoak) inject(f Fault) {
 	var note string
 	switch f.Kind {
 	case FaultJobKill9:
-		var run *checker.Kill
-		run, note = killJobRun([]string{s.cfg.job}, sentinelKey, s.t.Logf)
-		if run != nil {
-			s.mu.Lock()
-			s.kills = append(s.kills, *run)
-			s.mu.Unlock()
-		}
+		note = untilHit(s.faultsEnd, func() string {
+			run, note := killJobRun([]string{s.cfg.job}, sentinelKey, s.t.Logf)
+			if run != nil {
+				s.mu.Lock()
+				s.kills = append(s.kills, *run)
+				s.mu.Unlock()
+			}
+			return note
+		})
 	case FaultLockwrapStopped:
-		note = stopOneGroup(&s.mu, s.procs, max(f.For, ttl+time.Second))
+		note = untilHit(s.faultsEnd, func() string { return stopOneGroup(&s.mu, s.procs, max(f.For, ttl+time.Second)) })
 	default:
 		s.redisMu.Lock()
 		defer s.redisMu.Unlock()

@@ -112,15 +112,16 @@ func loadConfig(t *testing.T) config {
 
 // soak is the state of one run.
 type soak struct {
-	t       *testing.T
-	cfg     config
-	k8s     client.Client
-	cs      *kubernetes.Clientset
-	lockR   *redistest.Server
-	auditR  *redistest.Server
-	proxy   *redistest.Proxy
-	toxic   *toxicLink
-	lockRDB *redis.Client
+	t         *testing.T
+	cfg       config
+	faultsEnd time.Time // a fault that needs a target waits for one until then
+	k8s       client.Client
+	cs        *kubernetes.Clientset
+	lockR     *redistest.Server
+	auditR    *redistest.Server
+	proxy     *redistest.Proxy
+	toxic     *toxicLink
+	lockRDB   *redis.Client
 	// held and released count the pods watchPods held with finalizerObserved and let go.
 	held, released atomic.Int64
 
@@ -202,11 +203,14 @@ func TestSoak(t *testing.T) {
 
 	// 4. Faults, from the seeded plan, each in its own goroutine so that they overlap.
 	plan := PlanFaults(cfg.seed, cfg.duration, ttl)
+	var injected []Fault
+	s.faultsEnd = start.Add(cfg.duration - 30*time.Second)
 	var faultWG sync.WaitGroup
 	for _, f := range plan {
 		if f.Kind == FaultAPIServerRestart && !cfg.apiserverFaults {
 			continue
 		}
+		injected = append(injected, f)
 		faultWG.Add(1)
 		go func() {
 			defer faultWG.Done()
@@ -234,6 +238,11 @@ func TestSoak(t *testing.T) {
 	res := checker.Check(h, 2*time.Minute)
 	s.writeResult(res, h, plan)
 	s.expectWorkDone(res)
+	s.mu.Lock()
+	if missing := FaultsMissing(injected, s.faults); len(missing) > 0 {
+		t.Errorf("faults that never found anything to hit: %s: the soak did not exercise them", strings.Join(missing, ", "))
+	}
+	s.mu.Unlock()
 	if !res.OK() {
 		html := filepath.Join(cfg.out, "history.html")
 		if err := res.WriteVisualization(html); err != nil {
@@ -700,14 +709,12 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 	kind, note := f.Kind, ""
 	switch f.Kind {
 	case FaultHolderPodDeleted:
-		// Wait (up to the fault's duration) for a moment a pod holds the lock.
-		for until := time.Now().Add(f.For); note == "" && time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
-			note = s.deleteHolderPod(ctx)
-		}
+		// Wait (up to the end of the faults) for a moment a pod holds the lock.
+		note = untilHit(s.faultsEnd, func() string { return s.deleteHolderPod(ctx) })
 	case FaultJobKill9:
-		note = s.killJob()
+		note = untilHit(s.faultsEnd, s.killJob)
 	case FaultLockwrapStopped:
-		note = s.stopHostLockwrap(max(f.For, ttl+time.Second))
+		note = untilHit(s.faultsEnd, func() string { return s.stopHostLockwrap(max(f.For, ttl+time.Second)) })
 	case FaultRedisRestart:
 		s.redisMu.Lock()
 		s.lockR.Restart()
@@ -744,7 +751,7 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 		note = "kube-apiserver stopped and started"
 	}
 	if note == "" {
-		return // nothing to hit at that moment (no running job): not counted
+		return // nothing to hit until the end of the faults: not counted (and the soak fails if no fault of its kind landed)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -804,7 +811,10 @@ func stopOneGroup(mu *sync.Mutex, groups map[int]bool, d time.Duration) string {
 // key than SOAK_MIN_OCCURRENCES, or a key on which hardly anything ran (a broken setup
 // — pods that never start, a Redis nobody reaches — has no violations either).
 func (s *soak) expectWorkDone(res checker.Result) {
-	minOcc, _ := strconv.Atoi(os.Getenv("SOAK_MIN_OCCURRENCES"))
+	minOcc, err := MinOccurrences()
+	if err != nil {
+		s.t.Error(err)
+	}
 	for _, k := range res.Keys {
 		if k.Key == mainKey && k.Scheduled < minOcc {
 			s.t.Errorf("%s: %d contended occurrences, want at least %d (SOAK_MIN_OCCURRENCES)", k.Key, k.Scheduled, minOcc)
