@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -206,5 +208,32 @@ func TestClusterClientMadeAgainHourly(t *testing.T) {
 		}
 		cancel()
 		b.close()
+	}
+}
+
+// TestConditionMessageFitsTheCRD: a Secret's Cluster url of thousands of seeds, one of
+// them link-local, made a LockBackendReady message quoting each (56 KiB) past the 32 KiB a
+// condition's message may hold: every status write of the job was refused, its pods left
+// uncounted until the Secret was fixed (helper-78). Every condition message is cut to fit.
+func TestConditionMessageFitsTheCRD(t *testing.T) {
+	hosts := []string{"169.254.1.1:6379"}
+	for i := range 3000 {
+		hosts = append(hosts, fmt.Sprintf("r%d.example:6379", i))
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"},
+		Data: map[string][]byte{"url": []byte("redis+cluster://" + strings.Join(hosts, ","))}}
+	_, _, berr := newBackends(fake.NewClientBuilder().WithObjects(secret).Build()).client(context.Background(), "ns", "redis")
+	if berr == nil || len(berr.Error()) <= maxConditionMessage {
+		t.Fatalf("the test needs a message over the bound: %v", berr)
+	}
+	p := newPass(passJob("* * * * *", false), passAt, logr.Discard())
+	p.setCondition(ConditionLockBackendReady, false, berr.reason, berr.Error())
+	msg := meta.FindStatusCondition(p.status.Conditions, ConditionLockBackendReady).Message
+	if len(msg) > maxConditionMessage || !strings.HasPrefix(msg, berr.Error()[:200]) || !strings.HasSuffix(msg, "…") {
+		t.Fatalf("message of %d bytes (at most %d): %.200q … %q", len(msg), maxConditionMessage, msg, msg[max(0, len(msg)-40):])
+	}
+	// Unchanged, it is not news.
+	if p.setCondition(ConditionLockBackendReady, false, berr.reason, berr.Error()) {
+		t.Error("the same message, cut again, taken for a change")
 	}
 }

@@ -38,6 +38,21 @@ import (
 // name whose pod is gone is dropped at once, so that a name stays only while its pod
 // exists and no new pod can take it.
 
+// nameStillCounted reports whether name is in status.countedPods of the job as this pass
+// read it: a counted pod's, gone (else the POST would meet it), its name dropped by this
+// pass. A pod made under it now would be taken for the counted one by a pass that reads
+// the name again — this pass's write lost, or a cache behind it — and deleted uncounted
+// while it runs its job (a prepared pod withdrawn and prepared again; a manual id used
+// again). The pass comes back once its write has landed; the occurrence stays due.
+func nameStillCounted(p *pass, name string) bool {
+	if !slices.Contains(p.job.Status.CountedPods, name) {
+		return false
+	}
+	p.requeueAt(conflictRetry)
+	p.holdCreates = true
+	return true
+}
+
 // recordsUnwritten reports whether a pod about to be pruned is the only record that its
 // scheduled occurrence was decided: an occurrence after the written lastScheduleTime
 // (the write that moved it there deferred). Then the pass writes its status before the

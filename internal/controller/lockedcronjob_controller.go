@@ -297,6 +297,10 @@ func (p *pass) causedEventf(typ, reason, cause, format string, args ...any) {
 	p.events = append(p.events, event{typ, reason, cause, note})
 }
 
+// maxConditionMessage is the longest message a condition may hold (metav1.Condition's
+// maxLength, in characters: bytes bound it).
+const maxConditionMessage = 32768
+
 // maxEventNote is the longest note the API server accepts on an Event (events/v1).
 const maxEventNote = 1024
 
@@ -307,14 +311,16 @@ func (p *pass) requeueAt(d time.Duration) {
 }
 
 // setCondition sets the condition, its message with the controls a terminal acts on
-// escaped (it may quote what a tenant, a kubelet or a Redis server wrote), and reports
-// whether its status, reason or message changed.
+// escaped (it may quote what a tenant, a kubelet or a Redis server wrote) and cut to what
+// a condition holds, and reports whether its status, reason or message changed.
 func (p *pass) setCondition(typ string, ok bool, reason, msg string) (changed bool) {
 	s := metav1.ConditionFalse
 	if ok {
 		s = metav1.ConditionTrue
 	}
-	msg = printable.Text(msg)
+	// A longer message (a tenant's url of thousands of hosts, each quoted) gets the whole
+	// status write refused, at every pass.
+	msg = report.Shorten(printable.Text(msg), maxConditionMessage-len("…"))
 	prev := meta.FindStatusCondition(p.status.Conditions, typ)
 	changed = prev == nil || prev.Status != s || prev.Reason != reason || prev.Message != msg
 	meta.SetStatusCondition(&p.status.Conditions, metav1.Condition{
@@ -779,6 +785,9 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 	}
 	if !notBefore.IsZero() {
 		pod.Annotations[runpod.AnnotationPreparedAhead] = "true" // withdrawPrepared
+	}
+	if nameStillCounted(p, pod.Name) {
+		return nil
 	}
 	if err := r.Create(ctx, pod); err != nil {
 		if !notBefore.IsZero() && apierrors.IsAlreadyExists(err) {

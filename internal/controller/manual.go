@@ -301,6 +301,9 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	if err != nil {
 		return refuse(err.Error())
 	}
+	if nameStillCounted(p, pod.Name) {
+		return nil
+	}
 	if err := r.Create(ctx, pod); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			// Created since the read above (another pass, a stale cache): the next pass

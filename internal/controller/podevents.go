@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -12,9 +14,12 @@ import (
 // podEvents lets through the pod events that can change what a pass of the pod's job
 // does, and no others (issue 13: each pass costs CPU and the work queue's time):
 //
-//   - Create: never. Every pod of a job is created by a pass of that job, which has
-//     already accounted for it; on a restart the jobs' own create events start a pass
-//     for each of them, and that pass lists their pods from the cache.
+//   - Create: only for a pod being deleted that the tracking finalizer holds. Every pod
+//     of a job is created by a pass of that job, which has already accounted for it; on
+//     a restart the jobs' own create events start a pass for each of them, and that pass
+//     lists their pods from the cache. But a job deleted while no manager ran has no
+//     event, and its pods, marked deleted by the garbage collector, wait for a pass to
+//     release them (Reconcile of a job that is gone).
 //   - Update: when the pod's state as a pass reads it changes (podState): its phase, its
 //     job starting, news for the status (deferral.go), deletion, the counted label, its
 //     finalizers, a restart of the wrapped container, its end while another container
@@ -25,7 +30,9 @@ import (
 //
 // The cache is not filtered: a pass that runs for any reason sees every pod as it is.
 var podEvents = predicate.Funcs{
-	CreateFunc: func(crevent.CreateEvent) bool { return false },
+	CreateFunc: func(e crevent.CreateEvent) bool {
+		return e.Object.GetDeletionTimestamp() != nil && slices.Contains(e.Object.GetFinalizers(), runpod.FinalizerTracking)
+	},
 	UpdateFunc: func(e crevent.UpdateEvent) bool {
 		o, ok1 := podOf(e.ObjectOld)
 		n, ok2 := podOf(e.ObjectNew)

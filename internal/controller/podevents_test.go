@@ -87,6 +87,20 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 	if podEvents.Create(crevent.CreateEvent{Object: base()}) {
 		t.Error("a pod's create event wakes its job: the pass that created it already accounted for it")
 	}
+	// A job deleted while no manager ran (background deletion, its namespace deleted):
+	// the garbage collector marked its pods deleted and the tracking finalizer holds
+	// them. A new leader sees them only as create events (its first list), and no event
+	// of the job that is gone: without a pass for each, they stayed Terminating for good,
+	// and their namespace with them (helper-78).
+	held := base()
+	held.DeletionTimestamp = &metav1.Time{}
+	if !podEvents.Create(crevent.CreateEvent{Object: held}) {
+		t.Error("a pod being deleted and held by the tracking finalizer, first seen, wakes no pass to release it")
+	}
+	held.Finalizers = nil
+	if podEvents.Create(crevent.CreateEvent{Object: held}) {
+		t.Error("a pod being deleted without the tracking finalizer wakes its job: nothing to release")
+	}
 	if !podEvents.Delete(crevent.DeleteEvent{Object: base()}) {
 		t.Error("a pod's delete event does not wake its job")
 	}
