@@ -39,13 +39,9 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 		{"next instant, the job did not run", nil, t1.Add(time.Minute + 500*time.Millisecond), t1.Add(time.Minute + 10*time.Second), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			job := passJob("* * * * *", false)
-			job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
+			job := preparedMinuteJob(t1, 30)
 			job.Spec.StartingDeadlineSeconds = c.deadline
-			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
-			pod := waitingWithdrawnPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
-			api := fakeAPI(t, pod)
-			r := testReconciler(api)
+			pod, api, r := waitingWithdrawnRig(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
 
 			p1 := passWith(t, r, job, c.waitAt)
 			if n := p1.status.Counters.Missed; n != 0 {
@@ -88,9 +84,7 @@ func TestAsideOccurrenceIsCountedOnce(t *testing.T) {
 // stopped the job's schedule for as long as it lingered.
 func TestLingeringWithdrawnPodHoldsNothingBack(t *testing.T) {
 	t1, t2 := passAt, passAt.Add(time.Minute)
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	job := preparedMinuteJob(t1, 30)
 	pod := withdrawnPreparedPod(t, job, t1, "no longer the next occurrence to run (schedule change or blackout)")
 	pod.Finalizers = []string{"example.com/keep"} // ours released; another keeps it
 	pod.Labels[runpod.LabelCounted] = "true"
@@ -124,12 +118,8 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 	for _, ran := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ran=%v", ran), func(t *testing.T) {
 			t1 := passAt
-			job := passJob("* * * * *", false)
-			job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
-			pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
-			api := fakeAPI(t, pod)
-			r := testReconciler(api)
+			job := preparedMinuteJob(t1, 30)
+			pod, api, r := waitingWithdrawnRig(t, job, t1, "a blackout now covers its instant")
 
 			// The user edits the schedule at t1+3s, while the pod has not said.
 			job.Spec.Schedule = "30 * * * * *"
@@ -166,6 +156,24 @@ func TestScheduleEditWhileAWithdrawnPodWaitsCountsItOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// preparedMinuteJob is a job every minute, its pods prepared ahead seconds before their
+// instant, whose occurrences up to t1−1m are decided.
+func preparedMinuteJob(t1 time.Time, ahead int32) *v1alpha1.LockedCronJob {
+	job := passJob("* * * * *", false)
+	job.Spec.PrepareAheadSeconds = ptr.To(ahead)
+	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	return job
+}
+
+// waitingWithdrawnRig is job's waitingWithdrawnPod for t1, withdrawn for why, a fake API
+// server holding it, and a reconciler on that server.
+func waitingWithdrawnRig(t *testing.T, job *v1alpha1.LockedCronJob, t1 time.Time, why string) (*corev1.Pod, client.Client, *LockedCronJobReconciler) {
+	t.Helper()
+	pod := waitingWithdrawnPod(t, job, t1, why)
+	api := fakeAPI(t, pod)
+	return pod, api, testReconciler(api)
 }
 
 // withdrawnPreparedPod is job's pod for occ, prepared ahead and then withdrawn for why.
@@ -347,9 +355,7 @@ func TestNextPodWhileAWithdrawnOneWaitsCountsEachOnce(t *testing.T) {
 // decided again when it came. It is counted once, at its instant.
 func TestSilentWithdrawnPodIsCountedOnceAtItsInstant(t *testing.T) {
 	t1 := passAt
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(300))
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	job := preparedMinuteJob(t1, 300)
 	pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
 	del := metav1.NewTime(t1.Add(-220 * time.Second)) // asked at t1−250s, a 30 s grace
 	pod.DeletionTimestamp = &del
@@ -459,9 +465,7 @@ func TestUndeletedWithdrawnPodHoldsNoBacklog(t *testing.T) {
 // step: t1 waited, and was counted missed once superseded, not skipped.
 func TestLingeringWithdrawnPodInABlackout(t *testing.T) {
 	t1 := passAt
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	job := preparedMinuteJob(t1, 30)
 	s, e := metav1.NewTime(t1.Add(-10*time.Second)), metav1.NewTime(t1.Add(30*time.Second))
 	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "maint", Start: &s, End: &e}}}
 	pod := withdrawnPreparedPod(t, job, t1, "a blackout now covers its instant")
@@ -484,9 +488,7 @@ func TestLingeringWithdrawnPodInABlackout(t *testing.T) {
 // (the occurrence waited for it, then was superseded) until history pruning took it.
 func TestEndedUndeletedWithdrawnPodIsDeleted(t *testing.T) {
 	t1 := passAt
-	job := passJob("* * * * *", false)
-	job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-	job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
+	job := preparedMinuteJob(t1, 30)
 	pod := waitingWithdrawnPod(t, job, t1, "a blackout now covers its instant")
 	pod.DeletionTimestamp = nil
 	api := fakeAPI(t, pod)

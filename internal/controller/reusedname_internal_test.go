@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -38,12 +37,8 @@ func TestCountedNameIsNotTakenByANewPod(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			t1 := passAt
-			job := passJob("* * * * *", false)
-			job.Spec.PrepareAheadSeconds = ptr.To(int32(30))
-			job.Status.LastScheduleTime = &metav1.Time{Time: t1.Add(-time.Minute)}
-			x := waitingWithdrawnPod(t, job, t1, "drained")
-			api := fakeAPI(t, x)
-			r := testReconciler(api)
+			job := preparedMinuteJob(t1, 30)
+			x, api, r := waitingWithdrawnRig(t, job, t1, "drained")
 			podEnds(t, api, x, false, t1.Add(-20*time.Second))
 			noPod := func(when string) {
 				t.Helper()
