@@ -145,6 +145,7 @@ type LockedCronJobReconciler struct {
 	ledger        *ledgerLookups
 	markers       *blackoutMarkers
 	decided       decided
+	unanswered    unanswered // status writes whose answer was lost (lostanswer.go)
 	caughtUp      caughtUp
 	stopRecording func() // the recorder SetupWithManager made (newRecorder); nil if given one
 	// MaxConcurrentReconciles is how many jobs are reconciled at once (default 5, as
@@ -180,16 +181,12 @@ type LockedCronJobReconciler struct {
 // pass is the state of one reconcile: the status being built and the Events to emit
 // once it is written.
 type pass struct {
-	job    *v1alpha1.LockedCronJob
-	status *v1alpha1.LockedCronJobStatus
-	now    time.Time
-	log    logr.Logger
-	events []event
-	// counted are results folded in this pass (for metrics, once status is written).
-	counted []runstatus.Result
-	// recorded are the controller's own decisions (for metrics, once status is written).
-	recorded []recorded
-	requeue  time.Duration
+	job     *v1alpha1.LockedCronJob
+	status  *v1alpha1.LockedCronJobStatus
+	now     time.Time
+	log     logr.Logger
+	told    // what the pass tells once its status is written
+	requeue time.Duration
 
 	// The job's pods, as track sorted them (see accounting.go).
 	active      []*corev1.Pod
@@ -280,6 +277,16 @@ func (p *pass) distrustAhead() {
 // (seriesReasons), keys the series with the reason: what made the condition, in one word.
 type event struct{ typ, reason, cause, note string }
 
+// told is what a pass tells once its status is written (emit): Events, and the metrics
+// of the runs it counted and of the occurrences it decided.
+type told struct {
+	events []event
+	// counted are results folded in this pass.
+	counted []runstatus.Result
+	// recorded are the controller's own decisions.
+	recorded []recorded
+}
+
 func (p *pass) eventf(typ, reason, format string, args ...any) {
 	p.causedEventf(typ, reason, "", format, args...)
 }
@@ -349,10 +356,17 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			r.health.forget(req.NamespacedName)
 			r.markers.forget(req.NamespacedName)
 			r.decided.forget(req.NamespacedName)
+			r.unanswered.forget(req.NamespacedName)
 			// No pod of a deleted job keeps the tracking finalizer.
 			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
 		}
 		return ctrl.Result{}, err
+	}
+	// An earlier pass's status write whose answer was lost (lostanswer.go).
+	if wait, err := r.checkUnanswered(ctx, &job); err != nil {
+		return ctrl.Result{}, err
+	} else if wait {
+		return ctrl.Result{RequeueAfter: caughtUpRetry}, nil
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		// Foreground deletion waits for the pods: release them.
@@ -440,6 +454,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// A status time dropped as ahead of the clock (distrustAhead) is written over at once.
 	if !equality.Semantic.DeepEqual(&job.Status, p.status) && (recordsUnwritten(prune, job.Status.LastScheduleTime) || !p.plannedFrom.IsZero() ||
 		!deferrable(&job.Status, p.status, podNews(p.active, p.now), latest, func(n string) bool { return p.marked[n] })) {
+		sentOn := job.ResourceVersion
 		job.Status = *p.status
 		if err := r.Status().Update(ctx, &job); err != nil {
 			if apierrors.IsConflict(err) {
@@ -455,6 +470,8 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 				// refuses back (its message names the field). Say so where users look.
 				action, note := statusRejected(&job, err)
 				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, action, "%s", note)
+			} else if answerLost(err) {
+				r.unanswered.keep(&job, sentOn, &p.told) // it may have landed
 			}
 			return ctrl.Result{}, err
 		}
@@ -463,7 +480,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		}
 	}
 	observeStatus(&job)
-	r.emit(&job, p)
+	r.emit(&job, &p.told)
 	if err := r.markCounted(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -871,7 +888,7 @@ func setActive(st *v1alpha1.LockedCronJobStatus, active []*corev1.Pod) {
 	st.ActiveCount = int32(len(active))
 }
 
-func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *pass) {
+func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *told) {
 	for _, e := range p.events {
 		var regarding runtime.Object = job
 		action := "Reconcile"

@@ -230,6 +230,14 @@ func TestCaughtUpAfterElection(t *testing.T) {
 	})
 }
 
+// ownerIndexOf is the owner index for a fake client: the name of the job controlling o.
+func ownerIndexOf(o client.Object) []string {
+	if name, ok := ownerJob(o); ok {
+		return []string{name}
+	}
+	return nil
+}
+
 func keyOf(o metav1.Object) types.NamespacedName {
 	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
@@ -252,12 +260,7 @@ func TestReconcileWaitsForTheCachesAfterElection(t *testing.T) {
 	}
 	// The new leader's cache: the job before that write.
 	cached := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&stale).
-		WithIndex(&corev1.Pod{}, ownerIndex, func(o client.Object) []string {
-			if name, ok := ownerJob(o); ok {
-				return []string{name}
-			}
-			return nil
-		}).Build()
+		WithIndex(&corev1.Pod{}, ownerIndex, ownerIndexOf).Build()
 	r := &LockedCronJobReconciler{Client: cached, APIReader: api, Clock: clocktesting.NewFakeClock(t0.Add(30 * time.Second))}
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "a", Name: "nightly"}})
 	if err != nil || res.RequeueAfter != caughtUpRetry {
