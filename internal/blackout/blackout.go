@@ -63,10 +63,17 @@ type Rules struct {
 type window struct {
 	label string // shown in conditions, events and status.upcoming
 	// recurring
-	sched *schedule.Schedule
+	sched occurrences
 	dur   time.Duration
 	// one-off
 	start, end time.Time
+}
+
+// occurrences is what a recurring window reads of its schedule (a *schedule.Schedule; a
+// test counts the calls).
+type occurrences interface {
+	Next(t time.Time) time.Time
+	LatestIn(lo, hi time.Time) (time.Time, bool)
 }
 
 // Ref is one compiled spec.blackout.rollouts entry.

@@ -99,16 +99,47 @@ func TestAtWindows(t *testing.T) {
 }
 
 func TestAtEndlessChainIsBounded(t *testing.T) {
-	// Each hourly window overlaps the next: the blackout never ends.
+	// Each hourly window overlaps the next: the blackout never ends. The chain stops
+	// after maxChain intervals (two years of them would be 17,568), each found with one
+	// LatestIn, which is logarithmic in the window's span itself
+	// (schedule.TestLatestInDoesNotStepThroughOccurrences).
 	r := mustCompile(t, &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{recurring("always", "0 * * * *", 90*time.Minute)}}, "")
-	start := time.Now()
+	calls := countLookups(r)
 	b := r.At(sat, nil)
 	if !b.Blocked() || b.Until.Before(sat.Add(100*time.Hour)) {
 		t.Fatalf("block %+v: want blocked far ahead", b)
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("took %s", el)
+	if *calls > maxChain+1 {
+		t.Fatalf("%d window look-ups, want at most %d (maxChain + 1)", *calls, maxChain+1)
 	}
+}
+
+// countingSchedule counts a recurring window's look-ups of its schedule.
+type countingSchedule struct {
+	occurrences
+	calls *int
+}
+
+func (c countingSchedule) LatestIn(lo, hi time.Time) (time.Time, bool) {
+	*c.calls++
+	return c.occurrences.LatestIn(lo, hi)
+}
+
+func (c countingSchedule) Next(t time.Time) time.Time {
+	*c.calls++
+	return c.occurrences.Next(t)
+}
+
+// countLookups has r's recurring windows count their schedule look-ups in the returned
+// counter.
+func countLookups(r *Rules) *int {
+	calls := new(int)
+	for i := range r.windows {
+		if r.windows[i].sched != nil {
+			r.windows[i].sched = countingSchedule{r.windows[i].sched, calls}
+		}
+	}
+	return calls
 }
 
 func TestAtRollouts(t *testing.T) {
@@ -286,11 +317,16 @@ func TestDenseWindowIsCheap(t *testing.T) {
 	// A window opening every second and lasting ten days: always blocked; the look-back
 	// and the chain must not step through every second.
 	r := mustCompile(t, &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{recurring("dense", "* * * * * *", 240*time.Hour)}}, "")
-	start := time.Now()
+	calls := countLookups(r)
 	b := r.At(sat.Add(500*time.Millisecond), nil)
 	if !b.Blocked() || !b.Until.After(sat.Add(366*24*time.Hour)) {
 		t.Fatalf("block %+v", b)
 	}
+	// Each step of the chain moves ten days (the window's duration) up to the horizon.
+	if limit := int(maxHorizon/(240*time.Hour)) + 2; *calls > limit {
+		t.Fatalf("At: %d window look-ups, want at most %d (one per ten days to the horizon)", *calls, limit)
+	}
+	*calls = 0
 	preview := r.Preview([]time.Time{sat, sat.Add(time.Hour)}, sat, nil)
 	if len(preview) != 2 {
 		t.Fatalf("preview of 2 occurrences: %+v", preview)
@@ -300,8 +336,8 @@ func TestDenseWindowIsCheap(t *testing.T) {
 			t.Fatalf("preview %+v", p)
 		}
 	}
-	if el := time.Since(start); el > time.Second {
-		t.Fatalf("took %s", el)
+	if *calls > 2 {
+		t.Fatalf("Preview of 2 occurrences: %d window look-ups, want 2 (no chain)", *calls)
 	}
 }
 

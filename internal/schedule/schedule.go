@@ -634,11 +634,17 @@ func (s *Schedule) LatestIn(lo, hi time.Time) (time.Time, bool) {
 }
 
 // lastAtOrBefore returns the last occurrence in (lo, now], given that there is
-// one (Next(lo) <= now), whatever the spacing of the occurrences. It gallops back from now, then bisects, on the
-// monotone predicate "Next(a) <= now".
+// one (Next(lo) <= now), whatever the spacing of the occurrences.
 func (s *Schedule) lastAtOrBefore(lo, now time.Time) time.Time {
+	return lastAtOrBefore(s.Next, lo, now)
+}
+
+// lastAtOrBefore is Schedule.lastAtOrBefore for the schedule whose Next is next. It gallops
+// back from now, then bisects, on the monotone predicate "next(a) <= now": at most
+// 2·log2((now-lo)/1s) + 2 calls to next.
+func lastAtOrBefore(next func(time.Time) time.Time, lo, now time.Time) time.Time {
 	fires := func(a time.Time) bool {
-		n := s.Next(a)
+		n := next(a)
 		return !n.IsZero() && !n.After(now)
 	}
 	hi := now // invariant: fires(lo), !fires(hi)
@@ -660,7 +666,7 @@ func (s *Schedule) lastAtOrBefore(lo, now time.Time) time.Time {
 			hi = mid
 		}
 	}
-	return s.Next(lo)
+	return next(lo)
 }
 
 // gapSamples is how many occurrences MinGap looks at: a cron schedule's occurrences are

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"math/bits"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +421,39 @@ func TestMinGap(t *testing.T) {
 	}
 	if got := never.MinGap(from); got != 0 {
 		t.Errorf("a schedule that never fires: %v", got)
+	}
+}
+
+// TestLatestInDoesNotStepThroughOccurrences: LatestIn finds the latest occurrence in a
+// range by galloping and bisecting, not by stepping through the occurrences: a blackout
+// window every second lasting ten days, looked at on every pass, would otherwise cost
+// 864,000 calls to Next a look. Counted, not timed.
+func TestLatestInDoesNotStepThroughOccurrences(t *testing.T) {
+	start := time.Date(2026, 6, 6, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		spec string
+		span time.Duration
+	}{
+		{"* * * * * *", 240 * time.Hour},
+		{"* * * * * *", 2 * 366 * 24 * time.Hour},
+		{"*/7 * * * * *", 240 * time.Hour},
+		{"0 9 * * 1-5", 90 * 24 * time.Hour},
+	} {
+		s := mustParse(t, c.spec, "")
+		lo, hi := start, start.Add(c.span).Add(300*time.Millisecond)
+		calls := 0
+		next := func(t time.Time) time.Time { calls++; return s.Next(t) }
+		got := lastAtOrBefore(next, lo, hi)
+		want, ok := s.LatestIn(lo, hi)
+		if !ok || !got.Equal(want) {
+			t.Fatalf("%s over %s: %v, LatestIn %v %v", c.spec, c.span, got, want, ok)
+		}
+		if after := s.Next(got); !after.After(hi) || got.After(hi) || !got.After(lo) {
+			t.Fatalf("%s over %s: %v is not the latest occurrence in (lo, hi]", c.spec, c.span, got)
+		}
+		bound := 2*bits.Len64(uint64(c.span/time.Second)) + 2
+		if calls > bound {
+			t.Errorf("%s over %s: %d calls to Next, want at most %d (2·log2 of the span in seconds + 2)", c.spec, c.span, calls, bound)
+		}
 	}
 }
