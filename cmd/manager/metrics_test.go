@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/go-logr/logr"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +191,48 @@ func TestMetricsEndpointAuth(t *testing.T) {
 		if i, j := strings.Index(b, "# TYPE lockedcron_info "), strings.Index(b, "# TYPE rest_client_request_duration_seconds "); i < j {
 			t.Errorf("over %s, lockedcron_info at %d, before the registry's rest_client_request_duration_seconds at %d: not served by internal/metrics' handler", what, i, j)
 		}
+	}
+}
+
+// TestMetricsReviewsSpendNoneOfTheManagersBudget: whoever reaches the metrics port makes
+// the guard review each token it has not seen. Those reviews drew on the manager's one
+// client budget (--kube-api-qps/--kube-api-burst): a flood of forged tokens held back
+// every job's pod creations and status writes, and occurrences past their deadline were
+// counted missed. They have a budget of their own (metricsauth).
+func TestMetricsReviewsSpendNoneOfTheManagersBudget(t *testing.T) {
+	var reviews atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reviews.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","status":{"authenticated":false}}`))
+	}))
+	t.Cleanup(api.Close)
+	// The manager's budget: a burst of 5 that does not refill during the test.
+	cfg, _, err := clientConfigs(&rest.Config{Host: api.URL}, 1e-6, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter, err := metricsOptions(":0", true).FilterProvider(cfg, http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // five requests, each with a token of its own
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Authorization", fmt.Sprintf("Bearer forged-%d", i))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("request %d: %d, want 401", i, rec.Code)
+		}
+	}
+	if n := reviews.Load(); n != 5 {
+		t.Fatalf("%d TokenReviews for 5 new tokens", n)
+	}
+	if !cfg.RateLimiter.TryAccept() {
+		t.Error("5 /metrics requests with forged tokens spent the budget the manager's pod creations and status writes draw on")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -41,6 +42,7 @@ import (
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/retry"
 	utilclock "k8s.io/utils/clock"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -56,6 +58,21 @@ const (
 	cacheEntries  = 1024 // scrapers are few; a flood of forged tokens only evicts answers
 )
 
+// The reviews' own budget. Anyone who reaches the port can make the guard ask the API
+// server: every request with a token not seen before is a TokenReview. Drawn from the
+// manager's client budget (--kube-api-qps), a flood of forged tokens held back every
+// job's pod creations and status writes; it has a budget of its own, and a request that
+// would need a review past it is answered 429 at once, asking nothing. Scrapers are few
+// and their answers are kept (a token a minute, an allow 5 minutes): a handful of
+// reviews a minute.
+const (
+	reviewQPS   = 5
+	reviewBurst = 20
+)
+
+// errBusy: the reviews' budget is spent.
+var errBusy = errors.New("too many requests needing a review")
+
 var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 
 // Filter is a metricsserver.Options FilterProvider: it needs create on
@@ -63,6 +80,10 @@ var reviewBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, 
 // (cmd/manager/rbac.go); a scraper needs get on the non-resource URL /metrics
 // (config/rbac/metrics_reader_role.yaml).
 func Filter(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+	// The manager's configuration carries its one client budget: the reviews have their
+	// own (reviewQPS), checked before each review.
+	cfg = rest.CopyConfig(cfg)
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 	authn, err := authnclient.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
@@ -71,7 +92,7 @@ func Filter(cfg *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGuard(authn.TokenReviews(), authz.SubjectAccessReviews(), utilclock.RealClock{}).filter, nil
+	return newGuard(authn.TokenReviews(), authz.SubjectAccessReviews(), utilclock.RealClock{}, flowcontrol.NewTokenBucketRateLimiter(reviewQPS, reviewBurst)).filter, nil
 }
 
 // guard holds the two review clients and what they answered.
@@ -81,6 +102,7 @@ type guard struct {
 	// users: sha256 of a token → *authnv1.UserInfo, nil when the API server refused it.
 	// decisions: the SubjectAccessReview spec as JSON → decision.
 	users, decisions *cache.LRUExpireCache
+	budget           flowcontrol.RateLimiter // one token a review (reviewQPS)
 }
 
 type decision struct {
@@ -89,8 +111,8 @@ type decision struct {
 }
 
 // newGuard makes a guard whose answers expire by clk.
-func newGuard(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, clk cache.Clock) *guard {
-	return &guard{tokens: tokens, access: access,
+func newGuard(tokens authnclient.TokenReviewInterface, access authzclient.SubjectAccessReviewInterface, clk cache.Clock, budget flowcontrol.RateLimiter) *guard {
+	return &guard{tokens: tokens, access: access, budget: budget,
 		users: cache.NewLRUExpireCacheWithClock(cacheEntries, clk), decisions: cache.NewLRUExpireCacheWithClock(cacheEntries, clk)}
 }
 
@@ -102,6 +124,10 @@ func (g *guard) filter(log logr.Logger, next http.Handler) (http.Handler, error)
 			return
 		}
 		user, err := g.authenticate(req.Context(), token)
+		if errors.Is(err, errBusy) {
+			busy(w)
+			return
+		}
 		if err != nil {
 			log.Error(err, "Authentication failed")
 			http.Error(w, "Authentication failed", http.StatusInternalServerError)
@@ -113,6 +139,10 @@ func (g *guard) filter(log logr.Logger, next http.Handler) (http.Handler, error)
 			return
 		}
 		d, err := g.authorize(req.Context(), user, strings.ToLower(req.Method), req.URL.Path)
+		if errors.Is(err, errBusy) {
+			busy(w)
+			return
+		}
 		if err != nil {
 			msg := fmt.Sprintf("Authorization for user %s failed", user.Username)
 			log.Error(err, msg)
@@ -128,6 +158,12 @@ func (g *guard) filter(log logr.Logger, next http.Handler) (http.Handler, error)
 		req.Header.Del("Authorization") // used: nothing behind the filter needs it
 		next.ServeHTTP(w, req)
 	}), nil
+}
+
+// busy answers a request that would need a review past the reviews' budget.
+func busy(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
 }
 
 // bearerToken is the token of an "Authorization: Bearer <token>" header (the scheme in
@@ -147,7 +183,7 @@ func (g *guard) authenticate(ctx context.Context, token string) (*authnv1.UserIn
 		return v.(*authnv1.UserInfo), nil
 	}
 	var res *authnv1.TokenReview
-	err := review(ctx, func(ctx context.Context) (err error) {
+	err := g.review(ctx, func(ctx context.Context) (err error) {
 		res, err = g.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 		return err
 	})
@@ -208,7 +244,7 @@ func (g *guard) authorize(ctx context.Context, user *authnv1.UserInfo, verb, pat
 		return v.(decision), nil
 	}
 	var res *authzv1.SubjectAccessReview
-	err = review(ctx, func(ctx context.Context) (err error) {
+	err = g.review(ctx, func(ctx context.Context) (err error) {
 		res, err = g.access.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 		return err
 	})
@@ -228,8 +264,12 @@ func (g *guard) authorize(ctx context.Context, user *authnv1.UserInfo, verb, pat
 }
 
 // review makes one review call, within reviewTimeout, retried with reviewBackoff while it
-// fails on the way (what k8s.io/apiserver's webhook.DefaultShouldRetry retries).
-func review(ctx context.Context, call func(context.Context) error) error {
+// fails on the way (what k8s.io/apiserver's webhook.DefaultShouldRetry retries); errBusy
+// when the reviews' budget is spent.
+func (g *guard) review(ctx context.Context, call func(context.Context) error) error {
+	if !g.budget.TryAccept() {
+		return errBusy
+	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
 	return retry.OnError(reviewBackoff, func(err error) bool {

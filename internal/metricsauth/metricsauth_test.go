@@ -2,6 +2,7 @@ package metricsauth
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // The guard's own choices, against a fake API server whose answers the test sets and
@@ -29,7 +31,9 @@ type clock struct {
 	now time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Now() time.Time                  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *clock) Sleep(d time.Duration)           { c.step(d) }
 func (c *clock) step(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -86,7 +90,7 @@ func (a *apiServer) guard(c *clock) *guard {
 		sar.Status.Allowed = sameUser && na != nil && na.Path == "/metrics" && na.Verb == "get" && a.allowed[sar.Spec.User]
 		return true, sar, nil
 	})
-	return newGuard(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), c)
+	return newGuard(cs.AuthenticationV1().TokenReviews(), cs.AuthorizationV1().SubjectAccessReviews(), c, flowcontrol.NewTokenBucketRateLimiterWithClock(reviewQPS, reviewBurst, c))
 }
 
 // pop takes the first of errs, nil when there is none.
@@ -243,5 +247,34 @@ func TestGuardReviewFailures(t *testing.T) {
 	a.set(func() { a.tokenError = "" })
 	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusOK {
 		t.Errorf("the next scrape, the API server able to tell: %d, want 200 (an answer with an error is not kept)", code)
+	}
+}
+
+// TestForgedTokensAreAnsweredWithoutReviews: anyone who reaches the port can send tokens
+// the guard has not seen, each a TokenReview. Past the reviews' budget such a request is
+// answered 429 at once, asking the API server nothing, while a scraper whose answers are
+// kept is still served; the budget refills with time.
+func TestForgedTokensAreAnsweredWithoutReviews(t *testing.T) {
+	a := &apiServer{tokens: map[string]string{"good": "scraper"}, allowed: map[string]bool{"scraper": true}}
+	c := &clock{now: time.Unix(0, 0)}
+	g := a.guard(c)
+	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusOK {
+		t.Fatalf("the scraper: %d", code)
+	}
+	codes := map[int]int{}
+	for i := range 200 {
+		code, _ := serve(t, g, http.MethodGet, fmt.Sprintf("Bearer forged-%d", i))
+		codes[code]++
+	}
+	tokenCalls, _ := a.calls()
+	if tokenCalls > reviewBurst || codes[http.StatusTooManyRequests] < 200-reviewBurst {
+		t.Errorf("200 forged tokens: %d TokenReviews, answers %v; want at most %d reviews (the burst), the rest 429", tokenCalls, codes, reviewBurst)
+	}
+	if code, _ := serve(t, g, http.MethodGet, "Bearer good"); code != http.StatusOK {
+		t.Errorf("the scraper, its answers kept, during the flood: %d", code)
+	}
+	c.step(time.Second)
+	if code, _ := serve(t, g, http.MethodGet, "Bearer forged-new"); code != http.StatusUnauthorized {
+		t.Errorf("a second later: %d, want a review again (401)", code)
 	}
 }
