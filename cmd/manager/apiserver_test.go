@@ -50,3 +50,20 @@ func TestWaitForAPIServer(t *testing.T) {
 		t.Fatalf("error %v, want one saying kube-apiserver did not answer within 1s", err)
 	}
 }
+
+// TestClusterName: --cluster-name is the first part of every holder identity
+// (<cluster>/<namespace>/<pod>/<pod uid>), in status, reports and `kubectl get lcj`. A
+// "/", a space, a line break or any length were taken as given.
+func TestClusterName(t *testing.T) {
+	for _, ok := range []string{"", "local", "prod-eu-1", "Prod_EU.1", "c", strings.Repeat("a", 63)} {
+		if err := checkClusterName(ok); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"a/b", "prod eu", "prod\nkube-system x", "-a", "a-", strings.Repeat("a", 64), "é"} {
+		err := checkClusterName(bad)
+		if err == nil || !strings.Contains(err.Error(), "--cluster-name") {
+			t.Errorf("%q: %v, want refused naming --cluster-name", bad, err)
+		}
+	}
+}

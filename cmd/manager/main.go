@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -104,6 +105,9 @@ func run() error {
 	}
 	if wrapperImage == "" {
 		return fmt.Errorf("--wrapper-image is empty: give the image that holds /lockwrap")
+	}
+	if err := checkClusterName(clusterName); err != nil {
+		return err
 	}
 	if _, err := setMemoryLimit(memoryLimitRatio, memlimit.FromCgroup, log); err != nil {
 		return err
@@ -257,6 +261,21 @@ func cacheOptions(watch string) (cache.Options, error) {
 		o.DefaultNamespaces[ns] = cache.Config{}
 	}
 	return o, nil
+}
+
+// clusterNamePattern is what --cluster-name may hold: it is the first part of every
+// holder identity (<cluster>/<namespace>/<pod>/<pod uid>), shown in status, reports and
+// `kubectl get lcj`, and compared by lockwrap; a "/" would shift its parts, a space or a
+// control character its columns.
+var clusterNamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+
+// checkClusterName refuses a --cluster-name that does not fit clusterNamePattern (empty:
+// derived from the kube-system namespace).
+func checkClusterName(name string) error {
+	if name == "" || clusterNamePattern.MatchString(name) {
+		return nil
+	}
+	return fmt.Errorf("--cluster-name %q: want 1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit (it is the first part of every holder identity)", name)
 }
 
 // derivedClusterName names the cluster after its kube-system namespace UID, which is
