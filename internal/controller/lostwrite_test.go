@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -28,6 +32,8 @@ type lostStatusWrite struct {
 	lose  func(*v1alpha1.LockedCronJob) bool
 	once  *sync.Once
 	fired *atomic.Bool
+	// landed: the write is stored and its answer lost (a reset connection), not refused.
+	landed bool
 }
 
 func (c lostStatusWrite) Status() client.SubResourceWriter {
@@ -45,6 +51,12 @@ func (s lostStatus) Update(ctx context.Context, obj client.Object, opts ...clien
 		s.c.once.Do(func() { lost = true })
 		if lost {
 			s.c.fired.Store(true)
+			if s.c.landed {
+				if err := s.SubResourceWriter.Update(ctx, obj, opts...); err != nil {
+					return err
+				}
+				return errors.New("http2: client connection lost")
+			}
 			return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "lockedcronjobs"}, job.Name, context.Canceled)
 		}
 	}
@@ -76,5 +88,41 @@ var _ = Describe("a pass whose status write is lost after it created a pod", fun
 		Eventually(func() int64 { return getJob(job).Status.Counters.SkippedBlackout }, 5*time.Second, 50*time.Millisecond).
 			Should(Equal(int64(2)), "occurrence %s was deferred, then superseded: it must be counted", b.Add(6*time.Second).UTC().Format(time.RFC3339))
 		Consistently(func() int64 { return getJob(job).Status.Counters.SkippedBlackout }, 2*time.Second, 100*time.Millisecond).Should(Equal(int64(2)))
+	})
+})
+
+var _ = Describe("a pass whose status write lands but whose answer is lost", func() {
+	// The next pass finds the pods it counted in status.countedPods and settles them
+	// without counting them again: it tells what the lost answer's pass had to tell (the
+	// run's Event, lockedcron_runs_total), once (lostanswer.go). Here with the real API
+	// server and the manager's cache: the status it reads back is the one written.
+	It("tells the runs it counted once", func() {
+		var fired atomic.Bool
+		startManagerWrapped(clock.RealClock{}, CacheOptions(), func(c client.Client) client.Client {
+			return lostStatusWrite{Client: c, once: &sync.Once{}, fired: &fired, landed: true, lose: func(j *v1alpha1.LockedCronJob) bool {
+				return j.Status.Counters.Succeeded == 1
+			}}
+		})
+		ns := newNamespace()
+		job := newJob(ns, "lost-answer", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		ran := createPodFor(job, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		finishPod(ran, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: ns + "/lost-answer",
+			Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + ns + "/" + ran.Name, Message: "its run"}))
+
+		Eventually(fired.Load, 15*time.Second, 50*time.Millisecond).Should(BeTrue(), "no pass wrote the run's count")
+		Eventually(func() string {
+			p, err := getPod(ns, ran.Name)
+			Expect(err).NotTo(HaveOccurred())
+			return p.Labels[runpod.LabelCounted]
+		}, 10*time.Second, 50*time.Millisecond).Should(Equal("true"), "the pod settled")
+		runs := func() float64 {
+			return metricValue("lockedcron_runs_total", map[string]string{"namespace": ns, "name": "lost-answer", "outcome": "Succeeded"})
+		}
+		Eventually(runs, 5*time.Second, 50*time.Millisecond).Should(Equal(1.0), "the run counted in lockedcron_runs_total")
+		Eventually(func() []eventsv1.Event { return eventsAbout(job, string(report.Succeeded)) }, 10*time.Second, 100*time.Millisecond).
+			Should(HaveLen(1), "the run's Event")
+		Consistently(runs, 2*time.Second, 100*time.Millisecond).Should(Equal(1.0), "the run counted again")
+		Expect(getJob(job).Status.Counters.Succeeded).To(Equal(int64(1)))
 	})
 })

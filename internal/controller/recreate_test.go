@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -92,5 +93,36 @@ var _ = Describe("A job deleted and created again under the same name", func() {
 			}
 			return ""
 		}, 15*time.Second, 100*time.Millisecond).Should(Equal(replacement.UID), "the occurrence runs in a pod of the new job")
+	})
+})
+
+var _ = Describe("A job deleted while no manager ran", func() {
+	// The garbage collector marks its pods deleted, and the tracking finalizer holds
+	// them. A manager that starts then sees each only as a create event, and no event
+	// comes for a job that is gone: those events must wake the job's pass, which releases
+	// them. Left, they stayed Terminating for good, and their namespace with them.
+	It("releases its pods when a manager starts", func() {
+		ns := newNamespace()
+		job := newJob(ns, "gone", "0 0 1 1 *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		ran := createPodFor(job, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		finishPod(ran, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: ns + "/gone",
+			Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + ns + "/" + ran.Name, Message: "its last run"}))
+		running := createPodFor(job, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+		Expect(k8sClient.Delete(ctx, job)).To(Succeed())
+		for _, pod := range []*corev1.Pod{ran, running} { // as the garbage collector does
+			Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+			p, err := getPod(ns, pod.Name)
+			Expect(err).NotTo(HaveOccurred(), "the tracking finalizer holds pod %s", pod.Name)
+			Expect(p.DeletionTimestamp).NotTo(BeNil())
+		}
+
+		startManager(clock.RealClock{})
+		for _, pod := range []*corev1.Pod{ran, running} {
+			Eventually(func() error {
+				_, err := getPod(ns, pod.Name)
+				return err
+			}, 15*time.Second).Should(Satisfy(apierrors.IsNotFound), "pod %s of the deleted job released and gone", pod.Name)
+		}
 	})
 })
