@@ -201,6 +201,14 @@ names (spec.lock.redis.secretRef), which you must be allowed to get.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitGeneric, Err: err}
 	})
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if o.RedisTimeout <= 0 {
+			// A context that has already ended: every Redis answer would read as a
+			// timeout, and the message would send the user to the network.
+			return exitf(ExitGeneric, "--redis-timeout %v: want a duration above 0, e.g. 5s", o.RedisTimeout)
+		}
+		return nil
+	}
 	fs := root.PersistentFlags()
 	o.Config.AddFlags(fs)
 	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the LockedCronJobs of all namespaces (status, history, next without NAME).")

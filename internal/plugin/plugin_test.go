@@ -929,3 +929,29 @@ func TestRunWaitRequestRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestFlagsThatWouldBeIgnoredAreRefused: a flag the command would accept and then not
+// act on is refused, naming it and the fix, before anything is written: `run --timeout`
+// without --wait exited 0 at once (nothing waited), and --redis-timeout 0 made every Redis
+// answer read as a timeout, "needs a port-forward".
+func TestFlagsThatWouldBeIgnoredAreRefused(t *testing.T) {
+	e := newEnv(t, "redis://127.0.0.1:1")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "report", "-n", e.ns, "--timeout", "5s"}, "--timeout 5s bounds --wait"},
+		{[]string{"status", "report", "-n", e.ns, "--redis-timeout", "0s"}, "--redis-timeout 0s: want a duration above 0"},
+		{[]string{"status", "report", "-n", e.ns, "--redis-timeout", "-1s"}, "--redis-timeout -1s: want a duration above 0"},
+	} {
+		r := kl(time.Time{}, c.args...)
+		if r.code != plugin.ExitGeneric || !strings.Contains(r.errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, r.code, r.errOut, plugin.ExitGeneric, c.want)
+		}
+	}
+	job := &v1alpha1.LockedCronJob{}
+	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(e.job), job))
+	if id, ok := job.Annotations[v1alpha1.AnnotationRunRequest]; ok {
+		t.Errorf("a run was requested (id %s) by a command that was refused", id)
+	}
+}

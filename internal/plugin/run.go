@@ -132,6 +132,10 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	if f.timeout < 0 {
 		return exitf(ExitGeneric, "--timeout %v: must not be negative", f.timeout)
 	}
+	if f.timeout > 0 && !f.wait {
+		// Without --wait nothing is waited for: the timeout would be ignored.
+		return exitf(ExitGeneric, "--timeout %v bounds --wait: add --wait, or leave --timeout out", f.timeout)
+	}
 	c, ns, err := o.kube()
 	if err != nil {
 		return err
