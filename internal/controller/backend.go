@@ -162,6 +162,9 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 		if errors.Is(err, lock.ErrNotAllowed) {
 			return nil, "", &backendError{ReasonRedisNotAllowed, notAllowedMessage(key, addrs), err}
 		}
+		if errors.Is(err, lock.ErrTopology) { // a Cluster url's seeds past the process's node budget
+			return nil, "", &backendError{ReasonRedisUnreachable, fmt.Sprintf("Redis at %s (Secret %s): %s", addrs, key, pingProblem(err)), err}
+		}
 		return nil, "", secretProblem(key, cfg, err)
 	}
 	b.clients[key] = cachedClient{sum: sum, client: c, addrs: addrs, made: b.now(), cluster: o.IsClusterMode}

@@ -200,7 +200,7 @@ func NewGuardedClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient,
 	if err != nil {
 		return nil, err
 	}
-	return newUniversal(o), nil
+	return newUniversal(o)
 }
 
 // guardedOptions parses cfg, refuses the URL's hosts a does not allow, and sets the

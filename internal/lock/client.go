@@ -44,6 +44,14 @@ const (
 	defaultWriteTimeout = 3 * time.Second
 )
 
+// MaxURLHosts bounds the hosts of a URL: go-redis makes a node (a client with its pool,
+// about 4.4 KiB) of each Cluster seed it tries, and tries them all until one answers; a
+// Secret of 60,000 seeds took the manager past its memory limit on the first ping. A
+// Cluster needs one node that answers (it names the others), a Sentinel deployment has 3
+// or 5 sentinels (the manager asks 16 at most): 64 leaves room for seeds across zones and
+// failure domains, and is at most ~280 KiB of nodes per client.
+const MaxURLHosts = 64
+
 // ParseURL turns cfg into go-redis universal options without connecting.
 func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	raw := strings.TrimSpace(cfg.URL)
@@ -149,6 +157,12 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	}
 	if hostlist == "" {
 		return nil, bad("no host")
+	}
+	// Counted before anything is made of them: each host becomes a node, or a sentinel to
+	// ask, with its own allocations.
+	if n := strings.Count(hostlist, ",") + 1; n > MaxURLHosts {
+		return nil, bad("%d hosts, more than %d: list at most %d in the url (the Secret's url key, lockwrap's --redis-url); "+
+			"a Cluster needs a few seeds (any node that answers names the rest), a Sentinel url its sentinels", n, MaxURLHosts, MaxURLHosts)
 	}
 	hosts := strings.Split(hostlist, ",")
 	for i, h := range hosts {
@@ -277,7 +291,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	o.Dialer = noHelloDialer(o)
-	return newUniversal(o), nil
+	return newUniversal(o)
 }
 
 // hostPort is h as an address to dial, the default port added, or why it is not one

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -164,6 +165,45 @@ func TestParseURLErrors(t *testing.T) {
 	}
 	if _, err := ParseURL(ClientConfig{URL: "rediss://h", CACert: []byte("x")}); err == nil || !strings.Contains(err.Error(), "PEM") {
 		t.Errorf("bad CA: %v", err)
+	}
+}
+
+// TestParseURLRefusesTooManyHosts: a Secret's redis+cluster:// url of 60,000 seeds (a
+// Secret holds up to 1 MiB) was taken whole; go-redis made a node of each seed it tried at
+// the first ping (~4.4 KiB each, +265 MiB), past the manager's memory limit, and the leader
+// then the standby died on it. The url is refused before anything is made of its hosts,
+// saying where it came from, the bound and the fix, and quoting neither the password nor
+// the thousands of hosts.
+func TestParseURLRefusesTooManyHosts(t *testing.T) {
+	hosts := func(n int) string {
+		h := make([]string, n)
+		for i := range h {
+			h[i] = fmt.Sprintf("10.1.%d.%d:7000", i/256, i%256)
+		}
+		return strings.Join(h, ",")
+	}
+	for _, url := range []string{
+		"redis+cluster://u:alphabravo@" + hosts(60000),
+		"rediss+cluster://" + hosts(MaxURLHosts+1),
+		"redis+sentinel://:alphabravo@" + hosts(MaxURLHosts+1) + "?master=m",
+	} {
+		_, err := ParseURL(ClientConfig{URL: url})
+		if err == nil || !errors.Is(err, ErrBadURL) {
+			t.Fatalf("%s…: %v, want refused", url[:40], err)
+		}
+		for _, want := range []string{"more than 64", "the Secret's url key", "a few seeds"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s…: %v, want %q", url[:40], err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "alphabravo") || len(err.Error()) > 1024 {
+			t.Errorf("%s…: the error (%d bytes) quotes the password or the hosts: %.300s", url[:40], len(err.Error()), err)
+		}
+	}
+	for _, url := range []string{"redis+cluster://" + hosts(MaxURLHosts), "redis+sentinel://" + hosts(MaxURLHosts) + "?master=m"} {
+		if o, err := ParseURL(ClientConfig{URL: url}); err != nil || len(o.Addrs) != MaxURLHosts {
+			t.Errorf("%s…: %v, want %d hosts taken", url[:40], err, MaxURLHosts)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 //   - Cluster (every client): a slot map naming more than MaxClusterNodes nodes, or more
 //     ranges than the slots, is refused before go-redis acts on it, and so are maps and
 //     redirects past a budget of distinct nodes per client and per process (clusterBudget).
+//     The url's own seeds (at most MaxURLHosts) count against it when the client is made.
 //
 // lockwrap keeps go-redis's Sentinel client: it follows a failover within a run, and its
 // server is its own tenant's.
@@ -61,7 +62,7 @@ func NewTenantClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, 
 		return nil, err
 	}
 	if o.MasterName == "" {
-		return newUniversal(o), nil
+		return newUniversal(o)
 	}
 	m := &sentinelMaster{o: o, dial: o.Dialer}
 	so := o.Simple()
@@ -74,19 +75,24 @@ func NewTenantClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, 
 	return c, nil
 }
 
-// newUniversal is redis.NewUniversalClient with a Cluster's nodes bounded (clusterBudget).
-func newUniversal(o *redis.UniversalOptions) redis.UniversalClient {
+// newUniversal is redis.NewUniversalClient with a Cluster's nodes bounded (clusterBudget):
+// the url's seeds count as named when the client is made (go-redis makes a node of each
+// it tries), and it is not made if they go past the budget.
+func newUniversal(o *redis.UniversalOptions) (redis.UniversalClient, error) {
 	if !o.IsClusterMode {
-		return redis.NewUniversalClient(o)
+		return redis.NewUniversalClient(o), nil
+	}
+	b := newClusterBudget()
+	if err := b.admit(o.Addrs, time.Now()); err != nil {
+		return nil, err
 	}
 	co := o.Cluster()
-	b := newClusterBudget()
 	co.NewClient = func(opt *redis.Options) *redis.Client {
 		c := redis.NewClient(opt)
 		c.AddHook(b)
 		return c
 	}
-	return redis.NewClusterClient(co)
+	return redis.NewClusterClient(co), nil
 }
 
 const (

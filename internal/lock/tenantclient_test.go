@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -304,6 +305,53 @@ func TestClusterBudgetOfTheProcess(t *testing.T) {
 	// Addresses not named for the window no longer count.
 	if err := newClusterBudget().admit([]string{"10.255.0.1:7000"}, now.Add(ClusterWindow+time.Second)); err != nil {
 		t.Fatalf("after the window: %v", err)
+	}
+}
+
+// TestClusterSeedsCountAgainstTheBudget: the node budget counted the nodes slot maps and
+// redirects name, not the url's own seeds, of each of which go-redis makes a node when it
+// tries them (every one, one after another, until one answers). The seeds count when the
+// client is made, and a client whose seeds would go past the process's budget is not made.
+func TestClusterSeedsCountAgainstTheBudget(t *testing.T) {
+	resetClusterBudgets(t)
+	counted := func() int {
+		clusterBudgets.Lock()
+		defer clusterBudgets.Unlock()
+		n := 0
+		for b := range clusterBudgets.all {
+			n += len(b.seen)
+		}
+		return n
+	}
+	url := "redis+cluster://10.9.0.1:7000,10.9.0.2:7000,10.9.0.3:7000"
+	c, err := NewTenantClient(ClientConfig{URL: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if n := counted(); n != 3 {
+		t.Fatalf("%d nodes counted after a client of 3 seeds, want 3", n)
+	}
+	// Other Secrets' Clusters have used the process's budget up but for 2 nodes.
+	for left := MaxProcessClusterNodes - 5; left > 0; left -= MaxClusterNodes {
+		filler := make([]string, min(left, MaxClusterNodes))
+		for i := range filler {
+			filler[i] = fmt.Sprintf("10.%d.%d.%d:7000", 100+left/MaxClusterNodes, i/256, i%256)
+		}
+		if err := newClusterBudget().admit(filler, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, newClient := range map[string]func(ClientConfig, *AllowedHosts) (redis.UniversalClient, error){
+		"tenant": NewTenantClient, "guarded": NewGuardedClient,
+	} {
+		c, err := newClient(ClientConfig{URL: "redis+cluster://10.8.0.1:7000,10.8.0.2:7000,10.8.0.3:7000"}, nil)
+		if err == nil {
+			_ = c.Close()
+		}
+		if !errors.Is(err, ErrProcessBudget) {
+			t.Errorf("%s: a client of 3 seeds with 2 nodes left in the process's budget: %v, want ErrProcessBudget", name, err)
+		}
 	}
 }
 

@@ -79,6 +79,7 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--redis-url", "redis://r", "--key", "#2762b91c221fc7f7", "--", "x"}, nil, "--key"}, // the tag of "}x{y}"
 		{append(base, "--redis-url", "ftp://r", "--", "x"), nil, "--redis-url"},
 		{append(base, "--redis-url", "redis://a,b", "--", "x"), nil, "--redis-url"},
+		{append(base, "--redis-url", "redis+cluster://"+strings.Repeat("c:7000,", 64)+"c:7000", "--", "x"), nil, "--redis-url"}, // lock.MaxURLHosts
 		{append(base, "--ttl", "0", "--", "x"), nil, "--ttl"},
 		{append(base, "--ttl", "-5s", "--", "x"), nil, "--ttl"},
 		{append(base, "--ttl", "later", "--", "x"), nil, "--ttl"},
