@@ -182,9 +182,14 @@ const clusterClientMaxAge = time.Hour
 const oldClientGrace = 3 * time.Minute
 
 // secretProblem is the fixed message for Secret contents lock cannot use. lock's own
-// errors quote the URL (password redacted), but the rest of a URL can be a secret too.
+// errors quote the URL (password redacted), but the rest of a URL can be a secret too: the
+// message says a lock.URLError's Reason, lock's own words without any of it.
 func secretProblem(key types.NamespacedName, cfg lock.ClientConfig, err error) *backendError {
 	msg := fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: %s is not a valid Redis URL (redis://, rediss://, redis+sentinel://, redis+cluster://)", key, runpod.SecretKeyURL)
+	var uerr *lock.URLError
+	if errors.As(err, &uerr) {
+		msg = fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: %s is refused: %s", key, runpod.SecretKeyURL, uerr.Reason)
+	}
 	if len(cfg.CACert) > 0 && !x509.NewCertPool().AppendCertsFromPEM(cfg.CACert) {
 		msg = fmt.Sprintf("spec.lock.redis.secretRef: Secret %s: %s holds no PEM certificate", key, runpod.SecretKeyCACert)
 	}

@@ -76,7 +76,7 @@ func TestBackendMessageGarbageURL(t *testing.T) {
 			t.Errorf("%q: reason %s", url, berr.reason)
 		}
 		assertClean(t, berr.Error())
-		if !strings.Contains(berr.Error(), "Secret ns/redis: url is not a valid Redis URL") {
+		if !strings.Contains(berr.Error(), "Secret ns/redis: url is refused: ") {
 			t.Errorf("%q: message %q", url, berr.Error())
 		}
 	}
@@ -92,6 +92,34 @@ func TestBackendMessageGarbageURL(t *testing.T) {
 		assertClean(t, berr.Error())
 		if berr.reason != ReasonSecretInvalid || !strings.Contains(berr.Error(), `key "`+key+`" holds a control character`) {
 			t.Errorf("%s with a newline: %s %q", key, berr.reason, berr.Error())
+		}
+	}
+}
+
+// TestBackendMessageSaysWhatToFix: every url lock refused read "url is not a valid Redis
+// URL (redis://, …)", even a valid redis:// url with a ca.crt key (the fix: rediss://, or
+// no ca.crt), a Sentinel url without ?master= or a Cluster url with a database number: the
+// job never ran (SecretInvalid) and its author was told the wrong fix. The message says
+// lock's reason, and still nothing of the Secret.
+func TestBackendMessageSaysWhatToFix(t *testing.T) {
+	ca := string(redistest.CAPEM(t))
+	for _, c := range []struct {
+		data map[string]string
+		want string
+	}{
+		{map[string]string{"url": "redis://redis.infra:6379", "ca.crt": ca}, `a CA certificate was given (the Secret's ca.crt key, lockwrap's --redis-ca-file) but the scheme "redis" is not TLS: use rediss`},
+		{map[string]string{"url": "redis+sentinel://:" + secretMark + "@s1:26379,s2:26379"}, "redis+sentinel:// needs ?master=<name>"},
+		{map[string]string{"url": "redis+cluster://c1:7000/0"}, "cluster urls take no database number"},
+		{map[string]string{"url": "redis+cluster://" + strings.Repeat("c1:7000,", 64) + "c1:7000"}, "65 hosts, more than 64"},
+		{map[string]string{"url": "redis://h:1?" + secretMark + "=1"}, "unknown option … (the options: dial_timeout"},
+		{map[string]string{"url": "redis://h:1?read_timeout=" + secretMark}, `read_timeout="…": want a Go duration`},
+		{map[string]string{"url": secretMark + "://h:1"}, "unknown scheme … (want redis, rediss"},
+	} {
+		c.data["password"] = secretMark
+		berr := checkSecret(t, "", c.data)
+		assertClean(t, berr.Error())
+		if berr.reason != ReasonSecretInvalid || !strings.Contains(berr.Error(), "Secret ns/redis: url is refused: "+c.want) {
+			t.Errorf("%.60s: %s %q, want %q", c.data["url"], berr.reason, berr.Error(), c.want)
 		}
 	}
 }

@@ -37,6 +37,25 @@ type ClientConfig struct {
 // ErrBadURL is wrapped by every URL problem NewClient and ParseURL report.
 var ErrBadURL = errors.New("lock: bad redis url")
 
+// URLError is the error of a URL (or a CA) ParseURL refuses. Its Error() quotes the URL,
+// password redacted; Reason is what is wrong and how to fix it in this package's own words
+// and numbers, quoting nothing of the URL or the Secret (no host, no option's value or
+// unknown name), for messages a tenant's credentials must never reach (status, Events).
+type URLError struct {
+	URL    string // redacted (redactURL); "" when the URL is not the problem
+	Reason string
+	why    string // Reason with the pieces of the URL that are safe to quote
+}
+
+func (e *URLError) Error() string {
+	if e.URL == "" {
+		return fmt.Sprintf("%v: %s", ErrBadURL, e.why)
+	}
+	return fmt.Sprintf("%v %s: %s", ErrBadURL, e.URL, e.why)
+}
+
+func (e *URLError) Unwrap() error { return ErrBadURL }
+
 // Options for NewClient's connections when the URL does not say.
 const (
 	defaultDialTimeout  = 5 * time.Second
@@ -70,25 +89,33 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	// So may any piece of the query once it holds a sentinel_password: an unencoded "&"
 	// in it starts what reads as another option.
 	secretQuery := false
+	// bad's format is this package's text; of its arguments, the Reason keeps the numbers
+	// and safeText only.
 	bad := func(format string, a ...any) error {
-		if misplacedAt || secretQuery {
-			for i, x := range a {
-				switch x.(type) {
-				case int, safeText:
-				default:
-					a[i] = "xxxxx"
+		fixed := make([]any, len(a))
+		for i, x := range a {
+			fixed[i] = x
+			switch x.(type) {
+			case int, safeText:
+			default:
+				fixed[i] = "…"
+				if misplacedAt || secretQuery {
+					if _, ok := x.(urlPiece); !ok {
+						a[i] = "xxxxx"
+					}
 				}
 			}
 		}
-		why := fmt.Sprintf(format, a...)
+		why, reason := fmt.Sprintf(format, a...), fmt.Sprintf(format, fixed...)
+		hint := ""
 		if misplacedAt {
-			why += `; it has an "@" after "/", "?" or "#": if the password holds one of these, ` +
+			hint += `; it has an "@" after "/", "?" or "#": if the password holds one of these, ` +
 				`percent-encode it ("/" %2F, "?" %3F, "#" %23, "@" %40)`
 		}
 		if secretQuery {
-			why += `; if the sentinel password holds "&", "+", "#" or "%", percent-encode it ("&" %26, "+" %2B, "#" %23, "%" %25)`
+			hint += `; if the sentinel password holds "&", "+", "#" or "%", percent-encode it ("&" %26, "+" %2B, "#" %23, "%" %25)`
 		}
-		return fmt.Errorf("%w %s: %s", ErrBadURL, redactURL(cfg.URL), why)
+		return &URLError{URL: redactURL(cfg.URL), Reason: reason + hint, why: why + hint}
 	}
 	if raw == "" {
 		return nil, bad("empty")
@@ -115,7 +142,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 	case "rediss+cluster":
 		cluster, useTLS = true, true
 	default:
-		return nil, bad("unknown scheme %s (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", safeText(shownScheme(scheme)))
+		return nil, bad("unknown scheme %s (want redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster)", urlPiece(shownScheme(scheme)))
 	}
 
 	userinfo, hostlist := "", authority
@@ -219,7 +246,7 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		case "dial_timeout", "read_timeout", "write_timeout":
 			d, err := parseSeconds(v)
 			if err != nil {
-				return nil, bad("%s=%q: %v", safeText(name), v, err)
+				return nil, bad("%s=%q: %s", safeText(name), v, safeText("want a Go duration (500ms, 2s) or a number of seconds"))
 			}
 			switch name {
 			case "dial_timeout":
@@ -238,7 +265,8 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 				return nil, bad("unknown option %s: put the password in the user info (redis://:PASSWORD@host, percent-encoded) "+
 					"or in the Secret's password key", shownName)
 			}
-			return nil, bad("unknown option %s", shownName)
+			return nil, bad("unknown option %s (the options: dial_timeout, read_timeout, write_timeout, client_name; "+
+				"for redis+sentinel:// master, sentinel_username, sentinel_password)", shownName)
 		}
 	}
 	if sentinel && o.MasterName == "" {
@@ -265,7 +293,8 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		}
 	}
 	if len(cfg.CACert) > 0 && !useTLS {
-		return nil, bad("a CA certificate was given but the scheme %q is not TLS (use rediss…)", safeText(scheme))
+		return nil, bad("a CA certificate was given (the Secret's ca.crt key, lockwrap's --redis-ca-file) but the scheme %q is not TLS: "+
+			"use rediss… or give no CA", safeText(scheme))
 	}
 	if useTLS {
 		// ServerName stays empty: go-redis dials with tls.DialWithDialer, which verifies
@@ -274,7 +303,8 @@ func ParseURL(cfg ClientConfig) (*redis.UniversalOptions, error) {
 		if len(cfg.CACert) > 0 {
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(cfg.CACert) {
-				return nil, fmt.Errorf("%w: CA certificate: no PEM certificate found", ErrBadURL)
+				const why = "CA certificate: no PEM certificate found"
+				return nil, &URLError{Reason: why, why: why}
 			}
 			tc.RootCAs = pool
 		}
@@ -460,9 +490,15 @@ func shownScheme(scheme string) string {
 // are made (with a few more characters each).
 const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
-// safeText is text that bad shows even when any piece of the URL may be a password's:
-// this package's own, or a piece of the URL checked to be one of a few known names.
+// safeText is text that bad shows even when any piece of the URL may be a password's, and
+// in the Reason: this package's own, or a piece of the URL checked to be one of a few
+// known names.
 type safeText string
+
+// urlPiece is a piece of the URL that bad shows in the error even when any piece of the
+// URL may be a password's (it was checked to be harmless there: shownScheme), never in
+// the Reason.
+type urlPiece string
 
 // shown is s if it is made of allowed's characters only, else xxxxx.
 func shown(s, allowed string) string {

@@ -154,9 +154,20 @@ func TestParseURLErrors(t *testing.T) {
 		if err == nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.url, err, tc.want)
 		}
+		// The Reason (status, Events) says what is wrong without any of the URL.
+		var uerr *URLError
+		if !errors.As(err, &uerr) || uerr.Reason == "" {
+			t.Errorf("%q: %v is no URLError with a reason", tc.url, err)
+			continue
+		}
 		for _, secret := range []string{"topsecret", "alpha", "bravo", "%zz", "charlie"} {
-			if err != nil && strings.Contains(err.Error(), secret) {
+			if strings.Contains(err.Error(), secret) {
 				t.Errorf("%q: password piece %q in error %v", tc.url, secret, err)
+			}
+		}
+		for _, piece := range []string{"topsecret", "alpha", "bravo", "%zz", "charlie", "pool", "soon", "myredis", "windows", "team", "http"} {
+			if strings.Contains(uerr.Reason, piece) {
+				t.Errorf("%q: %q in the reason %q", tc.url, piece, uerr.Reason)
 			}
 		}
 	}

@@ -74,3 +74,9 @@ func makeTLS(t testing.TB, dir string) *tlsFiles {
 	fail(os.WriteFile(f.key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return f
 }
+
+// CAPEM is the PEM of a new self-signed CA (a Secret's ca.crt that parses).
+func CAPEM(t testing.TB) []byte {
+	t.Helper()
+	return makeTLS(t, t.TempDir()).caPEM
+}
