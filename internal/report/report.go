@@ -242,15 +242,20 @@ func TruncateRunes(s string, n int) string {
 	return s[:n]
 }
 
-// Printable is r with its text as printable.Text shows it: a report is what the job's
+// Printable is r with its text as printable shows it: a report is what the job's
 // container wrote (a job can write its own termination message), and its text goes on to
-// status, Events and logs, where a terminal must not act on it.
+// status, Events and logs, where a terminal must not act on it. The message and the
+// watermarks keep their newlines and tabs (printable.Text); the names and times are one
+// line (printable.OneLine): the holder is a column of `kubectl get lcj -A`, where a
+// newline in it was a forged row of another tenant's job.
 func (r Report) Printable() Report {
-	for _, f := range []*string{&r.Occurrence, &r.Key, &r.Holder, &r.HeldBy, &r.AcquiredAt, &r.StartedAt,
-		&r.ReleasedAt, &r.Watermark, &r.PreviousWatermark, &r.Message} {
+	for _, f := range []*string{&r.Watermark, &r.PreviousWatermark, &r.Message} {
 		*f = printable.Text(*f)
 	}
-	r.Outcome = Outcome(printable.Text(string(r.Outcome)))
+	for _, f := range []*string{&r.Occurrence, &r.Key, &r.Holder, &r.HeldBy, &r.AcquiredAt, &r.StartedAt, &r.ReleasedAt} {
+		*f = printable.OneLine(*f)
+	}
+	r.Outcome = Outcome(printable.OneLine(string(r.Outcome)))
 	if len(r.Warnings) > 0 {
 		w := make([]string, len(r.Warnings))
 		for i, s := range r.Warnings {

@@ -3,6 +3,7 @@ package runstatus
 import (
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,41 @@ func TestManualOccurrenceWithinClockSkewIsKept(t *testing.T) {
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "nightly", UID: "u1", Controller: ptrTrue()}}
 	if occ, err := Occurrence(p); err != nil || !occ.Equal(t0.Add(2*time.Second)) {
 		t.Errorf("Occurrence = %v, %v; want %v", occ, err, t0.Add(2*time.Second))
+	}
+}
+
+// TestHolderIsOneLineInStatus: status.lastHolder.identity is the LAST HOLDER column of
+// `kubectl get lcj -A`, and kubectl escapes only ESC and CR in its cells. A job writes its
+// own report: a newline in its holder (or in the heldBy of a skip, read from the tenant's
+// Redis) made a row of its own in an admin's table, a forged job of another namespace.
+// Report.Printable kept newlines and tabs, and so did Fold. A holder reaches status on one
+// line (lastHolder, recent[].holder, lastSuccess.holder), with or without Printable.
+func TestHolderIsOneLineInStatus(t *testing.T) {
+	forged := "cluster-1/team-a/nightly-1/uid\nkube-system   backup   0 0 * * *   False\t0   cluster-1/kube-system/backup-1/uid"
+	quoted, _ := json.Marshal(forged)
+	for name, msg := range map[string]string{
+		"holder": `{"v":1,"outcome":"Succeeded","holder":` + string(quoted) + `,"fencingToken":7}`,
+		"heldBy": `{"v":1,"outcome":"SkippedContention","holder":"c/team-a/p/u","heldBy":` + string(quoted) + `}`,
+	} {
+		for _, printed := range []bool{true, false} {
+			res := ResultOf(finishedPod(runpod.Name("nightly", t0), t0, corev1.PodSucceeded, msg))
+			if printed {
+				res.Report = res.Report.Printable() // as the controller's count does
+			}
+			var st v1alpha1.LockedCronJobStatus
+			Fold(&st, res)
+			if st.LastHolder == nil || len(st.Recent) != 1 {
+				t.Fatalf("%s: no last holder or record: %+v", name, st)
+			}
+			shown := map[string]string{"lastHolder.identity": st.LastHolder.Identity, "recent[0].holder": st.Recent[0].Holder}
+			if st.LastSuccess != nil {
+				shown["lastSuccess.holder"] = st.LastSuccess.Holder
+			}
+			for field, v := range shown {
+				if strings.ContainsAny(v, "\n\t") || !strings.Contains(v, `\u000a`) {
+					t.Errorf("%s (Printable %v): status.%s %q: want one line, the newline escaped", name, printed, field, v)
+				}
+			}
+		}
 	}
 }

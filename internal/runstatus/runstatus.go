@@ -211,7 +211,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		Occurrence:   occ,
 		Outcome:      string(rep.Outcome),
 		Pod:          r.Pod,
-		Holder:       rep.Holder,
+		Holder:       printable.OneLine(rep.Holder),
 		FencingToken: rep.FencingToken,
 		Message:      Message(rep),
 		Trigger:      r.Trigger,
@@ -222,7 +222,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		rec.Duration = &metav1.Duration{Duration: released.Sub(acquired).Round(time.Millisecond)}
 	}
 	if rep.Outcome == report.SkippedContention || rep.Outcome == report.SuppressedDuplicate {
-		rec.Holder = rep.HeldBy
+		rec.Holder = printable.OneLine(rep.HeldBy)
 	}
 	AddRecent(st, rec)
 
@@ -241,7 +241,9 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	newer := !known || occ.After(st.LastHolder.Occurrence.Time)
 	switch {
 	case ran && sameOrNewer:
-		h := &v1alpha1.Holder{Identity: rep.Holder, FencingToken: rep.FencingToken, Occurrence: &occ}
+		// A holder is one line (printable.OneLine) wherever it reaches status: lastHolder's
+		// identity is a column of `kubectl get lcj -A`, where a newline was a row of its own.
+		h := &v1alpha1.Holder{Identity: printable.OneLine(rep.Holder), FencingToken: rep.FencingToken, Occurrence: &occ}
 		if errA == nil {
 			h.AcquiredAt = &metav1.Time{Time: acquired}
 		}
@@ -251,7 +253,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		st.LastHolder = h
 	case rep.HeldBy != "" && newer:
 		// Another holder ran this occurrence; we know who, not their token or times.
-		st.LastHolder = &v1alpha1.Holder{Identity: rep.HeldBy, Occurrence: &occ}
+		st.LastHolder = &v1alpha1.Holder{Identity: printable.OneLine(rep.HeldBy), Occurrence: &occ}
 	}
 }
 
@@ -263,7 +265,7 @@ func foldLastSuccess(st *v1alpha1.LockedCronJobStatus, r Result, rep report.Repo
 		return
 	}
 	occ := metav1.NewTime(r.Occurrence)
-	ls := &v1alpha1.LastSuccess{Occurrence: &occ, FencingToken: rep.FencingToken, Holder: rep.Holder,
+	ls := &v1alpha1.LastSuccess{Occurrence: &occ, FencingToken: rep.FencingToken, Holder: printable.OneLine(rep.Holder),
 		Watermark: report.ShortWatermark(rep.PreviousWatermark)}
 	if rep.Watermark != "" {
 		ls.Watermark = report.ShortWatermark(rep.Watermark)
@@ -292,8 +294,9 @@ func Message(rep report.Report) string {
 // AddRecent records a finished occurrence in status.recent, newest first, at most
 // RecentLimit entries.
 func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
-	// Its text escaped (package printable): a report, a kubelet's message may be in it.
-	rec.Message, rec.Holder = printable.Text(rec.Message), printable.Text(rec.Holder)
+	// Its text escaped (package printable): a report, a kubelet's message may be in it; the
+	// holder on one line.
+	rec.Message, rec.Holder = printable.Text(rec.Message), printable.OneLine(rec.Holder)
 	st.Recent = append(st.Recent, rec)
 	sort.SliceStable(st.Recent, func(i, j int) bool {
 		return st.Recent[j].Occurrence.Before(&st.Recent[i].Occurrence)

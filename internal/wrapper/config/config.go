@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
@@ -462,6 +463,11 @@ func (cfg *Config) validate(now time.Time) error {
 		var b [8]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 		cfg.Holder = h + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
+	}
+	if strings.IndexFunc(cfg.Holder, unicode.IsControl) >= 0 {
+		// The holder is shown on one line: status.lastHolder is a column of `kubectl get
+		// lcj -A`, and a newline in it read as a row of another job.
+		return bad("holder", "%q holds a control character (a newline, a tab …): a holder is one line", cfg.Holder)
 	}
 	switch {
 	case cfg.BlackoutID != "" && !blackoutID.MatchString(cfg.BlackoutID):

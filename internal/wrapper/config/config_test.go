@@ -96,6 +96,8 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--report-max-bytes", "100", "--", "x"), nil, "--report-max-bytes"},
 		{append(base, "--", "x"), map[string]string{EnvReportMaxBytes: "4097"}, "--report-max-bytes"},
 		{append(base, "--holder", "eu-1/ns/pod/uid-1", "--holder-instance", "uid-2", "--", "x"), nil, "--holder-instance"},
+		{append(base, "--holder", "eu-1/ns/pod/uid-1\nkube-system   backup", "--", "x"), nil, "--holder"}, // a forged row of kubectl get lcj -A
+		{append(base, "--", "x"), map[string]string{EnvHolder: "eu-1/ns/pod\tuid-1"}, "--holder"},
 		{append(base, "--holder", "eu-1/ns/pod/uid-1", "--holder-instance", "pod/uid-1", "--", "x"), nil, "--holder-instance"},
 		{append(base, "--", "x"), map[string]string{EnvHolderInstance: "uid-1"}, "--holder-instance"}, // no --holder: a generated one
 		{append(base, "--dedupe-retention", "0", "--", "x"), nil, "--dedupe-retention"},
