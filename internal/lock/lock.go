@@ -8,13 +8,18 @@
 //	lockedcron:{<tag>}:run:<unix secs>   hash: state running|succeeded|failed, holder, token,
 //	                                     recovered, tookOver, fence, acquiredAt, finishedAt
 //	                                     (unix ms), and once finished released, last,
-//	                                     watermarkStored (what Finish did, for a resent call);
+//	                                     watermarkStored (what Finish did, for a call resent
+//	                                     once the :fin: key expired);
 //	                                     PX max(retention, ttl), renewed with the lock
 //	lockedcron:{<tag>}:run:id:<run id>   the same, for a run with its own identity (Request.RunID:
 //	                                     a manual run), apart from every scheduled occurrence
 //	lockedcron:{<tag>}:last              hash: the key's last success — occurrence (unix secs),
 //	                                     finishedAt (unix ms), fence, holder, watermark; never
 //	                                     expires (like the fence, it lives as long as the key)
+//	lockedcron:{<tag>}:fin:<token>       what the Finish that recorded the outcome of the run
+//	                                     holding token answered, for a resent call: "<state>
+//	                                     <released> <recorded> <last> <watermarkStored>
+//	                                     <stored watermark>", PX max(2×ttl, 1 min)
 //
 // The tag is the key itself, or "#" and the first 16 hex digits of the key's SHA-256 when
 // the key contains "{" or "}" (which would otherwise make Redis hash another part of the
@@ -143,6 +148,17 @@ func FenceKey(key string) string { return keyPrefix(key) + "fence" }
 
 // LastKey is the Redis key of key's last success and watermark.
 func LastKey(key string) string { return keyPrefix(key) + "last" }
+
+// FinishKey is the Redis key where the Finish call that recorded the outcome of the run
+// holding token keeps what it answered, for a call resent after its reply was lost: by
+// then the lock is gone (that call released it), and a contender may have taken it and
+// written its own running entry over the occurrence's (a failed run does not suppress).
+func FinishKey(key, token string) string { return keyPrefix(key) + "fin:" + token }
+
+// FinishKeyTTL is how long FinishKey lives for a lock of ttl: past every resend of the call
+// (go-redis's own after a read timeout, lockwrap's until the lock would have expired and
+// for at least a ttl of at most 10 s, each within its deadline).
+func FinishKeyTTL(ttl time.Duration) time.Duration { return max(2*ttl, time.Minute) }
 
 // MaxWatermarkBytes is the largest watermark Finish stores.
 const MaxWatermarkBytes = 1024
@@ -665,10 +681,10 @@ func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (F
 	if opts.Monotonic {
 		monotonic = "1"
 	}
-	keys := []string{LockKey(l.req.Key), runKey(l.req), FenceKey(l.req.Key), LastKey(l.req.Key)}
+	keys := []string{LockKey(l.req.Key), runKey(l.req), FenceKey(l.req.Key), LastKey(l.req.Key), FinishKey(l.req.Key, l.Token)}
 	res, err := finishScript.Run(ctx, t, keys, l.value, l.Token, state,
 		l.req.Retention.Milliseconds(), l.now().UnixMilli(), l.req.Holder, l.Fence,
-		l.req.Occurrence.Unix(), opts.Watermark, monotonic).Slice()
+		l.req.Occurrence.Unix(), opts.Watermark, monotonic, FinishKeyTTL(l.req.TTL).Milliseconds()).Slice()
 	if err != nil {
 		t.failed(ctx, err)
 		return FinishResult{}, fmt.Errorf("lock: finish %q: %w", l.req.Key, err)

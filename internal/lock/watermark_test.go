@@ -376,3 +376,53 @@ func TestFinishResentAfterLostReply(t *testing.T) {
 		t.Fatalf("watermark %q", wm)
 	}
 }
+
+// TestFinishResentAfterAContenderTookOver: a finish(failed) lands (the lock released,
+// failed recorded) but its reply is lost; a contender takes the free lock (a failed run does
+// not suppress) and writes its own running entry over the occurrence's before the resend
+// (go-redis's own after a read timeout, or lockwrap's next attempt) lands. The resend
+// answered from the lock and the entry as they then were, ErrLost and ErrNotRecorded, and
+// lockwrap reported LockLost and "failed not recorded" for a run that held its lock to the
+// end. It answers what the first call did (FinishKey), leaving the contender's lock and
+// entry alone; so does a resent success whose watermark was refused, with the stored one.
+func TestFinishResentAfterAContenderTookOver(t *testing.T) {
+	r := newWMRig(t, "wm/resent-contender")
+	h := &loseReplyHook{}
+	r.c.AddHook(h)
+	a := r.acquire(0, "a")
+	h.armed.Store(true)
+	if _, err := r.finish(a, lock.StateFailed, "", false); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("first call: %v", err)
+	}
+	b := r.acquire(0, "b") // runs the failed occurrence again
+	fr, err := r.finish(a, lock.StateFailed, "", false)
+	if err != nil || fr != (lock.FinishResult{}) {
+		t.Fatalf("resent finish of a run that held its lock to the end and recorded failed: %+v %v (lost=%v notRecorded=%v)",
+			fr, err, errors.Is(err, lock.ErrLost), errors.Is(err, lock.ErrNotRecorded))
+	}
+	if v := r.c.Get(r.ctx, lock.LockKey(r.key)).Val(); !strings.HasPrefix(v, b.Token+" ") {
+		t.Fatalf("the contender's lock is %q", v)
+	}
+	if tok := r.c.HGet(r.ctx, lock.RunKey(r.key, occ), "token").Val(); tok != b.Token {
+		t.Fatalf("the occurrence's entry has token %q, not the contender's", tok)
+	}
+	if ttl := r.c.PTTL(r.ctx, lock.FinishKey(r.key, a.Token)).Val(); ttl <= 0 || ttl > lock.FinishKeyTTL(5*time.Second) {
+		t.Fatalf("the finish key's ttl %v, want at most %v", ttl, lock.FinishKeyTTL(5*time.Second))
+	}
+	if err := b.Finish(r.ctx, lock.StateSucceeded); err != nil {
+		t.Fatalf("the contender's finish: %v", err)
+	}
+
+	if _, err := r.finish(r.acquire(1, "c"), lock.StateSucceeded, "20", false); err != nil {
+		t.Fatal(err)
+	}
+	d := r.acquire(2, "d")
+	h.armed.Store(true)
+	if _, err := r.finish(d, lock.StateSucceeded, "10", true); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("refused, first call: %v", err)
+	}
+	want := lock.FinishResult{LastSuccess: lock.LastSuccessRecorded, Watermark: lock.WatermarkRefused, Stored: "20"}
+	if fr, err := r.finish(d, lock.StateSucceeded, "10", true); err != nil || fr != want {
+		t.Fatalf("refused, resent: %+v %v, want %+v", fr, err, want)
+	}
+}

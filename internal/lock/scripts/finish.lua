@@ -6,6 +6,8 @@
 -- KEYS[2]  lockedcron:{<tag>}:run:<unix secs>
 -- KEYS[3]  lockedcron:{<tag>}:fence            the newest fencing token handed out
 -- KEYS[4]  lockedcron:{<tag>}:last             the key's last success (a hash, never expires)
+-- KEYS[5]  lockedcron:{<tag>}:fin:<our token>   what the call that recorded our outcome
+--          answered: "<state> <released> <recorded> <last> <watermarkStored> <storedWatermark>"
 -- ARGV[1]  our lock value, "<token> <holder>"
 -- ARGV[2]  our token
 -- ARGV[3]  final ledger state: "succeeded" | "failed" | "" (release only: forget our
@@ -18,6 +20,7 @@
 -- ARGV[9]  new watermark ("" keeps the stored one)
 -- ARGV[10] "1": monotonic, refuse a watermark smaller than the stored one (as integers when
 --          both are decimal integers, else byte-wise)
+-- ARGV[11] how long KEYS[5] is kept, milliseconds (past the caller's last resend)
 --
 -- Returns {released, recorded, last, watermarkStored, storedWatermark}:
 --   released is 1 when the lock was ours and is now deleted;
@@ -28,10 +31,12 @@
 --   the lock to the end (the lock no longer ours, or a newer fencing token handed out);
 --   watermarkStored is 1 when ARGV[9] is now the key's watermark, 2 when the monotonic mode
 --   refused it (storedWatermark then is the stored value it was smaller than), 0 otherwise.
--- A call resent after its reply was lost (same token, same state, the entry already final
--- and marked with what the first call did) returns the first call's result and changes
--- nothing: otherwise the resent call would find the lock gone (the first one released it)
--- and report a lost lock and an unstored watermark.
+-- A call resent after its reply was lost (same token, same state) returns the first call's
+-- result, as KEYS[5] (or, once that expired, our entry, final and marked with what the first
+-- call did) holds it, and changes nothing: otherwise the resent call would find the lock gone
+-- (the first one released it) and report a lost lock and an unstored watermark; and once a
+-- contender took the free lock after a failed run (failed does not suppress) and wrote its
+-- own running entry, it reported the lock lost and the outcome not recorded too.
 -- The outcome is recorded even when the lock is no longer ours (so that a finished
 -- occurrence is not run again) and when the entry vanished (evicted or expired: it is
 -- written again with state, holder, token, fence and finishedAt); the last success and the
@@ -87,23 +92,35 @@ local function isInt(s)
   return string.match(s, '^%-?%d+$') ~= nil
 end
 
--- Commands: HGET token, GET (the lock), then DEL when it is ours — a lock still ours means
--- no earlier call of ours finished (it would have deleted it), so only otherwise is the
--- entry checked for a resent call (HGET released, state). Then for a release DEL (our
--- entry); for an outcome HSET + PEXPIRE (the entry), and for a success GET (the newest
--- fence) and HSET (the last success; plus an HGET of the stored watermark when a monotonic
--- one is given).
-local tok = redis.call('HGET', KEYS[2], 'token')
+-- Commands: GET (the lock), then DEL when it is ours — a lock still ours means no earlier
+-- call of ours finished (it would have deleted it), so only otherwise is a resent call
+-- looked for (GET of KEYS[5]; HGET token, released, state of the entry when KEYS[5] is
+-- gone). Then HGET token; for a release DEL (our entry); for an outcome HSET + PEXPIRE (the
+-- entry) and SET (KEYS[5]), and for a success GET (the newest fence) and HSET (the last
+-- success; plus an HGET of the stored watermark when a monotonic one is given).
 local released = 0
+local tok -- the entry's token (false: no entry), once read
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   released = 1
-elseif ARGV[3] ~= '' and tok == ARGV[2] then
-  local r = redis.call('HGET', KEYS[2], 'released')
-  if r and redis.call('HGET', KEYS[2], 'state') == ARGV[3] then
-    return {tonumber(r), 1, tonumber(redis.call('HGET', KEYS[2], 'last')) or 0,
-      tonumber(redis.call('HGET', KEYS[2], 'watermarkStored')) or 0, ''}
+elseif ARGV[3] ~= '' then
+  local fin = redis.call('GET', KEYS[5])
+  if fin then
+    local s, r, rec, last, stored, current = string.match(fin, '^(%a+) (%d) (%d) (%d) (%d) (.*)$')
+    if s == ARGV[3] then
+      return {tonumber(r), tonumber(rec), tonumber(last), tonumber(stored), current}
+    end
+  else
+    tok = redis.call('HGET', KEYS[2], 'token')
+    local r = tok == ARGV[2] and redis.call('HGET', KEYS[2], 'released')
+    if r and redis.call('HGET', KEYS[2], 'state') == ARGV[3] then
+      return {tonumber(r), 1, tonumber(redis.call('HGET', KEYS[2], 'last')) or 0,
+        tonumber(redis.call('HGET', KEYS[2], 'watermarkStored')) or 0, ''}
+    end
   end
+end
+if tok == nil then
+  tok = redis.call('HGET', KEYS[2], 'token')
 end
 if tok and tok ~= ARGV[2] then
   return {released, 0, 0, 0, ''}
@@ -126,9 +143,16 @@ local function entry(...)
   redis.call('PEXPIRE', KEYS[2], ARGV[4])
 end
 
+-- answer keeps what this call answers for a resent one (KEYS[5]) and returns it.
+local function answer(last, stored, current)
+  redis.call('SET', KEYS[5], ARGV[3] .. ' ' .. released .. ' 1 ' .. last .. ' ' .. stored .. ' ' .. current,
+    'PX', ARGV[11])
+  return {released, 1, last, stored, current}
+end
+
 if ARGV[3] ~= 'succeeded' then
   entry()
-  return {released, 1, 0, 0, ''}
+  return answer(0, 0, '')
 end
 
 -- A success: it becomes the key's last one only if we held the lock to the end and no
@@ -136,7 +160,7 @@ end
 local newest = redis.call('GET', KEYS[3])
 if released ~= 1 or (newest and cmpInt(newest, ARGV[7]) > 0) then
   entry('last', 2)
-  return {released, 1, 2, 0, ''}
+  return answer(2, 0, '')
 end
 local stored = 0
 local current = ''
@@ -169,6 +193,6 @@ else
 end
 entry('last', 1, 'watermarkStored', stored)
 if stored == 2 then
-  return {released, 1, 1, 2, current}
+  return answer(1, 2, current)
 end
-return {released, 1, 1, stored, ''}
+return answer(1, stored, '')

@@ -97,12 +97,12 @@ func scriptImpl(c *redis.Client, name, acquireSrc, finishSrc string) impl {
 		name: name,
 		cycle: func(key string) func(context.Context) error {
 			keysA := []string{lock.LockKey(key), lock.FenceKey(key), lock.RunKey(key, occ), lock.LastKey(key)}
-			keysF := []string{lock.LockKey(key), lock.RunKey(key, occ), lock.FenceKey(key), lock.LastKey(key)}
 			return func(ctx context.Context) error {
 				token, err := lock.NewToken()
 				if err != nil {
 					return err
 				}
+				keysF := []string{lock.LockKey(key), lock.RunKey(key, occ), lock.FenceKey(key), lock.LastKey(key), lock.FinishKey(key, token)}
 				value := token + " bench"
 				res, err := acquire.Run(ctx, c, keysA, value, ttl.Milliseconds(), lock.DefaultRetention.Milliseconds(),
 					token, "bench", time.Now().UnixMilli()).Slice()
@@ -114,7 +114,7 @@ func scriptImpl(c *redis.Client, name, acquireSrc, finishSrc string) impl {
 				}
 				fence, _ := res[1].(int64)
 				out, err := finish.Run(ctx, c, keysF, value, token, "", lock.DefaultRetention.Milliseconds(),
-					time.Now().UnixMilli(), "bench", fence, occ.Unix(), "", "0").Slice()
+					time.Now().UnixMilli(), "bench", fence, occ.Unix(), "", "0", lock.FinishKeyTTL(ttl).Milliseconds()).Slice()
 				if err != nil {
 					return err
 				}
