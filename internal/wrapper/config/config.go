@@ -315,6 +315,15 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["redis-url"] {
+		// Every user of the machine reads a command line (ps, /proc/<pid>/cmdline, which
+		// PR_SET_DUMPABLE does not guard): the password is $LOCKEDCRON_REDIS_PASSWORD's,
+		// never a flag's, for that reason, and a url carrying one is the environment's.
+		if o, err := lock.ParseURL(lock.ClientConfig{URL: cfg.Redis.URL}); err == nil && (o.Password != "" || o.SentinelPassword != "") {
+			return cfg, nil, &Error{Flag: "--redis-url", Msg: "holds a password, which every user of this machine can read in lockwrap's command line (ps): give the url in $" +
+				EnvRedisURL + " instead, or the password alone in $" + EnvRedisPassword}
+		}
+	}
 	for _, fe := range flagEnv {
 		if set[fe.flag] {
 			continue

@@ -245,3 +245,25 @@ func TestReportLimitReadBeforeTheRest(t *testing.T) {
 		t.Errorf("error %v, limit %d: want the --ttl error and the limit 1024", err, cfg.ReportMaxBytes)
 	}
 }
+
+// TestPasswordOnTheCommandLineIsRefused: every user of the machine reads lockwrap's
+// command line (ps, /proc/<pid>/cmdline). The password is $LOCKEDCRON_REDIS_PASSWORD's
+// alone for that reason, yet a --redis-url flag carrying one was taken without a word.
+func TestPasswordOnTheCommandLineIsRefused(t *testing.T) {
+	for _, u := range []string{"redis://:s3cret@redis.internal:6379", "redis://user:s3cret@r", "redis+sentinel://s1?master=m&sentinel_password=s3cret"} {
+		_, _, err := Parse([]string{"--redis-url", u, "--key", "k", "--", "true"}, nil)
+		var cerr *Error
+		if !errors.As(err, &cerr) || cerr.Flag != "--redis-url" || !strings.Contains(err.Error(), EnvRedisURL) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("--redis-url with a password: %v; want refused naming --redis-url and $%s, quoting no password", err, EnvRedisURL)
+		}
+		env := map[string]string{EnvRedisURL: u}
+		if _, _, err := Parse([]string{"--key", "k", "--", "true"}, func(k string) string { return env[k] }); err != nil {
+			t.Errorf("$%s with a password: %v", EnvRedisURL, err)
+		}
+	}
+	if _, _, err := Parse([]string{"--redis-url", "redis://user@r", "--key", "k", "--", "true"}, func(k string) string {
+		return map[string]string{EnvRedisPassword: "s3cret"}[k]
+	}); err != nil {
+		t.Errorf("--redis-url without a password, $%s set: %v", EnvRedisPassword, err)
+	}
+}
