@@ -29,6 +29,12 @@ import (
 // starts it becomes the reaper of every child (PID 1, else child subreaper). Call it only
 // as a program's main.
 func Main(args []string, getenv func(string) string, stderr io.Writer) (code int) {
+	// A line lockwrap cannot write (its stderr a pipe whose reader has gone: a logger that
+	// died) is lost, and nothing more: uncaught, SIGPIPE from a write to fd 1 or 2 ends a Go
+	// program, and lockwrap died holding the lock, its ledger entry "running", no report.
+	// Caught, not ignored: an ignored signal stays ignored across exec, in the command; a
+	// caught one is back to its default there.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	// First of all: the environment holds the Redis credentials, and the command (same
 	// uid, no CAP_SYS_PTRACE) must not read them from /proc/<lockwrap>/environ.
 	if err := makeNonDumpable(); err != nil && !errors.Is(err, errors.ErrUnsupported) {

@@ -420,6 +420,51 @@ func TestSignalsThatWouldCrashItAreIgnored(t *testing.T) {
 	}
 }
 
+// TestClosedStderrDoesNotEndTheRun: lockwrap's stderr is a pipe whose reader has gone (a
+// crontab's `lockwrap … 2>&1 | logger` whose logger died, a journald restart). The first
+// line lockwrap wrote there (here the durability warning right after the acquire: the
+// test Redis persists nothing) killed it with SIGPIPE, which it neither caught nor
+// ignored (the Go runtime ends a program whose write to fd 1 or 2 breaks a pipe): the
+// lock held until its ttl, the ledger entry "running", no report. A line that cannot be
+// written is now lost and nothing else: the run completes, records its success, releases
+// the lock and writes its report; and the command gets SIGPIPE's default (an ignored
+// signal would be passed on to it across exec).
+func TestClosedStderrDoesNotEndTheRun(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	path, ran := filepath.Join(dir, "report.json"), filepath.Join(dir, "ran")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone
+	cmd := exec.Command(os.Args[0], cmdArgs(flags(s.URL(), "sigpipe", "a", "--termination-log", path),
+		"sh", "-c", `grep SigIgn /proc/self/status > "$1"`, "sh", ran)...)
+	cmd.Env = append(cleanEnv(), asLockwrap+"=1", "TMPDIR="+dir)
+	cmd.Stderr = w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Run()
+	w.Close()
+	ctx := context.Background()
+	state := admin(t, s).HGet(ctx, lock.RunKey("sigpipe", mustTime(occurrence)), "state").Val()
+	held := admin(t, s).Exists(ctx, lock.LockKey("sigpipe")).Val()
+	status, ranErr := os.ReadFile(ran)
+	if err != nil || state != lock.StateSucceeded || held != 0 || ranErr != nil {
+		t.Fatalf("lockwrap with a closed stderr: %v; command ran: %t, ledger state %q, lock held: %t",
+			err, ranErr == nil, state, held != 0)
+	}
+	ignored, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(status), "SigIgn:")), 16, 64)
+	if err != nil {
+		t.Fatalf("the command's %q: %v", status, err)
+	}
+	if ignored&(1<<(syscall.SIGPIPE-1)) != 0 {
+		t.Errorf("the command runs with SIGPIPE ignored (SigIgn %x)", ignored)
+	}
+	if rep := readReport(t, path); rep.Outcome != report.Succeeded {
+		t.Fatalf("report %+v, want Succeeded", rep)
+	}
+}
+
 // TestReportWithinItsShare: lockwrap writes its report within --report-max-bytes (the
 // controller gives the kubelet's share of the pod's 12 KiB when it is under 2048 bytes):
 // a longer one was cut by the kubelet, no longer JSON, and the run counted Error.
