@@ -66,16 +66,22 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &process{c: c, pgid: c.Process.Pid, exit: exit, mark: runMark(env)}, nil
+	return &process{c: c, pgid: c.Process.Pid, exit: exit, ended: make(chan int, 1), mark: runMark(env)}, nil
 }
 
 type process struct {
-	c    *exec.Cmd
-	pgid int                       // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
-	exit <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
-	mark string                    // the name of its EnvRunMark variable ("" if none)
-	left string                    // why killStrays gave up ("": it did not)
+	c     *exec.Cmd
+	pgid  int                       // the child leads its group (Setpgid): its pid, kept (Release sets c.Process.Pid to -1)
+	exit  <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
+	ended chan int                  // the leader's exit code, once reaped (LeaderExited)
+	mark  string                    // the name of its EnvRunMark variable ("" if none)
+	left  string                    // why killStrays gave up ("": it did not)
 }
+
+// LeaderExited delivers, once Wait has reaped the group's leader, its exit code: before
+// Wait has killed the rest of the group and looked for strays, which can take seconds
+// (strayDeadline). A stop point that falls due meanwhile is after the command's end.
+func (p *process) LeaderExited() <-chan int { return p.ended }
 
 // StraysLeft says why, once Wait has returned, processes of the run may be left (the
 // search for them gave up), or "".
@@ -99,6 +105,7 @@ func (p *process) Signal(sig syscall.Signal) error {
 // run's mark (killStrays).
 func (p *process) Wait() int {
 	code := p.wait()
+	p.ended <- code
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL) // ESRCH: nothing left
 	if p.mark != "" {
 		p.left = killStrays(p.mark)

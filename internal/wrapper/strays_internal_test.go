@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/lockedcron/lockedcron/internal/defaults"
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
 	"github.com/lockedcron/lockedcron/internal/report"
@@ -95,5 +97,68 @@ func TestExitedStrayIsNotLeft(t *testing.T) {
 	}
 	if !exited(1 << 30) {
 		t.Error("a pid that does not exist not taken for exited")
+	}
+}
+
+// downLease is a lock whose Redis is cut while the command runs: every renewal fails with
+// a transient error; the result is recorded (finished) once the run ends.
+type downLease struct {
+	mu       sync.Mutex
+	finished string
+}
+
+func (*downLease) Renew(context.Context) error { return errors.New("dial tcp: i/o timeout") }
+func (l *downLease) FinishWith(_ context.Context, st string, _ lock.FinishOptions) (lock.FinishResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.finished = st
+	return lock.FinishResult{}, nil
+}
+func (*downLease) Release(context.Context) error { return nil }
+
+func (l *downLease) state() string { l.mu.Lock(); defer l.mu.Unlock(); return l.finished }
+
+// downLocker grants a downLease and keeps when the grant was asked for (the lock cannot
+// expire before then + ttl).
+type downLocker struct {
+	l  *downLease
+	mu sync.Mutex
+	at time.Time
+}
+
+func (d *downLocker) Acquire(context.Context, lock.Request) (*Grant, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = time.Now()
+	return &Grant{Lease: d.l, Fence: 1}, nil
+}
+
+// TestExitBeforeTheStopPointWhileStraysAreSought: Redis is cut; the command exits 0 at
+// ~200ms, well before its SIGTERM point (1.4s: ttl 2s − kill grace 500ms − margin 100ms).
+// The search for its strays then lasts past that point (one stuck on a hung mount makes
+// it take up to strayDeadline). Wait, which gave supervise the exit, returned only after
+// that search: the SIGTERM point fell due first, its exitGrace saw no exit, and the run
+// was taken for stopped and recorded "failed", so the occurrence's next contender ran it
+// again. The first process's exit is what decides: seen before the stop, it is the end.
+func TestExitBeforeTheStopPointWhileStraysAreSought(t *testing.T) {
+	cfg, cmd, err := config.Parse([]string{"--redis-url", "redis://unused", "--key", "k", "--ttl", "2s",
+		"--renew-interval", "200ms", "--kill-grace", "500ms", "--termination-log", "", "--", "sleep", "0.2"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := &downLocker{l: &downLease{}}
+	killMarkedFn = func(string, bool) error {
+		lk.mu.Lock()
+		termAt := lk.at.Add(cfg.TTL - cfg.KillGrace - defaults.Margin(cfg.TTL))
+		lk.mu.Unlock()
+		time.Sleep(time.Until(termAt.Add(300 * time.Millisecond)))
+		return nil
+	}
+	t.Cleanup(func() { killMarkedFn = killMarked })
+	var stderr strings.Builder
+	rep, code := Run(context.Background(), cfg, cmd, Deps{Locker: lk, Stderr: &stderr})
+	if st := lk.l.state(); code != 0 || st != lock.StateSucceeded || rep.Outcome != report.Succeeded {
+		t.Fatalf("the command exited 0 before its stop point: exit %d, %q recorded, outcome %s (%q); stderr: %s",
+			code, st, rep.Outcome, rep.Message, stderr.String())
 	}
 }

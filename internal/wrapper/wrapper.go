@@ -452,9 +452,18 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		_ = proc.Signal(syscall.SIGTERM)
 		killC = time.After(time.Until(killBy))
 	}
-	// hasExited: the command's exit, if it is ready. A wake-up (after SIGSTOP, a slow
-	// node) can find the exit and a deadline ready together, and select picks either: the
-	// exit wins, or a command that finished in time would be recorded as stopped.
+	// ended: the first process's exit, as soon as it is reaped. proc.Wait returns only
+	// after it has killed the rest of the group and looked for strays (up to
+	// strayDeadline): a stop point falling due meanwhile found no exit, and a command that
+	// had ended in time, exit 0, was recorded as stopped (failed) and ran again.
+	var ended <-chan int
+	if p, ok := proc.(interface{ LeaderExited() <-chan int }); ok {
+		ended = p.LeaderExited()
+	}
+	// hasExited: the command's exit, if it is ready (the first process's: then it waits
+	// for the rest of proc.Wait). A wake-up (after SIGSTOP, a slow node) can find the exit
+	// and a deadline ready together, and select picks either: the exit wins, or a command
+	// that finished in time would be recorded as stopped.
 	// The goroutine that reports the exit may not have run yet at that wake-up, so the
 	// stop steps (SIGTERM) give it exitGrace first; the kill point waits for nothing.
 	hasExited := func(grace time.Duration) (int, bool) {
@@ -462,6 +471,8 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 			select {
 			case c := <-exited:
 				return c, true
+			case <-ended:
+				return <-exited, true
 			default:
 				return 0, false
 			}
@@ -471,6 +482,8 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		select {
 		case c := <-exited:
 			return c, true
+		case <-ended:
+			return <-exited, true
 		case <-t.C:
 			return 0, false
 		}
