@@ -16,15 +16,18 @@ import (
 	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
-// flakyLease fails renewals with a transient error while down() says so.
+// flakyLease fails renewals with a transient error while down() says so; each renewal
+// takes rtt (its round trip) to answer.
 type flakyLease struct {
 	mu       sync.Mutex
 	down     func() bool
+	rtt      time.Duration
 	renewals int
 	finished string
 }
 
 func (l *flakyLease) Renew(context.Context) error {
+	time.Sleep(l.rtt)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down() {
@@ -91,6 +94,25 @@ func TestFlakyRedisShorterThanTTL(t *testing.T) {
 	r := await(t, done)
 	if r.code != 0 || r.rep.Outcome != report.Succeeded || r.rep.LockLost || l.finished != lock.StateSucceeded || r.rep.FencingToken != 5 {
 		t.Fatalf("%+v finished=%q", r, l.finished)
+	}
+}
+
+// TestHealthyRunAtTheTTLBound: ttl = renew interval + kill grace + margin is accepted (by
+// lockwrap and by admission), and its SIGTERM point came exactly an interval after the
+// acquire was sent: when the first renewal was sent. Its answer, however quick (2ms
+// here), came after that point, and every run on a healthy Redis was stopped there,
+// LockLost. Renewals are now sent early enough for their answer, and one retry, to come
+// before the stop point.
+func TestHealthyRunAtTheTTLBound(t *testing.T) {
+	cfg := fakeCfg(t, "--ttl", "3s", "--renew-interval", "1s", "--kill-grace", "1900ms")
+	l := &flakyLease{down: func() bool { return false }, rtt: 2 * time.Millisecond}
+	stderr := &syncBuf{}
+	rep, code := wrapper.Run(context.Background(), cfg, []string{"sleep", "2.2"}, wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: stderr})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if code != 0 || rep.Outcome != report.Succeeded || l.finished != lock.StateSucceeded || l.renewals < 2 {
+		t.Fatalf("healthy Redis, every renewal answered in 2ms: exit %d, outcome %s (%q), %q recorded after %d renewals; stderr: %s",
+			code, rep.Outcome, rep.Message, l.finished, l.renewals, stderr)
 	}
 }
 

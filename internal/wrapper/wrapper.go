@@ -549,13 +549,13 @@ type renewal struct {
 	failed error
 }
 
-// renewLoop renews RenewInterval after the acquisition was sent (sentAt) and after each
+// renewLoop renews renewEvery after the acquisition was sent (sentAt) and after each
 // renewal that got through was, retrying a failed renewal quickly until it gets through,
 // and reports each success and the loss (then stops) on out. The first renewal is timed
 // from the acquisition, not from the command's start: a slow grant (a WAIT for replicas,
 // a retried reply) leaves the command less than an interval before its kill point, which
-// ttl ≥ renew interval + kill grace + margin only keeps clear when renewals come an
-// interval after the last one sent.
+// ttl ≥ renew interval + kill grace + margin only keeps clear when renewals come at most
+// an interval after the last one sent.
 func renewLoop(ctx context.Context, cfg config.Config, l Lease, sentAt time.Time, out chan<- renewal, stderr io.Writer) {
 	send := func(r renewal) bool {
 		select {
@@ -565,9 +565,10 @@ func renewLoop(ctx context.Context, cfg config.Config, l Lease, sentAt time.Time
 			return false
 		}
 	}
-	next := time.NewTimer(time.Until(sentAt.Add(cfg.RenewInterval)))
+	every := renewEvery(cfg)
+	next := time.NewTimer(time.Until(sentAt.Add(every)))
 	defer next.Stop()
-	retry := min(cfg.RenewInterval/4, 250*time.Millisecond)
+	retry := renewRetry(cfg)
 	for {
 		select {
 		case <-ctx.Done():
@@ -604,12 +605,31 @@ func renewLoop(ctx context.Context, cfg config.Config, l Lease, sentAt time.Time
 			if !send(renewal{sentAt: at}) {
 				return
 			}
-			next.Reset(time.Until(at.Add(cfg.RenewInterval)))
+			next.Reset(time.Until(at.Add(every)))
 		case lostErr != nil:
 			send(renewal{err: errors.New("lock lost: renewal found it expired or taken by another holder")})
 			return
 		}
 	}
+}
+
+// renewRetry is how soon a failed renewal attempt is tried again.
+func renewRetry(cfg config.Config) time.Duration {
+	return min(cfg.RenewInterval/4, 250*time.Millisecond)
+}
+
+// renewEvery is how long after the last renewal that got through (or the acquisition) was
+// sent the next one is: the renewal interval, or less, so that the renewal's answer, after
+// one retry of a failed attempt, can come before the SIGTERM point (supervise): it is sent
+// at the latest renewRetry + margin before that point. At the bound admission allows
+// (ttl = interval + kill grace + margin) the SIGTERM point was the instant the renewal was
+// sent, an interval after the last: its answer, however quick, came after it, and a
+// healthy Redis lost every run at its first renewal. Never less than half the interval,
+// so that a ttl with little slack does not make renewals spin.
+func renewEvery(cfg config.Config) time.Duration {
+	margin := defaults.Margin(cfg.TTL)
+	beforeStop := cfg.TTL - cfg.KillGrace - margin - (renewRetry(cfg) + margin)
+	return max(cfg.RenewInterval/2, min(cfg.RenewInterval, beforeStop))
 }
 
 // acquire runs the acquire script once (Skip) or with full-jitter backoff (Retry), until
