@@ -155,16 +155,37 @@ func WriteReport(path string, limit int, rep report.Report, stderr io.Writer) er
 
 // writeReportFile truncates path and writes b; it creates path only when mayCreate, and a
 // path it may not create that is missing is not an error.
+//
+// Only a regular file or a device (/dev/termination-log, /dev/stderr on a terminal) is
+// written, checked on what was opened: opened without O_NONBLOCK, a FIFO (one the command
+// left at --termination-log) waited for a reader for ever, and lockwrap never exited; a
+// FIFO with a reader, or a pipe, could block the write as long.
 func writeReportFile(path string, b []byte, mayCreate bool) error {
-	flag := os.O_WRONLY | os.O_TRUNC
+	flag := os.O_WRONLY | os.O_TRUNC | syscall.O_NONBLOCK
 	if mayCreate {
 		flag |= os.O_CREATE
 	}
+	notAFile := fmt.Errorf("%s is not a regular file or a device (a FIFO or a socket): not written (for stderr, --termination-log -)", path)
 	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		if !mayCreate && errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
+		if errors.Is(err, syscall.ENXIO) { // a FIFO with no reader, a socket
+			return notAFile
+		}
+		return err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0:
+		err = notAFile
+	default:
+		err = syscall.SetNonblock(int(f.Fd()), false) // a device's write may wait
+	}
+	if err != nil {
+		f.Close()
 		return err
 	}
 	_, err = f.Write(b)

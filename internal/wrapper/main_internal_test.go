@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,43 @@ func TestWriteReportFileCreatesOnlyWhenAllowed(t *testing.T) {
 	// Other errors than a missing file are reported.
 	if err := writeReportFile(filepath.Join(dir, "no", "such", "dir"), []byte("{}"), true); err == nil {
 		t.Fatal("no error for a path in a missing directory")
+	}
+}
+
+// TestReportFileIsAFileOrADevice: a device (/dev/null here; /dev/termination-log, a
+// terminal's /dev/stderr) gets the report; a FIFO, with a reader or without, is refused
+// at once instead of waiting (TestReportPathMadeAFIFOIsRefused).
+func TestReportFileIsAFileOrADevice(t *testing.T) {
+	if err := writeReportFile(os.DevNull, []byte("{}"), false); err != nil {
+		t.Errorf("%s: %v", os.DevNull, err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []bool{false, true} {
+		if reader {
+			r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+		}
+		done := make(chan error, 1)
+		go func() { done <- writeReportFile(fifo, []byte("{}"), true) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file or a device") {
+				t.Errorf("a FIFO (a reader: %t): %v, want it refused", reader, err)
+			}
+		case <-time.After(5 * time.Second):
+			// A reader lets the hung open go on.
+			if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				<-done
+				r.Close()
+			}
+			t.Fatalf("a FIFO (a reader: %t): waited for a reader", reader)
+		}
 	}
 }
 

@@ -465,6 +465,34 @@ func TestClosedStderrDoesNotEndTheRun(t *testing.T) {
 	}
 }
 
+// TestReportPathMadeAFIFOIsRefused: outside a pod the report goes to a file the command
+// can reach (--termination-log /var/log/job.json). A command that left a FIFO there hung
+// lockwrap at its very last step: open(O_WRONLY) waited for a reader for ever. lockwrap
+// now writes only to a file or a device, and says on stderr why it did not.
+func TestReportPathMadeAFIFOIsRefused(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.json")
+	p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "fifo", "a", "--termination-log", path),
+		"sh", "-c", `rm -f "$1" && mkfifo "$1"`, "sh", path)...)
+	var code int
+	select {
+	case code = <-p.done:
+	case <-time.After(5 * time.Second):
+		// A reader lets the hung open go on; the test fails at once either way.
+		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			defer f.Close()
+		}
+		t.Fatalf("lockwrap hung writing its report to a FIFO the command left at --termination-log; stderr: %s", p.stderr)
+	}
+	if code != 0 || !strings.Contains(p.stderr.String(), "lockwrap: report: "+path+" is not a regular file or a device") {
+		t.Errorf("exit %d, want 0 and the report refused on stderr; stderr: %s", code, p.stderr)
+	}
+	if st := admin(t, s).HGet(context.Background(), lock.RunKey("fifo", mustTime(occurrence)), "state").Val(); st != lock.StateSucceeded {
+		t.Errorf("ledger state %q, want %q", st, lock.StateSucceeded)
+	}
+}
+
 // TestReportWithinItsShare: lockwrap writes its report within --report-max-bytes (the
 // controller gives the kubelet's share of the pod's 12 KiB when it is under 2048 bytes):
 // a longer one was cut by the kubelet, no longer JSON, and the run counted Error.
