@@ -66,7 +66,11 @@ func (ProcessRunner) Start(cmd []string, env []string) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &process{c: c, pgid: c.Process.Pid, exit: exit, ended: make(chan int, 1), mark: runMark(env)}, nil
+	p := &process{c: c, pgid: c.Process.Pid, exit: exit, ended: make(chan int, 1), mark: runMark(env)}
+	if p.mark != "" {
+		p.esc = newEscapees(p.mark, p.pgid)
+	}
+	return p, nil
 }
 
 type process struct {
@@ -75,6 +79,7 @@ type process struct {
 	exit  <-chan syscall.WaitStatus // from the reaper; nil: c.Wait
 	ended chan int                  // the leader's exit code, once reaped (LeaderExited)
 	mark  string                    // the name of its EnvRunMark variable ("" if none)
+	esc   *escapees                 // its processes outside the group, at stop points (nil: no mark)
 	left  string                    // why killStrays gave up ("": it did not)
 }
 
@@ -86,6 +91,10 @@ func (p *process) LeaderExited() <-chan int { return p.ended }
 // StraysLeft says why, once Wait has returned, processes of the run may be left (the
 // search for them gave up), or "".
 func (p *process) StraysLeft() string { return p.left }
+
+// StopEscaped sends a stop point's signal (SIGTERM, SIGKILL) to the run's processes that
+// left the group, without waiting for its leader (escapees).
+func (p *process) StopEscaped(sig syscall.Signal) { p.esc.signal(sig) }
 
 func (p *process) Signal(sig syscall.Signal) error {
 	err := syscall.Kill(-p.pgid, sig)
@@ -110,6 +119,7 @@ func (p *process) Wait() int {
 	if p.mark != "" {
 		p.left = killStrays(p.mark)
 	}
+	p.esc.close()
 	return code
 }
 

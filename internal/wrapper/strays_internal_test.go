@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,5 +161,50 @@ func TestExitBeforeTheStopPointWhileStraysAreSought(t *testing.T) {
 	if st := lk.l.state(); code != 0 || st != lock.StateSucceeded || rep.Outcome != report.Succeeded {
 		t.Fatalf("the command exited 0 before its stop point: exit %d, %q recorded, outcome %s (%q); stderr: %s",
 			code, st, rep.Outcome, rep.Message, stderr.String())
+	}
+}
+
+// TestEscapedProcessDiesBeforeExpiry: Redis is cut; the command's first process ignores
+// SIGTERM and dies of the SIGKILL at the kill point (expiry − margin: 900ms). A process it
+// moved to a session of its own (setsid), which ignores SIGTERM too, is in the group that
+// neither signal reaches: it was looked for only once the first process had been reaped
+// (killStrays), and a look that takes a while (300ms here: a host with many processes, a
+// slow environment read; up to strayDeadline) let it work on past the lock's expiry,
+// alongside the next holder. The stop points now look for the run's processes
+// themselves, the SIGTERM point's look ahead of the kill point.
+func TestEscapedProcessDiesBeforeExpiry(t *testing.T) {
+	lookMarkedFn = func(m string, d bool, each func(int)) error {
+		time.Sleep(300 * time.Millisecond)
+		return lookMarked(m, d, each)
+	}
+	t.Cleanup(func() { lookMarkedFn = lookMarked })
+	dir := t.TempDir()
+	script := `trap '' TERM
+setsid sh -c 'trap "" TERM; while [ -d "$1" ]; do date +%s%N > "$1/beat.tmp"; mv "$1/beat.tmp" "$1/beat"; sleep 0.01; done' sh "$1" &
+while [ -d "$1" ]; do sleep 0.01; done`
+	cfg, cmd, err := config.Parse([]string{"--redis-url", "redis://unused", "--key", "k", "--ttl", "1s",
+		"--renew-interval", "200ms", "--kill-grace", "500ms", "--termination-log", "", "--", "sh", "-c", script, "sh", dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := &downLocker{l: &downLease{}}
+	var stderr strings.Builder
+	rep, code := Run(context.Background(), cfg, cmd, Deps{Locker: lk, Stderr: &stderr})
+	if code != 128+int(syscall.SIGKILL) || rep.Outcome != report.LockLost {
+		t.Fatalf("exit %d, outcome %s: want the command killed, LockLost; stderr: %s", code, rep.Outcome, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "beat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.mu.Lock()
+	expiry := lk.at.Add(cfg.TTL) // Redis expires the lock no earlier than the acquire's send + ttl
+	lk.mu.Unlock()
+	if last := time.Unix(0, ns); !last.Before(expiry) {
+		t.Fatalf("the escaped process's last heartbeat came %v after the lock could expire", last.Sub(expiry))
 	}
 }

@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // strayRounds bounds killStrays's looks: a look finds the run's processes and kills them,
@@ -56,26 +59,14 @@ var killMarkedFn = killMarked
 // killFn is syscall.Kill; a test makes it refuse (EPERM), which root's never does.
 var killFn = syscall.Kill
 
+// lookMarkedFn is lookMarked; a test makes it slow.
+var lookMarkedFn = lookMarked
+
 func killMarked(mark string, descendantsOnly bool) error {
-	needle := []byte("\x00" + mark + "=")
-	self := os.Getpid()
-	buf := []byte{0}
 	for range strayRounds {
-		pids, err := processes(self, descendantsOnly)
-		if err != nil {
-			return fmt.Errorf("looking for the command's processes: %w", err)
-		}
 		found := 0
 		var refused []string // the run's, not ours to signal (running as another user)
-		for _, pid := range pids {
-			env, err := environ(pid)
-			buf = append(buf[:1], env...)
-			switch {
-			case err == nil && bytes.Contains(buf, needle):
-			case err != nil && descendantsOnly && errors.Is(err, fs.ErrPermission):
-			default:
-				continue // not the run's, or gone
-			}
+		err := lookMarkedFn(mark, descendantsOnly, func(pid int) {
 			switch err := killFn(pid, syscall.SIGKILL); {
 			case err == nil:
 				found++
@@ -84,6 +75,9 @@ func killMarked(mark string, descendantsOnly bool) error {
 				// the signal and its environment alike: it is not left.)
 				refused = append(refused, strconv.Itoa(pid))
 			}
+		})
+		if err != nil {
+			return err
 		}
 		if found == 0 && len(refused) > 0 {
 			return fmt.Errorf("processes of the command could not be killed (operation not permitted: running as another user, through sudo or su?): pid %s", strings.Join(refused, ", "))
@@ -94,6 +88,108 @@ func killMarked(mark string, descendantsOnly bool) error {
 		time.Sleep(strayPause) // for the killed to die
 	}
 	return fmt.Errorf("processes of the command still alive after %d rounds of SIGKILL", strayRounds)
+}
+
+// lookMarked looks once for the processes of the run named mark (killStrays says which)
+// and calls each with every one it finds.
+func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
+	needle := []byte("\x00" + mark + "=")
+	buf := []byte{0}
+	pids, err := processes(os.Getpid(), descendantsOnly)
+	if err != nil {
+		return fmt.Errorf("looking for the command's processes: %w", err)
+	}
+	for _, pid := range pids {
+		env, err := environ(pid)
+		buf = append(buf[:1], env...)
+		switch {
+		case err == nil && bytes.Contains(buf, needle):
+		case err != nil && descendantsOnly && errors.Is(err, fs.ErrPermission):
+		default:
+			continue // not the run's, or gone
+		}
+		each(pid)
+	}
+	return nil
+}
+
+// escapees are the processes of a run outside its group, signalled at its stop points: a
+// process that left the group (setsid) gets neither the group's SIGTERM nor its SIGKILL,
+// and killStrays, which runs once the leader has been reaped, came after the kill point:
+// it worked on past the lock's expiry, alongside the next holder. Each one found is held
+// by a pidfd, so that a later SIGKILL reaches it and not a process given its pid since.
+type escapees struct {
+	mark   string
+	pgid   int // the command's group, which the group's signals reach
+	mu     sync.Mutex
+	killed bool        // the kill point has come: what is found gets SIGKILL
+	closed bool        // Wait is over
+	fds    map[int]int // pid → pidfd
+}
+
+func newEscapees(mark string, pgid int) *escapees {
+	return &escapees{mark: mark, pgid: pgid, fds: map[int]int{}}
+}
+
+// signal sends sig (SIGTERM at the stop point, SIGKILL at the kill point) to the run's
+// processes, without waiting for its leader: SIGKILL at once to those found before; a new
+// look (reading environments may take a while) runs in the background, and what it finds
+// gets the latest stop point's signal.
+func (e *escapees) signal(sig syscall.Signal) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	if sig == syscall.SIGKILL {
+		e.killed = true
+		for _, fd := range e.fds {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+	}
+	e.mu.Unlock()
+	look := lookMarkedFn
+	go func() { _ = look(e.mark, currentReaper() != nil, e.found) }()
+}
+
+func (e *escapees) found(pid int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	sig := syscall.SIGTERM
+	if e.killed {
+		sig = syscall.SIGKILL
+	}
+	if _, ok := e.fds[pid]; ok {
+		return // signalled already
+	}
+	if g, err := syscall.Getpgid(pid); err == nil && g == e.pgid {
+		return // in the group: its signal is the group's (not a second one)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if !errors.Is(err, syscall.ESRCH) {
+			_ = killFn(pid, sig) // no pidfds (Linux before 5.3): by its pid, this once
+		}
+		return
+	}
+	_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+	e.fds[pid] = fd
+}
+
+// close lets the pidfds go once Wait is over (killStrays has done the rest).
+func (e *escapees) close() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	for _, fd := range e.fds {
+		_ = unix.Close(fd)
+	}
+	e.fds = nil
 }
 
 // environ reads pid's environment. A process whose leader thread has ended while its

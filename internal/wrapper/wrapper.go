@@ -443,6 +443,12 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		return fmt.Sprintf("Redis unreachable (%v)", lastFail)
 	}
 	lost := func(why string) { markLockLost(rep, stderr, why) }
+	// stopEscaped: the stop points' signals also go to the command's processes that left
+	// its group (setsid), without waiting for its first process to end.
+	stopEscaped := func(syscall.Signal) {}
+	if p, ok := proc.(interface{ StopEscaped(syscall.Signal) }); ok {
+		stopEscaped = p.StopEscaped
+	}
 	stop := func(killBy time.Time) {
 		if stopped {
 			return
@@ -450,6 +456,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		stopped = true
 		fmt.Fprintf(stderr, "lockwrap: terminating the command (SIGTERM now, SIGKILL at %s)\n", stamp(killBy))
 		_ = proc.Signal(syscall.SIGTERM)
+		stopEscaped(syscall.SIGTERM)
 		killC = time.After(time.Until(killBy))
 	}
 	// ended: the first process's exit, as soon as it is reaped. proc.Wait returns only
@@ -537,6 +544,7 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 			killC = nil
 			fmt.Fprintf(stderr, "lockwrap: killing the command (SIGKILL)\n")
 			_ = proc.Signal(syscall.SIGKILL)
+			stopEscaped(syscall.SIGKILL)
 		}
 	}
 }
