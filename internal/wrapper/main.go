@@ -156,31 +156,35 @@ func WriteReport(path string, limit int, rep report.Report, stderr io.Writer) er
 // writeReportFile truncates path and writes b; it creates path only when mayCreate, and a
 // path it may not create that is missing is not an error.
 //
-// Only a regular file or a device (/dev/termination-log, /dev/stderr on a terminal) is
-// written, checked on what was opened: opened without O_NONBLOCK, a FIFO (one the command
-// left at --termination-log) waited for a reader for ever, and lockwrap never exited; a
-// FIFO with a reader, or a pipe, could block the write as long.
+// Nothing here may wait: opened without O_NONBLOCK, a FIFO the command left at
+// --termination-log with no one reading it waited for a reader for ever, and lockwrap never
+// exited. It is opened with O_NONBLOCK: a FIFO (or, through /dev/stderr, a pipe) without a
+// reader is refused at the open (ENXIO, as a socket is); one with a reader is written
+// within fifoWriteTimeout (through Go's poller, which waits for room and honours a
+// deadline), else refused: its reader does not read. A regular file or a device
+// (/dev/termination-log, a terminal) is written blocking, as before.
 func writeReportFile(path string, b []byte, mayCreate bool) error {
 	flag := os.O_WRONLY | os.O_TRUNC | syscall.O_NONBLOCK
 	if mayCreate {
 		flag |= os.O_CREATE
 	}
-	notAFile := fmt.Errorf("%s is not a regular file or a device (a FIFO or a socket): not written (for stderr, --termination-log -)", path)
 	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		if !mayCreate && errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
-		if errors.Is(err, syscall.ENXIO) { // a FIFO with no reader, a socket
-			return notAFile
+		if errors.Is(err, syscall.ENXIO) {
+			return fmt.Errorf("%s is a FIFO or pipe that no one reads, or a socket: not written (for stderr, --termination-log -)", path)
 		}
 		return err
 	}
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
+	case fi.Mode()&os.ModeNamedPipe != 0:
+		err = f.SetWriteDeadline(time.Now().Add(fifoWriteTimeout))
 	case !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0:
-		err = notAFile
+		err = fmt.Errorf("%s is not a regular file, a device or a FIFO: not written (for stderr, --termination-log -)", path)
 	default:
 		err = syscall.SetNonblock(int(f.Fd()), false) // a device's write may wait
 	}
@@ -189,11 +193,17 @@ func writeReportFile(path string, b []byte, mayCreate bool) error {
 		return err
 	}
 	_, err = f.Write(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%s is a FIFO or pipe whose reader does not read: not written (for stderr, --termination-log -)", path)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
+
+// fifoWriteTimeout bounds the report's write to a FIFO or pipe whose reader does not read.
+const fifoWriteTimeout = time.Second
 
 // CopySelf copies the running executable to dest (or dest/lockwrap when dest is a
 // directory) with mode 0555, through a temporary file and a rename.

@@ -48,10 +48,12 @@ func TestWriteReportFileCreatesOnlyWhenAllowed(t *testing.T) {
 	}
 }
 
-// TestReportFileIsAFileOrADevice: a device (/dev/null here; /dev/termination-log, a
-// terminal's /dev/stderr) gets the report; a FIFO, with a reader or without, is refused
-// at once instead of waiting (TestReportPathMadeAFIFOIsRefused).
-func TestReportFileIsAFileOrADevice(t *testing.T) {
+// TestReportFileNeverWaits: a device (/dev/null here; /dev/termination-log, a terminal's
+// /dev/stderr) gets the report; so does a FIFO (or a pipe, through /dev/stderr) that is
+// read. One no one reads, or whose reader does not read, is refused at once: opened
+// blocking, a FIFO the command left at --termination-log waited for a reader for ever
+// (TestReportPathMadeAFIFOIsRefused).
+func TestReportFileNeverWaits(t *testing.T) {
 	if err := writeReportFile(os.DevNull, []byte("{}"), false); err != nil {
 		t.Errorf("%s: %v", os.DevNull, err)
 	}
@@ -59,29 +61,53 @@ func TestReportFileIsAFileOrADevice(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, reader := range []bool{false, true} {
-		if reader {
-			r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-		}
+	write := func(what string) error {
+		t.Helper()
 		done := make(chan error, 1)
 		go func() { done <- writeReportFile(fifo, []byte("{}"), true) }()
 		select {
 		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "not a regular file or a device") {
-				t.Errorf("a FIFO (a reader: %t): %v, want it refused", reader, err)
-			}
+			return err
 		case <-time.After(5 * time.Second):
 			// A reader lets the hung open go on.
 			if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
 				<-done
 				r.Close()
 			}
-			t.Fatalf("a FIFO (a reader: %t): waited for a reader", reader)
+			t.Fatalf("%s: waited", what)
+			return nil
 		}
+	}
+	if err := write("a FIFO no one reads"); err == nil || !strings.Contains(err.Error(), "no one reads") {
+		t.Errorf("a FIFO no one reads: %v, want it refused", err)
+	}
+
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := write("a FIFO with a reader"); err != nil {
+		t.Errorf("a FIFO with a reader: %v, want the report written", err)
+	}
+	buf := make([]byte, 16)
+	if n, err := r.Read(buf); err != nil || string(buf[:n]) != "{}" {
+		t.Errorf("its reader read %q, %v", buf[:n], err)
+	}
+
+	// Its reader reads no more, and the pipe is full.
+	w, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(w)
+	for {
+		if _, err := syscall.Write(w, make([]byte, 4096)); err != nil {
+			break // EAGAIN: full
+		}
+	}
+	if err := write("a full FIFO"); err == nil || !strings.Contains(err.Error(), "does not read") {
+		t.Errorf("a FIFO whose reader does not read: %v, want it refused", err)
 	}
 }
 

@@ -485,7 +485,7 @@ func TestReportPathMadeAFIFOIsRefused(t *testing.T) {
 		}
 		t.Fatalf("lockwrap hung writing its report to a FIFO the command left at --termination-log; stderr: %s", p.stderr)
 	}
-	if code != 0 || !strings.Contains(p.stderr.String(), "lockwrap: report: "+path+" is not a regular file or a device") {
+	if code != 0 || !strings.Contains(p.stderr.String(), "lockwrap: report: "+path+" is a FIFO or pipe that no one reads") {
 		t.Errorf("exit %d, want 0 and the report refused on stderr; stderr: %s", code, p.stderr)
 	}
 	if st := admin(t, s).HGet(context.Background(), lock.RunKey("fifo", mustTime(occurrence)), "state").Val(); st != lock.StateSucceeded {
