@@ -334,6 +334,10 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 			}
 		}
 	}
+	if cfg.RenewInterval == 0 && (set["renew-interval"] || getenv(EnvRenewInterval) != "") {
+		// Left out, it is a third of the ttl; given as 0, it was that too, silently.
+		return cfg, nil, &Error{Flag: "--renew-interval", Msg: "0: want a duration above 0, or leave --renew-interval (and $" + EnvRenewInterval + ") out for the default, a third of the ttl"}
+	}
 	cmd := fs.Args()
 	// flag stops at the first non-flag; we want flags, then "--", then the command.
 	if len(cmd) == 0 {

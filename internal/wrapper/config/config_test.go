@@ -85,6 +85,8 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--ttl", "later", "--", "x"), nil, "--ttl"},
 		{append(base, "--ttl", "10s", "--renew-interval", "5001ms", "--", "x"), nil, "--renew-interval"},
 		{append(base, "--renew-interval", "-1s", "--", "x"), nil, "--renew-interval"},
+		{append(base, "--renew-interval", "0", "--", "x"), nil, "--renew-interval"}, // not the default, silently
+		{append(base, "--", "x"), map[string]string{EnvRenewInterval: "0s"}, "--renew-interval"},
 		{append(base, "--occurrence", "06:00", "--", "x"), nil, "--occurrence"},
 		{append(base, "--contention", "wait", "--", "x"), nil, "--contention"},
 		{append(base, "--contention", "retry", "--", "x"), nil, "--retry-attempts"},
