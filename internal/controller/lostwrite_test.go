@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,9 +105,7 @@ var _ = Describe("a pass whose status write lands but whose answer is lost", fun
 		ns := newNamespace()
 		job := newJob(ns, "lost-answer", "0 0 1 1 *")
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		ran := createPodFor(job, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		finishPod(ran, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: ns + "/lost-answer",
-			Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + ns + "/" + ran.Name, Message: "its run"}))
+		ran := succeededRunOf(job, "its run")
 
 		Eventually(fired.Load, 15*time.Second, 50*time.Millisecond).Should(BeTrue(), "no pass wrote the run's count")
 		Eventually(func() string {

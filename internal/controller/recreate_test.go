@@ -28,9 +28,7 @@ var _ = Describe("A job deleted and created again under the same name", func() {
 		ns := newNamespace()
 		old := newJob(ns, "replaced", "0 0 1 1 *")
 		Expect(k8sClient.Create(ctx, old)).To(Succeed())
-		ran := createPodFor(old, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		finishPod(ran, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: ns + "/replaced",
-			Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + ns + "/" + ran.Name, Message: "the old job's run"}))
+		ran := succeededRunOf(old, "the old job's run")
 		running := createPodFor(old, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
 		replacement := newJob(ns, "replaced", "0 0 1 1 *")
@@ -105,9 +103,7 @@ var _ = Describe("A job deleted while no manager ran", func() {
 		ns := newNamespace()
 		job := newJob(ns, "gone", "0 0 1 1 *")
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		ran := createPodFor(job, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-		finishPod(ran, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: ns + "/gone",
-			Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + ns + "/" + ran.Name, Message: "its last run"}))
+		ran := succeededRunOf(job, "its last run")
 		running := createPodFor(job, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 		Expect(k8sClient.Delete(ctx, job)).To(Succeed())
 		for _, pod := range []*corev1.Pod{ran, running} { // as the garbage collector does
@@ -126,3 +122,12 @@ var _ = Describe("A job deleted while no manager ran", func() {
 		}
 	})
 })
+
+// succeededRunOf creates, as the controller would, j's pod for 2026-01-01T00:00:00Z and
+// ends it as lockwrap ends a run that succeeded, its report saying msg.
+func succeededRunOf(j *v1alpha1.LockedCronJob, msg string) *corev1.Pod {
+	pod := createPodFor(j, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: j.Namespace + "/" + j.Name,
+		Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + j.Namespace + "/" + pod.Name, Message: msg}))
+	return pod
+}
