@@ -40,7 +40,7 @@ func TestExitedCommandBeatsOverdueDeadline(t *testing.T) {
 	for i := range 200 {
 		proc := &exitedProcess{}
 		rep := &report.Report{}
-		code, stopped, _ := supervise(context.Background(), cfg, idleLease{}, proc, time.Now().Add(-cfg.TTL), nil, rep, io.Discard)
+		code, stopped, _ := supervise(context.Background(), cfg, idleLease{}, proc, time.Now().Add(-cfg.TTL), nil, rep, io.Discard, nil)
 		if code != 0 || stopped || len(proc.signals) > 0 {
 			t.Fatalf("round %d: exited command reported code %d, stopped %t, signalled %v: it must count as its own exit", i, code, stopped, proc.signals)
 		}

@@ -95,8 +95,34 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	if err := startReaping(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintf(stderr, "lockwrap: not reaping orphans: prctl(PR_SET_CHILD_SUBREAPER): %v\n", err)
 	}
-	rep, code = Run(context.Background(), cfg, cmd, Deps{Signals: sigs, Stderr: stderr})
+	// The report of a run whose command has exited exists from then on: lockwrap can be
+	// ended before its final one (the kubelet SIGKILLs it at the end of the pod's grace,
+	// whatever it is doing: seeking strays, recording the result), and a pod without a
+	// report is counted an Error, its run reported by no one.
+	exited := func(p report.Report) {
+		if !provisionalReportFits(cfg.TerminationLog) {
+			return
+		}
+		if werr := WriteReport(cfg.TerminationLog, cfg.ReportMaxBytes, p, stderr); werr != nil {
+			fmt.Fprintf(stderr, "lockwrap: provisional report: %v\n", werr)
+		}
+	}
+	rep, code = Run(context.Background(), cfg, cmd, Deps{Signals: sigs, Stderr: stderr, Exited: exited})
 	return code
+}
+
+// provisionalReportFits reports whether a provisional report may be written at path before
+// the final one: a file the final report overwrites (a regular one, or none yet), not a
+// stream that would get both (stderr, a FIFO, a terminal).
+func provisionalReportFits(path string) bool {
+	if path == "" || path == "-" {
+		return false
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	return fi.Mode().IsRegular()
 }
 
 // forwardedSignals are caught from the start and passed on to the command's process

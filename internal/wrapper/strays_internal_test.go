@@ -208,3 +208,39 @@ while [ -d "$1" ]; do sleep 0.01; done`
 		t.Fatalf("the escaped process's last heartbeat came %v after the lock could expire", last.Sub(expiry))
 	}
 }
+
+// TestProvisionalReportBeforeTheStraysAreSought: the report of a run whose command has
+// exited is handed to Main (Deps.Exited, which writes it to the termination log) as soon as
+// its first process is reaped, before the search for its strays (up to strayDeadline) and
+// the record of its result: lockwrap ended meanwhile (a kubelet's SIGKILL at the end of the
+// pod's grace) leaves it.
+func TestProvisionalReportBeforeTheStraysAreSought(t *testing.T) {
+	killMarkedFn = func(string, bool) error { time.Sleep(time.Second); return nil }
+	t.Cleanup(func() { killMarkedFn = killMarked })
+	cfg, cmd, err := config.Parse([]string{"--redis-url", "redis://unused", "--key", "k", "--holder", "h", "--ttl", "10s",
+		"--renew-interval", "2s", "--kill-grace", "2s", "--termination-log", "", "--", "sh", "-c", "exit 3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := &downLocker{l: &downLease{}}
+	var stderr strings.Builder
+	var got []report.Report
+	var at time.Time
+	rep, code := Run(context.Background(), cfg, cmd, Deps{Locker: lk, Stderr: &stderr, Exited: func(r report.Report) {
+		got, at = append(got, r), time.Now()
+	}})
+	ended := time.Now()
+	if code != 3 || rep.Outcome != report.Failed {
+		t.Fatalf("exit %d, %+v; stderr: %s", code, rep, stderr.String())
+	}
+	if len(got) != 1 {
+		t.Fatalf("Exited called %d times, want once", len(got))
+	}
+	if p := got[0]; p.Outcome != report.Failed || p.ExitCode != 3 || p.Holder != "h" || p.FencingToken != 1 || p.StartedAt == "" ||
+		!strings.Contains(p.Message, "before failed was recorded") {
+		t.Fatalf("provisional report %+v", p)
+	}
+	if lead := ended.Sub(at); lead < 800*time.Millisecond {
+		t.Fatalf("the provisional report came %v before Run's end: not before the stray search (1 s)", lead)
+	}
+}

@@ -107,6 +107,12 @@ type Deps struct {
 	Stderr  io.Writer        // default: os.Stderr
 	Environ []string         // the child's base environment; default: os.Environ()
 	Clock   clock.Clock      // waits for --not-before and stamps startedAt; default: the real clock
+	// Exited, when set, is called once, as soon as the command's exit is known (its first
+	// process reaped), before its strays are sought and its result recorded, with the
+	// report a run ended from then on (a kubelet's SIGKILL at the end of its grace) must
+	// leave: Provisional's. Main writes it to --termination-log; the final report
+	// overwrites it.
+	Exited func(report.Report)
 }
 
 // Run runs one occurrence of cmd under cfg's lock and returns the report and the exit
@@ -319,10 +325,14 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		rep.StartedAt = d.Clock.Now().UTC().Format(time.RFC3339Nano)
 	}
 	if err != nil {
-		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", sentAt.Add(cfg.TTL), d.Signals, &rep, d.Stderr)
+		finishRun(ctx, cfg, g.Lease, lock.StateFailed, "", sentAt.Add(cfg.TTL), nil, d.Signals, &rep, d.Stderr)
 		return fail(fmt.Errorf("start %q: %w", cmd[0], err))
 	}
-	code, stopped, validUntil := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr)
+	x := &supervision{}
+	if d.Exited != nil {
+		x.exited = func(code int, stopped bool) { d.Exited(Provisional(rep, code, stopped, time.Now())) }
+	}
+	code, stopped, validUntil := supervise(ctx, cfg, g.Lease, proc, sentAt, d.Signals, &rep, d.Stderr, x)
 	if s, ok := proc.(interface{ StraysLeft() string }); ok && s.StraysLeft() != "" {
 		warn(&rep, d.Stderr, "processes of the command may outlive the lock's release: "+s.StraysLeft())
 	}
@@ -339,7 +349,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 	if state == lock.StateSucceeded && wmFile != "" {
 		wm = readWatermark(wmFile, &rep, d.Stderr)
 	}
-	finishRun(ctx, cfg, g.Lease, state, wm, validUntil, d.Signals, &rep, d.Stderr)
+	finishRun(ctx, cfg, g.Lease, state, wm, validUntil, x.stopSig, d.Signals, &rep, d.Stderr)
 	switch {
 	case rep.LockLost:
 		rep.Outcome = report.LockLost
@@ -349,6 +359,39 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		rep.Outcome = report.Failed
 	}
 	return rep, code
+}
+
+// Provisional is the report of a run whose command exited with code (stopped: lockwrap
+// stopped it for the lock's sake) before lockwrap has recorded the result and released the
+// lock: what is left when lockwrap is ended from then on, before its final report (a pod's
+// kubelet SIGKILLs it at the end of its grace: the soak of seed 951265272 found a pod
+// counted "exited 137 without a valid report" for a run whose job had ended 143). Nothing
+// may have recorded the result: the entry stays "running", the lock expires by itself,
+// and another holder may run the occurrence again. So a command that exited 0 is LockLost
+// (lockLost: true), never a clean Succeeded (the rule of finishRun, which reports the same
+// run so when its record is interrupted); one that exited otherwise is Failed (a failed
+// occurrence may run again anyway), or LockLost when the lock was lost already.
+func Provisional(rep report.Report, code int, stopped bool, at time.Time) report.Report {
+	p := rep
+	p.Warnings = append([]string(nil), rep.Warnings...)
+	p.ExitCode = code
+	p.ReleasedAt = ""
+	state := lock.StateFailed
+	if code == 0 && !stopped {
+		state = lock.StateSucceeded
+	}
+	switch {
+	case p.LockLost:
+		p.Outcome = report.LockLost
+	case state == lock.StateSucceeded:
+		p.Outcome, p.LockLost = report.LockLost, true
+	default:
+		p.Outcome = report.Failed
+	}
+	p.Message = joinMsg(p.Message, fmt.Sprintf("lockwrap was ended before its final report: this one was written when the command exited %d (at %s), "+
+		"before %s was recorded in the ledger and the lock released; if nothing recorded it, the lock expires by itself and another holder may run this occurrence again",
+		code, stamp(at), state))
+	return p
 }
 
 // maxWaitSlice is the longest single timer of a --not-before wait: the wall clock is read
@@ -408,7 +451,10 @@ const exitGrace = 20 * time.Millisecond
 // validUntil is when the lock expires unless renewed again: the last renewal that got
 // through (or the acquire) plus the ttl.
 func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, sentAt time.Time,
-	signals <-chan os.Signal, rep *report.Report, stderr io.Writer) (code int, stopped bool, validUntil time.Time) {
+	signals <-chan os.Signal, rep *report.Report, stderr io.Writer, x *supervision) (code int, stopped bool, validUntil time.Time) {
+	if x == nil {
+		x = &supervision{}
+	}
 	exited := make(chan int, 1)
 	go func() { exited <- proc.Wait() }()
 
@@ -467,6 +513,17 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 	if p, ok := proc.(interface{ LeaderExited() <-chan int }); ok {
 		ended = p.LeaderExited()
 	}
+	// told: x.exited was called (once, at the first sign of the exit); leaderDone: the
+	// loop took the first process's exit from ended (then proc.Wait's return follows).
+	told, leaderDone := false, false
+	tell := func(c int) {
+		if !told {
+			told = true
+			if x.exited != nil {
+				x.exited(c, stopped)
+			}
+		}
+	}
 	// hasExited: the command's exit, if it is ready (the first process's: then it waits
 	// for the rest of proc.Wait). A wake-up (after SIGSTOP, a slow node) can find the exit
 	// and a deadline ready together, and select picks either: the exit wins, or a command
@@ -474,11 +531,16 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 	// The goroutine that reports the exit may not have run yet at that wake-up, so the
 	// stop steps (SIGTERM) give it exitGrace first; the kill point waits for nothing.
 	hasExited := func(grace time.Duration) (int, bool) {
+		if leaderDone {
+			return <-exited, true
+		}
 		if grace <= 0 {
 			select {
 			case c := <-exited:
+				tell(c)
 				return c, true
-			case <-ended:
+			case c := <-ended:
+				tell(c)
 				return <-exited, true
 			default:
 				return 0, false
@@ -488,8 +550,10 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 		defer t.Stop()
 		select {
 		case c := <-exited:
+			tell(c)
 			return c, true
-		case <-ended:
+		case c := <-ended:
+			tell(c)
 			return <-exited, true
 		case <-t.C:
 			return 0, false
@@ -498,10 +562,20 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 	for {
 		select {
 		case code = <-exited:
+			tell(code)
 			return code, stopped, expiry()
+		case c := <-ended:
+			// The first process has ended; proc.Wait still kills the rest of the group
+			// and seeks strays (up to strayDeadline) before it returns. Said at once:
+			// lockwrap ended from here on (a kubelet's SIGKILL) leaves a report.
+			ended, leaderDone = nil, true
+			tell(c)
 		case sig := <-signals:
 			if s, ok := sig.(syscall.Signal); ok && forwardable(sig) {
 				_ = proc.Signal(s)
+				if stopsFinish(s) {
+					x.stopSig = &stopSignal{s}
+				}
 			}
 		case r := <-renewals:
 			if r.failed != nil {
@@ -547,6 +621,20 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 			stopEscaped(syscall.SIGKILL)
 		}
 	}
+}
+
+// supervision is what supervise tells Run besides the exit: exited (if set) is called once,
+// as soon as the command's exit is known; stopSig is the last stop signal (stopsFinish)
+// forwarded to the command, nil if none.
+type supervision struct {
+	exited  func(code int, stopped bool)
+	stopSig *stopSignal
+}
+
+// stopsFinish reports whether sig, sent to lockwrap, means it is being stopped (a pod being
+// deleted, a terminal's ^C or ^\): the retries of a result's record end (finishWithRetry).
+func stopsFinish(sig syscall.Signal) bool {
+	return sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGQUIT
 }
 
 // renewal is one renewal's result: when the successful one was sent, why the lock is
@@ -793,8 +881,8 @@ func readWatermark(path string, rep *report.Report, stderr io.Writer) string {
 // being deleted: its grace is short of a long lock's ttl); the attempt under way gets
 // stopGrace to be answered. If it is not, the run is LockLost too:
 // nothing recorded the result, and once the lock expires another holder may run it again.
-func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, signals <-chan os.Signal, rep *report.Report, stderr io.Writer) {
-	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic}, validUntil, signals)
+func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string, validUntil time.Time, earlier *stopSignal, signals <-chan os.Signal, rep *report.Report, stderr io.Writer) {
+	fr, err := finishWithRetry(ctx, cfg, l, state, lock.FinishOptions{Watermark: wm, Monotonic: cfg.WatermarkMonotonic}, validUntil, earlier, signals)
 	rep.ReleasedAt = stamp(time.Now())
 	if err == nil || errors.Is(err, lock.ErrLost) {
 		switch {
@@ -840,10 +928,19 @@ func finishRun(ctx context.Context, cfg config.Config, l Lease, state, wm string
 // nobody else can run the occurrence, and a result recorded then is the one a later holder
 // finds; given up earlier (it was 10s at most, under a default ttl of 30s), a success
 // Redis could still have recorded was lost, and the occurrence ran again.
-func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions, validUntil time.Time, signals <-chan os.Signal) (lock.FinishResult, error) {
+//
+// earlier is a stop signal that came before, while the command ran (forwarded to it, it
+// is often why the command ended): the retries last stopGrace at most. The kubelet's grace
+// runs from its SIGTERM, and is short of a long lock's ttl: retried until the lock
+// expired, a finish Redis did not answer outlived it, and lockwrap, SIGKILLed, left no
+// report (the soak of seed 951265272: Redis stalled as the pod's job ended 143).
+func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state string, opts lock.FinishOptions, validUntil time.Time, earlier *stopSignal, signals <-chan os.Signal) (lock.FinishResult, error) {
 	deadline := time.Now().Add(min(max(cfg.TTL, 2*time.Second), 10*time.Second))
 	if validUntil.After(deadline) {
 		deadline = validUntil
+	}
+	if earlier != nil {
+		deadline = earliest(deadline, time.Now().Add(stopGrace))
 	}
 	fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
@@ -852,7 +949,7 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 		for {
 			select {
 			case sig := <-signals:
-				if s, ok := sig.(syscall.Signal); ok && (s == syscall.SIGTERM || s == syscall.SIGINT || s == syscall.SIGQUIT) {
+				if s, ok := sig.(syscall.Signal); ok && stopsFinish(s) {
 					// No attempt follows; the one under way, which a Redis that answers
 					// completes in a round trip, gets stopGrace (cancelled at once, a
 					// success Redis was about to record was lost, and the occurrence ran
@@ -878,7 +975,11 @@ func finishWithRetry(ctx context.Context, cfg config.Config, l Lease, state stri
 		return last == nil || stopped.Load() != nil || errors.Is(last, lock.ErrLost) || errors.Is(last, lock.ErrNotRecorded) ||
 			errors.Is(last, lock.ErrNotEnoughReplicas), nil
 	})
-	if sig := stopped.Load(); sig != nil && last != nil && !errors.Is(last, lock.ErrLost) && !errors.Is(last, lock.ErrNotRecorded) &&
+	sig := stopped.Load()
+	if sig == nil {
+		sig = earlier
+	}
+	if sig != nil && last != nil && !errors.Is(last, lock.ErrLost) && !errors.Is(last, lock.ErrNotRecorded) &&
 		!errors.Is(last, lock.ErrNotEnoughReplicas) {
 		return fr, fmt.Errorf("%w: %w", sig, last)
 	}
