@@ -208,7 +208,11 @@ func writeReportFile(path string, b []byte, mayCreate bool) error {
 	switch {
 	case err != nil:
 	case fi.Mode()&os.ModeNamedPipe != 0:
-		err = f.SetWriteDeadline(time.Now().Add(fifoWriteTimeout))
+		if err = f.SetWriteDeadline(time.Now().Add(fifoWriteTimeout)); errors.Is(err, os.ErrNoDeadline) {
+			// Not in Go's poller (a FIFO on darwin): the descriptor stays non-blocking,
+			// and a write with no room fails at once (EAGAIN).
+			err = nil
+		}
 	case !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0:
 		err = fmt.Errorf("%s is not a regular file, a device or a FIFO: not written (for stderr, --termination-log -)", path)
 	default:
@@ -219,7 +223,7 @@ func writeReportFile(path string, b []byte, mayCreate bool) error {
 		return err
 	}
 	_, err = f.Write(b)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.EAGAIN) {
 		err = fmt.Errorf("%s is a FIFO or pipe whose reader does not read: not written (for stderr, --termination-log -)", path)
 	}
 	if cerr := f.Close(); err == nil {

@@ -178,34 +178,48 @@ func TestEscapedProcessDiesBeforeExpiry(t *testing.T) {
 		return lookMarked(m, d, each)
 	}
 	t.Cleanup(func() { lookMarkedFn = lookMarked })
-	dir := t.TempDir()
-	script := `trap '' TERM
+	for _, c := range []struct {
+		name string
+		trap string // the first process's answer to SIGTERM
+		code int
+	}{
+		{"the first process ignores SIGTERM", `trap '' TERM`, 128 + int(syscall.SIGKILL)},
+		// It exits between the SIGTERM point and the kill point: the kill point waited for
+		// the stray search its exit began, and the escaped process, found and held at the
+		// SIGTERM point, lived until that search reached it (helper-83).
+		{"the first process exits in the kill grace", `trap 'sleep 0.35; exit 0' TERM`, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			script := c.trap + `
 setsid sh -c 'trap "" TERM; while [ -d "$1" ]; do date +%s%N > "$1/beat.tmp"; mv "$1/beat.tmp" "$1/beat"; sleep 0.01; done' sh "$1" &
 while [ -d "$1" ]; do sleep 0.01; done`
-	cfg, cmd, err := config.Parse([]string{"--redis-url", "redis://unused", "--key", "k", "--ttl", "1s",
-		"--renew-interval", "200ms", "--kill-grace", "500ms", "--termination-log", "", "--", "sh", "-c", script, "sh", dir}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lk := &downLocker{l: &downLease{}}
-	var stderr strings.Builder
-	rep, code := Run(context.Background(), cfg, cmd, Deps{Locker: lk, Stderr: &stderr})
-	if code != 128+int(syscall.SIGKILL) || rep.Outcome != report.LockLost {
-		t.Fatalf("exit %d, outcome %s: want the command killed, LockLost; stderr: %s", code, rep.Outcome, stderr.String())
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "beat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lk.mu.Lock()
-	expiry := lk.at.Add(cfg.TTL) // Redis expires the lock no earlier than the acquire's send + ttl
-	lk.mu.Unlock()
-	if last := time.Unix(0, ns); !last.Before(expiry) {
-		t.Fatalf("the escaped process's last heartbeat came %v after the lock could expire", last.Sub(expiry))
+			cfg, cmd, err := config.Parse([]string{"--redis-url", "redis://unused", "--key", "k", "--ttl", "1s",
+				"--renew-interval", "200ms", "--kill-grace", "500ms", "--termination-log", "", "--", "sh", "-c", script, "sh", dir}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lk := &downLocker{l: &downLease{}}
+			var stderr strings.Builder
+			rep, code := Run(context.Background(), cfg, cmd, Deps{Locker: lk, Stderr: &stderr})
+			if code != c.code || rep.Outcome != report.LockLost {
+				t.Fatalf("exit %d, outcome %s: want %d, LockLost; stderr: %s", code, rep.Outcome, c.code, stderr.String())
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "beat"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lk.mu.Lock()
+			expiry := lk.at.Add(cfg.TTL) // Redis expires the lock no earlier than the acquire's send + ttl
+			lk.mu.Unlock()
+			if last := time.Unix(0, ns); !last.Before(expiry) {
+				t.Fatalf("the escaped process's last heartbeat came %v after the lock could expire", last.Sub(expiry))
+			}
+		})
 	}
 }
 

@@ -93,24 +93,29 @@ func killMarked(mark string, descendantsOnly bool) error {
 // lookMarked looks once for the processes of the run named mark (killStrays says which)
 // and calls each with every one it finds.
 func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
-	needle := []byte("\x00" + mark + "=")
-	buf := []byte{0}
 	pids, err := processes(os.Getpid(), descendantsOnly)
 	if err != nil {
 		return fmt.Errorf("looking for the command's processes: %w", err)
 	}
 	for _, pid := range pids {
-		env, err := environ(pid)
-		buf = append(buf[:1], env...)
-		switch {
-		case err == nil && bytes.Contains(buf, needle):
-		case err != nil && descendantsOnly && errors.Is(err, fs.ErrPermission):
-		default:
-			continue // not the run's, or gone
+		if isMarked(pid, mark, descendantsOnly) {
+			each(pid)
 		}
-		each(pid)
 	}
 	return nil
+}
+
+// isMarked reports whether process pid is of the run named mark: its environment holds the
+// mark, or (descendantsOnly: lockwrap reaps the command's orphans, so every process below
+// it is the run's) it cannot be read, running as another user.
+func isMarked(pid int, mark string, descendantsOnly bool) bool {
+	env, err := environ(pid)
+	switch {
+	case err == nil:
+		return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+mark+"="))
+	default:
+		return descendantsOnly && errors.Is(err, fs.ErrPermission)
+	}
 }
 
 // escapees are the processes of a run outside its group, signalled at its stop points: a
@@ -172,6 +177,12 @@ func (e *escapees) found(pid int) {
 		if !errors.Is(err, syscall.ESRCH) {
 			_ = killFn(pid, sig) // no pidfds (Linux before 5.3): by its pid, this once
 		}
+		return
+	}
+	// Held now: the process is the one looked at only if it still is the run's (it may
+	// have ended, and its pid been given to another, since the look).
+	if !isMarked(pid, e.mark, currentReaper() != nil) {
+		_ = unix.Close(fd)
 		return
 	}
 	_ = unix.PidfdSendSignal(fd, sig, nil, 0)

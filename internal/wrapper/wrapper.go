@@ -612,13 +612,16 @@ func supervise(ctx context.Context, cfg config.Config, l Lease, proc Process, se
 					unreachable(), stamp(lastSent), stamp(expiry())))
 			}
 		case <-killC:
+			// First, whatever the first process did: those that left the group die at the
+			// kill point even when it has exited and Wait is still seeking strays (which
+			// hasExited then waits for, past the lock's expiry).
+			stopEscaped(syscall.SIGKILL)
 			if c, ok := hasExited(0); ok {
 				return c, stopped, expiry()
 			}
 			killC = nil
 			fmt.Fprintf(stderr, "lockwrap: killing the command (SIGKILL)\n")
 			_ = proc.Signal(syscall.SIGKILL)
-			stopEscaped(syscall.SIGKILL)
 		}
 	}
 }
