@@ -26,11 +26,7 @@ var _ = Describe("A job deleted and created again under the same name", func() {
 	// finalizer is released.
 	It("takes none of the old job's pods as its own, and releases them", func() {
 		ns := newNamespace()
-		old := newJob(ns, "replaced", "0 0 1 1 *")
-		Expect(k8sClient.Create(ctx, old)).To(Succeed())
-		ran := succeededRunOf(old, "the old job's run")
-		running := createPodFor(old, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-		Expect(k8sClient.Delete(ctx, old)).To(Succeed())
+		old, ran, running := deletedJobWithPods(ns, "replaced")
 		replacement := newJob(ns, "replaced", "0 0 1 1 *")
 		Expect(k8sClient.Create(ctx, replacement)).To(Succeed())
 		Expect(replacement.UID).NotTo(Equal(old.UID))
@@ -101,11 +97,7 @@ var _ = Describe("A job deleted while no manager ran", func() {
 	// them. Left, they stayed Terminating for good, and their namespace with them.
 	It("releases its pods when a manager starts", func() {
 		ns := newNamespace()
-		job := newJob(ns, "gone", "0 0 1 1 *")
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		ran := succeededRunOf(job, "its last run")
-		running := createPodFor(job, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-		Expect(k8sClient.Delete(ctx, job)).To(Succeed())
+		_, ran, running := deletedJobWithPods(ns, "gone")
 		for _, pod := range []*corev1.Pod{ran, running} { // as the garbage collector does
 			Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
 			p, err := getPod(ns, pod.Name)
@@ -122,6 +114,18 @@ var _ = Describe("A job deleted while no manager ran", func() {
 		}
 	})
 })
+
+// deletedJobWithPods creates a job name in ns, a pod of a run of it that succeeded and
+// one that has not ended, and deletes the job: its pods stay (no garbage collector here),
+// held by the tracking finalizer.
+func deletedJobWithPods(ns, name string) (job *v1alpha1.LockedCronJob, ran, running *corev1.Pod) {
+	j := newJob(ns, name, "0 0 1 1 *")
+	Expect(k8sClient.Create(ctx, j)).To(Succeed())
+	ran = succeededRunOf(j, "a run of the deleted job")
+	running = createPodFor(j, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	Expect(k8sClient.Delete(ctx, j)).To(Succeed())
+	return j, ran, running
+}
 
 // succeededRunOf creates, as the controller would, j's pod for 2026-01-01T00:00:00Z and
 // ends it as lockwrap ends a run that succeeded, its report saying msg.
