@@ -216,15 +216,15 @@ func TestClusterClientMadeAgainHourly(t *testing.T) {
 // condition's message may hold: every status write of the job was refused, its pods left
 // uncounted until the Secret was fixed (helper-78). Every condition message is cut to fit.
 func TestConditionMessageFitsTheCRD(t *testing.T) {
-	hosts := []string{"169.254.1.1:6379"}
+	// A message of the size a 3,000-host url made, one of them link-local, quoted each
+	// (the url's hosts are bounded now, lock.MaxURLHosts: every message is still cut).
+	var hosts []string
 	for i := range 3000 {
-		hosts = append(hosts, fmt.Sprintf("r%d.example:6379", i))
+		hosts = append(hosts, fmt.Sprintf("%q", fmt.Sprintf("r%d.example:6379", i)))
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis"},
-		Data: map[string][]byte{"url": []byte("redis+cluster://" + strings.Join(hosts, ","))}}
-	_, _, berr := newBackends(fake.NewClientBuilder().WithObjects(secret).Build()).client(context.Background(), "ns", "redis")
-	if berr == nil || len(berr.Error()) <= maxConditionMessage {
-		t.Fatalf("the test needs a message over the bound: %v", berr)
+	berr := &backendError{reason: ReasonRedisUnreachable, msg: "spec.lock.redis.secretRef: Secret ns/redis: url names " + strings.Join(hosts, ", ")}
+	if len(berr.Error()) <= maxConditionMessage {
+		t.Fatalf("the test needs a message over the bound: %d bytes", len(berr.Error()))
 	}
 	p := newPass(passJob("* * * * *", false), passAt, logr.Discard())
 	p.setCondition(ConditionLockBackendReady, false, berr.reason, berr.Error())
