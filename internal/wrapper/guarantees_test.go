@@ -50,7 +50,7 @@ func TestStalledRedisNeverOverlaps(t *testing.T) {
 			proxy := redistest.StartProxy(t, s.Addr())
 			dir := t.TempDir()
 			aBeat, bStart := filepath.Join(dir, "a-beat"), filepath.Join(dir, "b-start")
-			occ := time.Date(2026, 11, 30, 8, i, 0, 0, time.UTC).Format(time.RFC3339)
+			occ := occAt(2*time.Hour + time.Duration(i)*time.Minute)
 			// A's command ignores SIGTERM and writes a heartbeat every 20ms until killed.
 			a, aLog := runAsyncLog(t, nil, cmdArgs(flags(proxy.URL(), "stall", "a", "--occurrence", occ,
 				"--ttl", "4s", "--renew-interval", "1s", "--kill-grace", "2s"),
@@ -150,7 +150,7 @@ func TestRestartedContainerTakesOver(t *testing.T) {
 	}
 	// Another holder is still turned away while a run is going on, as before.
 	g := newGate(t)
-	occ2 := "2026-11-30T06:30:00Z"
+	occ2 := occAt(30 * time.Minute)
 	r := runAsync(t, nil, cmdArgs(flags(s.URL(), "oom", holder, "--occurrence", occ2), g.cmd(0)...)...)
 	g.waitStarted(t)
 	other, _ := run(t, nil, cmdArgs(flags(s.URL(), "oom", "cluster/ns/job-other", "--occurrence", occ2), "true")...)
@@ -194,7 +194,7 @@ func TestFencingSurvivesDataLoss(t *testing.T) {
 	s := redistest.Start(t) // no AOF, no RDB
 	var last int64
 	for i := range 3 {
-		occ := time.Date(2026, 11, 30, 9, i, 0, 0, time.UTC).Format(time.RFC3339)
+		occ := occAt(3*time.Hour + time.Duration(i)*time.Minute)
 		rep, _ := run(t, nil, cmdArgs(flags(s.URL(), "loss", "a", "--occurrence", occ), "true")...)
 		if rep.Outcome != report.Succeeded || rep.FencingToken <= last {
 			t.Fatalf("run %d: %+v (previous token %d)", i, rep, last)
@@ -453,7 +453,7 @@ func TestResentAcquireNeverOverlaps(t *testing.T) {
 	rdb := admin(t, s)
 	dir := t.TempDir()
 	aBeat, bStart := filepath.Join(dir, "a-beat"), filepath.Join(dir, "b-start")
-	occ := "2026-12-01T08:00:00Z"
+	occ := occAt(4 * time.Hour)
 	l := &lostReplyLocker{real: wrapper.RedisLocker{L: lock.New(rdb)}, delay: 1500 * time.Millisecond}
 	cfgA, cmdA, err := config.Parse(append(flags(s.URL(), "resent", "a", "--occurrence", occ,
 		"--ttl", "3s", "--renew-interval", "1s", "--kill-grace", "1s",
@@ -913,7 +913,7 @@ func TestWaitingRunDoesNotStartInABlackout(t *testing.T) {
 	ran := filepath.Join(t.TempDir(), "ran")
 	base := evalCalls(t, s)
 	// B runs the next occurrence (A's success does not suppress it).
-	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "guarded", "b", "--occurrence", "2026-11-30T06:01:00Z", "--contention", "retry", "--retry-attempts", "1000",
+	b := runAsync(t, nil, cmdArgs(flags(s.URL(), "guarded", "b", "--occurrence", occAt(time.Minute), "--contention", "retry", "--retry-attempts", "1000",
 		"--retry-backoff", "20ms", "--retry-max-backoff", "50ms",
 		"--blackout-id", "job-uid", "--made-at", made.UTC().Format(time.RFC3339Nano)), "touch", ran)...)
 	eventually(t, "b to be turned away", func() bool { return evalCalls(t, s) >= base+1 })

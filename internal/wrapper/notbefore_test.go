@@ -260,7 +260,7 @@ func BenchmarkNotBeforeAccuracy(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		stamp := filepath.Join(dir, fmt.Sprint(i))
 		notBefore := time.Now().Add(300 * time.Millisecond)
-		occ := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Minute).Format(time.RFC3339)
+		occ := occAt(time.Duration(i) * time.Minute)
 		p := startLockwrap(b, nil, cmdArgs(notBeforeFlags(s, "bench", notBefore, "--occurrence", occ),
 			"sh", "-c", `exec date +%s.%N >"$1"`, "sh", stamp)...)
 		rep, code := p.wait(b)

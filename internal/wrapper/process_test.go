@@ -324,7 +324,7 @@ exit 0`
 		{"help", false, []string{"-h"}, 70},
 		{"bad input", false, []string{"--key", "k", "--", "true"}, 70},
 		{"run", false, append(append([]string{}, run...), "--", "true"), 0},
-		{"kubelet made it", true, append(flags(s.URL(), "devlog", "a", "--occurrence", "2026-11-30T07:00:00Z"), "--", "true"), 0},
+		{"kubelet made it", true, append(flags(s.URL(), "devlog", "a", "--occurrence", occAt(time.Hour)), "--", "true"), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var env []string
@@ -358,7 +358,7 @@ func TestEachCaughtSignalForwarded(t *testing.T) {
 	for i, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			g := newGate(t)
-			occ := time.Date(2026, 11, 30, 8, i, 0, 0, time.UTC).Format(time.RFC3339)
+			occ := occAt(2*time.Hour + time.Duration(i)*time.Minute)
 			p := startLockwrap(t, nil, cmdArgs(flags(s.URL(), "caught", "a", "--occurrence", occ), g.cmd(0)...)...)
 			g.waitStarted(t)
 			if err := p.cmd.Process.Signal(sig); err != nil {

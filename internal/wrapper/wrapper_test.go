@@ -42,7 +42,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const occurrence = "2026-11-30T06:00:00Z"
+// The tests' occurrences are of the day before the run, not of a fixed date: lockwrap
+// does not start an occurrence older than what the ledger remembers (--dedupe-retention,
+// 7 days unless told), and a fixed date made every test that ran one fail a week after it
+// was written.
+var (
+	occBase    = time.Now().UTC().Truncate(time.Hour).Add(-24 * time.Hour)
+	occurrence = occAt(0)
+)
+
+// occAt is the occurrence d after the tests' first (RFC 3339, as --occurrence takes it).
+func occAt(d time.Duration) string { return occBase.Add(d).Format(time.RFC3339) }
 
 // gate is a child command that touches started, waits for release to exist, then exits
 // with code.
@@ -205,7 +215,7 @@ func TestRetry(t *testing.T) {
 	}
 
 	// Acquires once a releases; use the next occurrence so b is not suppressed.
-	c := runAsync(t, nil, cmdArgs(flags(s.URL(), "retry", "c", "--occurrence", "2026-11-30T06:01:00Z",
+	c := runAsync(t, nil, cmdArgs(flags(s.URL(), "retry", "c", "--occurrence", occAt(time.Minute),
 		"--contention", "retry", "--retry-attempts", "1000", "--retry-backoff", "10ms", "--retry-max-backoff", "50ms"), "true")...)
 	// Release a once c has been turned away at least twice.
 	base := evalCalls(t, s)
@@ -248,7 +258,7 @@ func TestSuppressedDuplicateAndExitCodes(t *testing.T) {
 
 	// A failing command: its code passes through, the ledger says failed, and the same
 	// occurrence may run again.
-	occ2 := "2026-11-30T06:05:00Z"
+	occ2 := occAt(5 * time.Minute)
 	rc, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "c", "--occurrence", occ2), "sh", "-c", "exit 3")...)
 	if code != 3 || rc.Outcome != report.Failed || rc.ExitCode != 3 {
 		t.Fatalf("exit 3: %d %+v", code, rc)
@@ -263,7 +273,7 @@ func TestSuppressedDuplicateAndExitCodes(t *testing.T) {
 	}
 	// The child's environment.
 	out := filepath.Join(t.TempDir(), "env")
-	occ3 := "2026-11-30T06:10:00Z"
+	occ3 := occAt(10 * time.Minute)
 	re, _ := run(t, map[string]string{config.EnvRedisPassword: ""}, cmdArgs(flags(s.URL(), "dup", "e", "--occurrence", occ3),
 		"sh", "-c", `echo "$LOCKEDCRON_FENCING_TOKEN $LOCKEDCRON_OCCURRENCE $LOCKEDCRON_HOLDER" > "$1"`, "sh", out)...)
 	b, _ := os.ReadFile(out)
@@ -271,7 +281,7 @@ func TestSuppressedDuplicateAndExitCodes(t *testing.T) {
 		t.Fatalf("child env %q, want %q", b, want)
 	}
 	// A command that does not exist: 70 before the child starts.
-	rf, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "f", "--occurrence", "2026-11-30T06:15:00Z"), "/no/such/command")...)
+	rf, code := run(t, nil, cmdArgs(flags(s.URL(), "dup", "f", "--occurrence", occAt(15*time.Minute)), "/no/such/command")...)
 	if code != wrapper.ExitInternal || rf.Outcome != report.Error || !strings.Contains(rf.Message, "/no/such/command") {
 		t.Fatalf("missing command: %d %+v", code, rf)
 	}
@@ -292,7 +302,7 @@ func TestChildGetsRunID(t *testing.T) {
 	}{
 		{flags(s.URL(), "rid", "a", "--run-id", "manual:uid:fix-1"), nil, "manual:uid:fix-1"},
 		{flags(s.URL(), "rid", "b"), map[string]string{config.EnvRunID: "manual:uid:fix-2"}, "manual:uid:fix-2"},
-		{flags(s.URL(), "rid", "c", "--occurrence", "2026-11-30T06:20:00Z"), nil, "unset"},
+		{flags(s.URL(), "rid", "c", "--occurrence", occAt(20*time.Minute)), nil, "unset"},
 	} {
 		cfg, cmd, err := config.Parse(cmdArgs(c.args, show...), func(k string) string { return c.env[k] })
 		if err != nil {
@@ -482,7 +492,7 @@ func TestSignalsForwarded(t *testing.T) {
 	}
 	// SIGINT to lockwrap reaches a child that does not handle it: 128+2.
 	g := newGate(t)
-	p = startLockwrap(t, nil, cmdArgs(flags(s.URL(), "sig", "b", "--occurrence", "2026-11-30T07:00:00Z"), g.cmd(0)...)...)
+	p = startLockwrap(t, nil, cmdArgs(flags(s.URL(), "sig", "b", "--occurrence", occAt(time.Hour)), g.cmd(0)...)...)
 	g.waitStarted(t)
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

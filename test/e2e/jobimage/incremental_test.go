@@ -101,7 +101,9 @@ func TestIncrementalExactlyOnce(t *testing.T) {
 	}
 	stored := func() string { return rdb.HGet(ctx, lock.LastKey(key), "watermark").Val() }
 
-	base := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	// Of the day before, not a fixed date: lockwrap does not start an occurrence older than
+	// its ledger's retention (7 days here).
+	base := time.Now().UTC().Truncate(time.Hour).Add(-24 * time.Hour)
 	var markBeforeKill string
 	var recovered report.Report
 	for i := 0; i < 12; i++ {
