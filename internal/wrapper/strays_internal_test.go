@@ -35,7 +35,7 @@ func TestStraysLeftAreReported(t *testing.T) {
 	t.Cleanup(func() { killMarkedFn = killMarked })
 	s := redistest.Start(t)
 	cfg, cmd, err := config.Parse([]string{"--redis-url", s.URL(), "--key", "strays-left", "--holder", "a",
-		"--occurrence", "2026-11-30T06:00:00Z", "--termination-log", t.TempDir() + "/report", "--", "true"}, nil)
+		"--occurrence", time.Now().UTC().Truncate(time.Minute).Format(time.RFC3339), "--termination-log", t.TempDir() + "/report", "--", "true"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +71,47 @@ func TestStrayNotPermittedIsReported(t *testing.T) {
 	err := killMarked(mark, true)
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) || !strings.Contains(err.Error(), "not permitted") {
 		t.Errorf("killMarked = %v, want it to name pid %d, not permitted", err, cmd.Process.Pid)
+	}
+}
+
+// TestIsMarkedReadsTheWholeEnvironment: a process is the run's when a variable of its
+// environment is named the mark: the first one as well as a later one; a variable whose
+// name only ends with the mark, or whose value holds it, is not.
+func TestIsMarkedReadsTheWholeEnvironment(t *testing.T) {
+	const mark = "LOCKEDCRON_TEST_MARK"
+	needle := markNeedle(mark)
+	for _, c := range []struct {
+		env  []string
+		want bool
+	}{
+		{[]string{mark + "=1"}, true},
+		{[]string{mark + "=1", "A=b"}, true},
+		{[]string{"A=b", mark + "=1"}, true},
+		{[]string{"A=b", mark + "="}, true},
+		{[]string{"X" + mark + "=1"}, false},
+		{[]string{"A=b", "X" + mark + "=1"}, false},
+		{[]string{"A=" + mark + "=1"}, false},
+		{[]string{"A=b"}, false},
+	} {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = c.env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Start returns once exec has begun; the new environment is readable only once
+		// the kernel has laid it out (until then it reads empty).
+		if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			env, err := environ(cmd.Process.Pid)
+			return err == nil && len(env) > 0, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := isMarked(cmd.Process.Pid, needle, false)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if got != c.want {
+			t.Errorf("environment %q: marked %v, want %v", c.env, got, c.want)
+		}
 	}
 }
 

@@ -97,22 +97,29 @@ func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
 	if err != nil {
 		return fmt.Errorf("looking for the command's processes: %w", err)
 	}
+	needle := markNeedle(mark)
 	for _, pid := range pids {
-		if isMarked(pid, mark, descendantsOnly) {
+		if isMarked(pid, needle, descendantsOnly) {
 			each(pid)
 		}
 	}
 	return nil
 }
 
-// isMarked reports whether process pid is of the run named mark: its environment holds the
-// mark, or (descendantsOnly: lockwrap reaps the command's orphans, so every process below
-// it is the run's) it cannot be read, running as another user.
-func isMarked(pid int, mark string, descendantsOnly bool) bool {
+// markNeedle is what an environment holding the run's mark holds: "\x00<mark>=" (a
+// look builds it once, not once per process).
+func markNeedle(mark string) []byte { return []byte("\x00" + mark + "=") }
+
+// isMarked reports whether process pid is of the run whose markNeedle is needle: its
+// environment holds the mark, or (descendantsOnly: lockwrap reaps the command's orphans,
+// so every process below it is the run's) it cannot be read, running as another user.
+// The first variable has no NUL before it: it is matched as a prefix, not by copying the
+// environment behind one.
+func isMarked(pid int, needle []byte, descendantsOnly bool) bool {
 	env, err := environ(pid)
 	switch {
 	case err == nil:
-		return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+mark+"="))
+		return bytes.HasPrefix(env, needle[1:]) || bytes.Contains(env, needle)
 	default:
 		return descendantsOnly && errors.Is(err, fs.ErrPermission)
 	}
@@ -181,7 +188,7 @@ func (e *escapees) found(pid int) {
 	}
 	// Held now: the process is the one looked at only if it still is the run's (it may
 	// have ended, and its pid been given to another, since the look).
-	if !isMarked(pid, e.mark, currentReaper() != nil) {
+	if !isMarked(pid, markNeedle(e.mark), currentReaper() != nil) {
 		_ = unix.Close(fd)
 		return
 	}
