@@ -287,7 +287,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 
 	It("deletes a pod still waiting after the default pending timeout (no startingDeadlineSeconds)", func() {
 		ns := newNamespace()
-		job := newJob(ns, "pending", "0 0 1 1 *")
+		job := newJob(ns, "pending", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		pod := createPodFor(job, time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC))
 		p, err := getPod(ns, pod.Name)
@@ -433,7 +433,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 
 	It("tracks pods with a finalizer: counted and released in one pass, still counted when deleted first", func() {
 		ns := newNamespace()
-		job := newJob(ns, "tracked", "0 0 1 1 *")
+		job := newJob(ns, "tracked", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 		// While the controller is down: one pod finishes and is deleted, one is deleted
@@ -467,7 +467,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		func(policy metav1.DeletionPropagation) {
 			startManager(clock.RealClock{})
 			ns := newNamespace()
-			job := newJob(ns, "owner", "0 0 1 1 *")
+			job := newJob(ns, "owner", rarely)
 			Expect(k8sClient.Create(ctx, job)).To(Succeed())
 			base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 			waiting := createPodFor(job, base)
@@ -495,7 +495,7 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 	It("counts an OnFailure pod once per occurrence, with its attempts", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "retries", "0 0 1 1 *")
+		job := newJob(ns, "retries", rarely)
 		job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		occ := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)

@@ -117,7 +117,7 @@ var _ = Describe("Blackout", func() {
 		writeStatus(other, statefulSetDone)
 		writeStatus(agent, daemonSetDone)
 
-		job := newJob(ns, "guarded", "0 0 1 1 *")
+		job := newJob(ns, "guarded", rarely)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
 			{Kind: v1alpha1.KindDeployment, Name: "api", Settle: &metav1.Duration{Duration: 8 * time.Second}},
 			{Kind: v1alpha1.KindStatefulSet, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "data"}}},
@@ -394,7 +394,7 @@ var _ = Describe("Blackout", func() {
 		api := newDeployment(ns, "api")
 		Expect(k8sClient.Create(ctx, api)).To(Succeed())
 		writeStatus(api, deploymentDone)
-		job := newJob(ns, "misspelled", "0 0 1 1 *")
+		job := newJob(ns, "misspelled", rarely)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{
 			{Kind: v1alpha1.KindDeployment, Name: "api"}, {Kind: v1alpha1.KindDeployment, Name: "apii"}}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())

@@ -118,7 +118,7 @@ var _ = Describe("Events", func() {
 	// count brought them back. Such a time is read as none; a scheduled pod's occurrence is
 	// the one its name says.
 	It("counts a run whose pod holds times status cannot hold, and writes its status", func() {
-		job := newJob(newNamespace(), "forged-times", "0 0 1 1 *")
+		job := newJob(newNamespace(), "forged-times", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		startManager(clock.RealClock{})
 		occ := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -159,7 +159,7 @@ func forgedStatus(name, patch string) *v1alpha1.LockedCronJob {
 // endedRuns makes a job whose n runs end with outcome, one after the other, each counted
 // (a status write: the job's resourceVersion moves) before the next ends.
 func endedRuns(name string, n int, phase corev1.PodPhase, outcome report.Outcome) *v1alpha1.LockedCronJob {
-	job := newJob(newNamespace(), name, "0 0 1 1 *")
+	job := newJob(newNamespace(), name, rarely)
 	Expect(k8sClient.Create(ctx, job)).To(Succeed())
 	startManager(clock.RealClock{})
 	base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)

@@ -94,7 +94,7 @@ var _ = Describe("Lock backend durability", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns2, Name: "redis"}, &s)).To(Succeed())
 		s.Data = map[string][]byte{"url": []byte(durable.URL())}
 		Expect(k8sClient.Update(ctx, &s)).To(Succeed())
-		job2 := newJob(ns2, "durable", "0 0 1 1 *")
+		job2 := newJob(ns2, "durable", rarely)
 		Expect(k8sClient.Create(ctx, job2)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, job2))).To(Succeed()) })
 		Eventually(func() *metav1.Condition { return condition(job2, ConditionLockBackendReady) }).Should(

@@ -169,7 +169,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("folds each outcome into counters and lastHolder, exactly once across restarts", func() {
 		stop := startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "fold", "0 0 1 1 *")
+		job := newJob(ns, "fold", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 
 		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -218,7 +218,7 @@ var _ = Describe("LockedCronJob controller", func() {
 
 	It("does not count again a pod counted just before a crash, before it was marked", func() {
 		ns := newNamespace()
-		job := newJob(ns, "crash", "0 0 1 1 *")
+		job := newJob(ns, "crash", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		occ := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 		pod := createPodFor(job, occ)
@@ -243,7 +243,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("writes a run's end once: the counted pod's name goes with the job's next status write", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "once", "0 0 1 1 *")
+		job := newJob(ns, "once", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
@@ -299,7 +299,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("drops a counted pod's name at once when its pod is gone", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "nohistory", "0 0 1 1 *")
+		job := newJob(ns, "nohistory", rarely)
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](0)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		pod := createPodFor(job, time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
@@ -313,7 +313,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		startManager(clock.RealClock{})
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "race", "0 0 1 1 *")
+		job := newJob(ns, "race", rarely)
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](20)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -329,7 +329,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("keeps only the history limits of finished pods, newest first", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "hist", "0 0 1 1 *")
+		job := newJob(ns, "hist", rarely)
 		job.Spec.SuccessfulRunsHistoryLimit = ptr.To[int32](2)
 		job.Spec.FailedRunsHistoryLimit = ptr.To[int32](1)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
@@ -383,7 +383,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("does not start a retroactive run when the schedule is edited", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "edit", "0 0 1 1 *")
+		job := newJob(ns, "edit", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		Eventually(func() string { return getJob(job).Status.ObservedSchedule }).ShouldNot(BeEmpty())
 		// An occurrence of the new schedule falls between creation and the edit.
@@ -436,7 +436,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("counts a malformed termination message as Error with an Event and keeps going", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "bad", "0 0 1 1 *")
+		job := newJob(ns, "bad", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 		finishPod(createPodFor(job, base), corev1.PodFailed, 2, "panic: not json {")
@@ -452,7 +452,7 @@ var _ = Describe("LockedCronJob controller", func() {
 	It("shows a report's controls escaped in status and Events, never as a terminal would act on them", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "esc", "0 0 1 1 *")
+		job := newJob(ns, "esc", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		// A job can write its own termination message, and kubectl escapes only ESC and
 		// CR of what get and describe show: OSC 52 sets the reader's clipboard, CSI 2J

@@ -103,7 +103,7 @@ var _ = Describe("a pass whose status write lands but whose answer is lost", fun
 			}}
 		})
 		ns := newNamespace()
-		job := newJob(ns, "lost-answer", "0 0 1 1 *")
+		job := newJob(ns, "lost-answer", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		ran := succeededRunOf(job, "its run")
 

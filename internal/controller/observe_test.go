@@ -56,7 +56,7 @@ var _ = Describe("metrics from status", func() {
 	It("exports next run, last schedule, last success, active runs, backend and lock key per job, and drops them with the job", func() {
 		startManager(clock.RealClock{})
 		ns := newNamespace()
-		job := newJob(ns, "gauges", "0 0 1 1 *")
+		job := newJob(ns, "gauges", rarely)
 		job.Spec.Lock.Key = "shared-key"
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 
@@ -117,7 +117,7 @@ var _ = Describe("metrics from status", func() {
 			StringData: map[string]string{"url": "redis://127.0.0.1:1/0"},
 		}
 		Expect(k8sClient.Create(ctx, down)).To(Succeed())
-		job := newJob(ns, "nobackend", "0 0 1 1 *")
+		job := newJob(ns, "nobackend", rarely)
 		job.Spec.Lock.Redis.SecretRef.Name = "redis-down"
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		Eventually(func() map[string]float64 { return series("lockedcron_backend_up", ns, "nobackend") }).

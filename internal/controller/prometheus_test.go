@@ -114,7 +114,7 @@ var _ = Describe("alerts in a real Prometheus", func() {
 
 		prom := startPrometheus(metricsAddr)
 		ns := newNamespace()
-		bad, good := newJob(ns, "bad", "0 0 1 1 *"), newJob(ns, "good", "0 0 1 1 *")
+		bad, good := newJob(ns, "bad", rarely), newJob(ns, "good", rarely)
 		Expect(k8sClient.Create(ctx, bad)).To(Succeed())
 		Expect(k8sClient.Create(ctx, good)).To(Succeed())
 		// Prometheus has scraped both jobs' counters at 0 (the first pass creates them).

@@ -27,7 +27,7 @@ var _ = Describe("A job deleted and created again under the same name", func() {
 	It("takes none of the old job's pods as its own, and releases them", func() {
 		ns := newNamespace()
 		old, ran, running := deletedJobWithPods(ns, "replaced")
-		replacement := newJob(ns, "replaced", "0 0 1 1 *")
+		replacement := newJob(ns, "replaced", rarely)
 		Expect(k8sClient.Create(ctx, replacement)).To(Succeed())
 		Expect(replacement.UID).NotTo(Equal(old.UID))
 
@@ -119,7 +119,7 @@ var _ = Describe("A job deleted while no manager ran", func() {
 // one that has not ended, and deletes the job: its pods stay (no garbage collector here),
 // held by the tracking finalizer.
 func deletedJobWithPods(ns, name string) (job *v1alpha1.LockedCronJob, ran, running *corev1.Pod) {
-	j := newJob(ns, name, "0 0 1 1 *")
+	j := newJob(ns, name, rarely)
 	Expect(k8sClient.Create(ctx, j)).To(Succeed())
 	ran = succeededRunOf(j, "a run of the deleted job")
 	running = createPodFor(j, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))

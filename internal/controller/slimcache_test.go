@@ -50,7 +50,7 @@ var _ = Describe("The slim job cache", func() {
 	// others where the user put them.
 	It("leaves a job's annotations and its pods' labels and annotations when it writes from its slim copies", func() {
 		ns := newNamespace()
-		job := newJob(ns, "meta", "0 0 1 1 *")
+		job := newJob(ns, "meta", rarely)
 		job.Annotations = map[string]string{"team.example.com/owner": "billing", "kubectl.kubernetes.io/last-applied-configuration": `{"kind":"LockedCronJob"}`}
 		job.Spec.Template.Labels = map[string]string{"app": "billing"}
 		job.Spec.Template.Annotations = map[string]string{"prometheus.io/scrape": "true"}

@@ -55,7 +55,7 @@ var _ = Describe("Watching some namespaces with the namespaced overlay's rights 
 		startManagerOn(restCfg, clock.RealClock{}, opts, nil, func(r *LockedCronJobReconciler) { r.WatchNamespaces = []string{watched} })
 
 		Expect(k8sClient.Create(ctx, newDeployment(watched, "web"))).To(Succeed())
-		job := newJob(watched, "guarded", "0 0 1 1 *")
+		job := newJob(watched, "guarded", rarely)
 		job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
 		Eventually(func() string { return blackoutIs(job) }, 30*time.Second).ShouldNot(BeEmpty(), "the job was never reconciled")
