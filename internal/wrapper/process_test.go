@@ -170,6 +170,37 @@ func TestStraysAmongTheDescendantsAreKilled(t *testing.T) {
 	}
 }
 
+// TestStraysWithoutTheMarkAreKilled: a process the command moved out of its group that
+// does not carry the run's mark (started with an environment of its own, `env -i`, as
+// scripts do to sanitise one; or one that wrote over the memory it came in, as nginx and
+// PostgreSQL do for their titles) is still among lockwrap's descendants, and every
+// descendant of lockwrap is the run's (it starts nothing else). Looked for by the mark, it
+// escaped: it ran on past the release (in a pod, until the container ended).
+func TestStraysWithoutTheMarkAreKilled(t *testing.T) {
+	s := redistest.Start(t)
+	for i, env := range []string{"env -i", "env -i PATH=/usr/bin:/bin HOME=/"} {
+		t.Run(env, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Cleanup(func() {
+				if b, err := os.ReadFile(filepath.Join(dir, "stray")); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+			stray := `trap "" TERM; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
+			cmd := env + ` /usr/bin/setsid /bin/sh -c '` + stray + `' sh "$1" </dev/null >/dev/null 2>&1 & while [ ! -s "$1/stray" ]; do sleep 0.01; done`
+			code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "unmarked-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", dir)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, out)
+			}
+			if pid := readPid(t, filepath.Join(dir, "stray")); processLive(pid) {
+				t.Errorf("the command's process without the mark (pid %d) outlived lockwrap", pid)
+			}
+		})
+	}
+}
+
 // leaderlessArg makes the test binary a process whose leader thread ends while its other
 // threads run on (as a program whose main thread calls pthread_exit does): its own
 // /proc/<pid>/environ then reads as "no such process". `<test binary> leaderlessArg DIR`

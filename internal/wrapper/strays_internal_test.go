@@ -106,7 +106,7 @@ func TestIsMarkedReadsTheWholeEnvironment(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		got := isMarked(cmd.Process.Pid, needle, false)
+		got := isMarked(cmd.Process.Pid, needle)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if got != c.want {
@@ -139,6 +139,25 @@ func TestExitedStrayIsNotLeft(t *testing.T) {
 	}
 	if !exited(1 << 30) {
 		t.Error("a pid that does not exist not taken for exited")
+	}
+
+	// A process whose leader thread has ended reads Z while its other threads run on: it
+	// was taken for exited (and a refused signal to it for no process left). The test
+	// binary makes one ("__leaderless", process_test.go).
+	dir := t.TempDir()
+	leaderless := exec.Command(os.Args[0], "__leaderless", dir)
+	if err := leaderless.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = leaderless.Process.Kill(); _ = leaderless.Wait() })
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(leaderless.Process.Pid) + "/stat")
+		return err == nil && strings.Contains(string(st), ") Z "), nil
+	}); err != nil {
+		t.Fatalf("pid %d's leader thread never ended: %v", leaderless.Process.Pid, err)
+	}
+	if exited(leaderless.Process.Pid) {
+		t.Errorf("a process whose leader thread ended, its other threads running on (pid %d), taken for exited", leaderless.Process.Pid)
 	}
 }
 

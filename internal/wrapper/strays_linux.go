@@ -30,11 +30,10 @@ const (
 // killStrays kills (SIGKILL) the processes of the run named mark (an EnvRunMark variable's
 // name) that are left once its command's leader has ended and its group was killed: those
 // that moved to a group or session of their own (setsid, a daemon's double fork), and all
-// they started. lockwrap is PID 1 or a child subreaper, so all of them are its descendants:
-// those that carry the mark in their environment, and those whose environment it may not
-// read (one that made itself non-dumpable, a set-user-ID program: lockwrap starts nothing
-// else). Without the reaper (it could not become a subreaper) every process carrying the
-// mark is killed, wherever it is. It looks again until none is left, for at most
+// they started. lockwrap is PID 1 or a child subreaper, so all of them are its descendants,
+// and every live descendant is the run's (lockwrap starts nothing else), whatever its
+// environment or its owner. Without the reaper (it could not become a subreaper) every
+// process carrying the mark in its environment is killed, wherever it is. It looks again until none is left, for at most
 // strayRounds looks and strayDeadline, and when it gives up says so on stderr and returns
 // why (the report warns: a process of the run may outlive the lock's release).
 func killStrays(mark string) string {
@@ -90,8 +89,12 @@ func killMarked(mark string, descendantsOnly bool) error {
 	return fmt.Errorf("processes of the command still alive after %d rounds of SIGKILL", strayRounds)
 }
 
-// lookMarked looks once for the processes of the run named mark (killStrays says which)
-// and calls each with every one it finds.
+// lookMarked looks once for the live processes of the run named mark and calls each with
+// every one it finds. With descendantsOnly (lockwrap reaps the command's orphans, and
+// starts nothing else) that is every live descendant of lockwrap, whatever its
+// environment: one that replaced its environment (env -i) or wrote over the memory it came
+// in (setproctitle) no longer carries the mark, and escaped a look by it. Without, it is
+// every process whose environment carries the mark.
 func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
 	pids, err := processes(os.Getpid(), descendantsOnly)
 	if err != nil {
@@ -99,7 +102,7 @@ func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
 	}
 	needle := markNeedle(mark)
 	for _, pid := range pids {
-		if isMarked(pid, needle, descendantsOnly) {
+		if descendantsOnly || isMarked(pid, needle) {
 			each(pid)
 		}
 	}
@@ -110,19 +113,37 @@ func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
 // look builds it once, not once per process).
 func markNeedle(mark string) []byte { return []byte("\x00" + mark + "=") }
 
-// isMarked reports whether process pid is of the run whose markNeedle is needle: its
-// environment holds the mark, or (descendantsOnly: lockwrap reaps the command's orphans,
-// so every process below it is the run's) it cannot be read, running as another user.
-// The first variable has no NUL before it: it is matched as a prefix, not by copying the
-// environment behind one.
-func isMarked(pid int, needle []byte, descendantsOnly bool) bool {
+// isMarked reports whether process pid's environment holds the mark whose markNeedle is
+// needle. The first variable has no NUL before it: it is matched as a prefix, not by
+// copying the environment behind one.
+func isMarked(pid int, needle []byte) bool {
 	env, err := environ(pid)
-	switch {
-	case err == nil:
-		return bytes.HasPrefix(env, needle[1:]) || bytes.Contains(env, needle)
-	default:
-		return descendantsOnly && errors.Is(err, fs.ErrPermission)
+	return err == nil && (bytes.HasPrefix(env, needle[1:]) || bytes.Contains(env, needle))
+}
+
+// isRuns reports whether pid is (still) a process of the run named mark, as lookMarked
+// finds them: a live descendant of lockwrap with descendantsOnly, one whose environment
+// holds the mark without.
+func isRuns(pid int, mark string, descendantsOnly bool) bool {
+	if descendantsOnly {
+		return !exited(pid) && descendantOf(pid, os.Getpid())
 	}
+	return isMarked(pid, markNeedle(mark))
+}
+
+// descendantOf reports whether pid is below self, by its parents' /proc/<pid>/stat.
+func descendantOf(pid, self int) bool {
+	for range 1 << 16 { // more than any chain of processes
+		ppid, ok := parentOf("/proc/" + strconv.Itoa(pid))
+		switch {
+		case !ok || ppid <= 0:
+			return false
+		case ppid == self:
+			return true
+		}
+		pid = ppid
+	}
+	return false
 }
 
 // escapees are the processes of a run outside its group, signalled at its stop points: a
@@ -188,7 +209,7 @@ func (e *escapees) found(pid int) {
 	}
 	// Held now: the process is the one looked at only if it still is the run's (it may
 	// have ended, and its pid been given to another, since the look).
-	if !isMarked(pid, markNeedle(e.mark), currentReaper() != nil) {
+	if !isRuns(pid, e.mark, currentReaper() != nil) {
 		_ = unix.Close(fd)
 		return
 	}
@@ -229,13 +250,15 @@ func environ(pid int) ([]byte, error) {
 	return env, err
 }
 
-// processes lists the pids but self's: with descendantsOnly, self's descendants only.
+// processes lists the pids but self's: with descendantsOnly, self's live descendants only
+// (a zombie, one killed in an earlier look and not yet collected, runs nothing).
 func processes(self int, descendantsOnly bool) ([]int, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return nil, err
 	}
 	children := map[int][]int{}
+	live := map[int]bool{}
 	var all []int
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(d))
@@ -244,8 +267,11 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 		}
 		all = append(all, pid)
 		if descendantsOnly {
-			if ppid, ok := parentOf(d); ok {
-				children[ppid] = append(children[ppid], pid)
+			if f := statFields(d); len(f) >= 2 {
+				if ppid, err := strconv.Atoi(string(f[1])); err == nil {
+					children[ppid] = append(children[ppid], pid)
+					live[pid] = !hasEnded(d, f[0])
+				}
 			}
 		}
 	}
@@ -256,7 +282,9 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 	for todo := children[self]; len(todo) > 0; {
 		pid := todo[len(todo)-1]
 		todo = append(todo[:len(todo)-1], children[pid]...)
-		out = append(out, pid)
+		if live[pid] {
+			out = append(out, pid)
+		}
 	}
 	return out, nil
 }
@@ -275,8 +303,26 @@ func parentOf(dir string) (int, bool) {
 // exited reports whether pid has ended (gone, or a zombie its parent has not collected
 // yet): nothing of it runs, whatever its environment or its owner.
 func exited(pid int) bool {
-	f := statFields("/proc/" + strconv.Itoa(pid))
-	return len(f) == 0 || string(f[0]) == "Z" || string(f[0]) == "X"
+	dir := "/proc/" + strconv.Itoa(pid)
+	f := statFields(dir)
+	return len(f) == 0 || hasEnded(dir, f[0])
+}
+
+// hasEnded reports whether the process at dir, whose /proc/<pid>/stat reads state, has
+// ended: a zombie (Z) or dead (X) with no other thread running on. A process whose leader
+// thread has ended reads Z too while its other threads run (pthread_exit in main).
+func hasEnded(dir string, state []byte) bool {
+	if string(state) != "Z" && string(state) != "X" {
+		return false
+	}
+	tasks, _ := os.ReadDir(dir + "/task")
+	leader := filepath.Base(dir)
+	for _, task := range tasks {
+		if task.Name() != leader {
+			return false
+		}
+	}
+	return true
 }
 
 // statFields is /proc/<pid>/stat after the command name: state, ppid, … (nil if it
