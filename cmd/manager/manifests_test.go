@@ -8,13 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -181,5 +184,60 @@ func TestNamespacedOverlayRBAC(t *testing.T) {
 	}
 	if roles < 1 {
 		t.Error("config/namespaced/roles.yaml: no Role")
+	}
+}
+
+// config/network-policy lets in the manager's metrics port and nothing else: its policy
+// selects the manager's pods (in their namespace), names a port the manager's container
+// serves metrics on (the one the metrics Service targets), and only that one.
+func TestNetworkPolicySelectsTheMetricsPort(t *testing.T) {
+	var dep appsv1.Deployment
+	for _, doc := range docs(t, "config", "manager", "manager.yaml") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatal(err)
+		}
+		if tm.Kind == "Deployment" {
+			if err := yaml.Unmarshal(doc, &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var svc corev1.Service
+	if err := yaml.Unmarshal(docs(t, "config", "manager", "metrics_service.yaml")[0], &svc); err != nil {
+		t.Fatal(err)
+	}
+	var np networkingv1.NetworkPolicy
+	if err := yaml.Unmarshal(docs(t, "config", "network-policy", "allow-metrics-traffic.yaml")[0], &np); err != nil {
+		t.Fatal(err)
+	}
+	if np.Namespace != dep.Namespace {
+		t.Errorf("the policy is in namespace %q, the manager in %q", np.Namespace, dep.Namespace)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("the policy's podSelector %v does not select the manager's pods %v (%v)", np.Spec.PodSelector, dep.Spec.Template.Labels, err)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) || len(np.Spec.Ingress) != 1 {
+		t.Fatalf("want one ingress rule and Ingress only: %+v", np.Spec)
+	}
+	var metrics *corev1.ContainerPort
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		for i, p := range c.Ports {
+			if p.Name == svc.Spec.Ports[0].TargetPort.String() {
+				metrics = &c.Ports[i]
+			}
+		}
+	}
+	if metrics == nil || !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--metrics-bind-address=:"+strconv.Itoa(int(metrics.ContainerPort))) {
+		t.Fatalf("the metrics Service targets %s, which is not the manager's metrics port", svc.Spec.Ports[0].TargetPort.String())
+	}
+	rule := np.Spec.Ingress[0]
+	if len(rule.Ports) != 1 || rule.Ports[0].Port == nil ||
+		(rule.Ports[0].Port.String() != metrics.Name && rule.Ports[0].Port.IntValue() != int(metrics.ContainerPort)) {
+		t.Errorf("the policy lets in %v, want the metrics port (%s, %d) only", rule.Ports, metrics.Name, metrics.ContainerPort)
+	}
+	if len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil || len(rule.From[0].NamespaceSelector.MatchLabels) == 0 || rule.From[0].PodSelector != nil {
+		t.Errorf("the policy lets in %v, want labelled namespaces only", rule.From)
 	}
 }
