@@ -460,7 +460,7 @@ func lastSuccess(f []any) *Success {
 // sends our calls to the demoted master meanwhile (MOVED, READONLY, refused). Reloads are
 // in the background and coalesced.
 func nodeFailed(ctx context.Context, c redis.UniversalClient, err error) {
-	if cc, ok := c.(*redis.ClusterClient); ok && err != nil && !errors.Is(err, redis.Nil) {
+	if cc, ok := asCluster(c); ok && err != nil && !errors.Is(err, redis.Nil) {
 		cc.ReloadState(ctx)
 	}
 }
@@ -535,6 +535,9 @@ func waitReplicas(ctx context.Context, conn *redis.Conn, req Request) error {
 // masterFor returns a client to the master serving key: the client itself for
 // standalone and Sentinel, the slot's master for Cluster.
 func masterFor(ctx context.Context, c redis.UniversalClient, key string) (*redis.Client, error) {
+	if cc, ok := asCluster(c); ok {
+		c = cc
+	}
 	switch c := c.(type) {
 	case *redis.Client:
 		return c, nil
@@ -725,7 +728,7 @@ func (l *Lease) finish(ctx context.Context, state string, opts FinishOptions) (F
 // ledger keys have TTLs, so even volatile-* policies may evict them). In a Cluster each
 // warning names the node.
 func Durability(ctx context.Context, c redis.UniversalClient) ([]string, error) {
-	cc, ok := c.(*redis.ClusterClient)
+	cc, ok := asCluster(c)
 	if !ok {
 		info, err := c.Info(ctx).Result()
 		if err != nil {

@@ -329,9 +329,9 @@ func TestClusterFailoverWithMinReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The replica of the key's master takes over (CLUSTER FAILOVER: it first catches up).
-	slot := c.(*redis.ClusterClient).ClusterKeySlot(ctx, lock.LockKey("fo")).Val()
+	slot := c.ClusterKeySlot(ctx, lock.LockKey("fo")).Val()
 	var master string
-	for _, s := range c.(*redis.ClusterClient).ClusterSlots(ctx).Val() {
+	for _, s := range c.ClusterSlots(ctx).Val() {
 		if int64(s.Start) <= slot && slot <= int64(s.End) {
 			master = s.Nodes[0].Addr
 		}

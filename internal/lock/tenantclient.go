@@ -77,7 +77,8 @@ func NewTenantClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, 
 
 // newUniversal is redis.NewUniversalClient with a Cluster's nodes bounded (clusterBudget):
 // the url's seeds count as named when the client is made (go-redis makes a node of each
-// it tries), and it is not made if they go past the budget.
+// it tries), and it is not made if they go past the budget; its Close gives the budget
+// back.
 func newUniversal(o *redis.UniversalOptions) (redis.UniversalClient, error) {
 	if !o.IsClusterMode {
 		return redis.NewUniversalClient(o), nil
@@ -92,7 +93,33 @@ func newUniversal(o *redis.UniversalOptions) (redis.UniversalClient, error) {
 		c.AddHook(b)
 		return c
 	}
-	return redis.NewClusterClient(co), nil
+	return &clusterClient{ClusterClient: redis.NewClusterClient(co), b: b}, nil
+}
+
+// clusterClient is a Cluster client whose addresses stop counting against the process's
+// budget when it is closed: its nodes, and their pools, go with it. (They counted on for
+// ClusterWindow: a Secret's client replaced, its Cluster's nodes freed, still held the
+// budget other Secrets' Clusters needed.)
+type clusterClient struct {
+	*redis.ClusterClient
+	b *clusterBudget
+}
+
+func (c *clusterClient) Close() error {
+	err := c.ClusterClient.Close()
+	c.b.release()
+	return err
+}
+
+// asCluster is c's go-redis Cluster client, if it is one.
+func asCluster(c redis.UniversalClient) (*redis.ClusterClient, bool) {
+	switch c := c.(type) {
+	case *clusterClient:
+		return c.ClusterClient, true
+	case *redis.ClusterClient:
+		return c, true
+	}
+	return nil, false
 }
 
 const (
@@ -371,7 +398,17 @@ var clusterBudgets = struct {
 
 // clusterBudget is one Cluster client's: the addresses named, and when last.
 type clusterBudget struct {
-	seen map[string]time.Time // under clusterBudgets' lock
+	seen   map[string]time.Time // under clusterBudgets' lock
+	closed bool                 // its client is: nothing more counts
+}
+
+// release forgets b's addresses: its client is closed.
+func (b *clusterBudget) release() {
+	clusterBudgets.Lock()
+	defer clusterBudgets.Unlock()
+	b.closed = true
+	clear(b.seen)
+	delete(clusterBudgets.all, b)
 }
 
 func newClusterBudget() *clusterBudget { return &clusterBudget{seen: map[string]time.Time{}} }
@@ -380,6 +417,9 @@ func newClusterBudget() *clusterBudget { return &clusterBudget{seen: map[string]
 func (b *clusterBudget) admit(addrs []string, now time.Time) error {
 	clusterBudgets.Lock()
 	defer clusterBudgets.Unlock()
+	if b.closed {
+		return redis.ErrClosed // a reload that was under way when the client was closed
+	}
 	total := 0
 	for other := range clusterBudgets.all {
 		for a, at := range other.seen {

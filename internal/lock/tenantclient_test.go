@@ -328,12 +328,13 @@ func TestClusterSeedsCountAgainstTheBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = c.Close()
 	if n := counted(); n != 3 {
 		t.Fatalf("%d nodes counted after a client of 3 seeds, want 3", n)
 	}
-	// Other Secrets' Clusters have used the process's budget up but for 2 nodes.
-	for left := MaxProcessClusterNodes - 5; left > 0; left -= MaxClusterNodes {
+	_ = c.Close()
+	// Other Secrets' Clusters have used the process's budget up but for 2 nodes (the
+	// closed client's 3 count no more).
+	for left := MaxProcessClusterNodes - 2; left > 0; left -= MaxClusterNodes {
 		filler := make([]string, min(left, MaxClusterNodes))
 		for i := range filler {
 			filler[i] = fmt.Sprintf("10.%d.%d.%d:7000", 100+left/MaxClusterNodes, i/256, i%256)
@@ -353,6 +354,43 @@ func TestClusterSeedsCountAgainstTheBudget(t *testing.T) {
 			t.Errorf("%s: a client of 3 seeds with 2 nodes left in the process's budget: %v, want ErrProcessBudget", name, err)
 		}
 	}
+}
+
+// TestClusterBudgetComesBackWhenTheClientIsClosed: a closed Cluster client's nodes are
+// gone, and so is their count against the process's budget. A Secret's client, replaced
+// (its Secret changed) or closed unused, held what it had been named for ClusterWindow
+// (15 minutes), and other Secrets' Clusters were refused meanwhile.
+func TestClusterBudgetComesBackWhenTheClientIsClosed(t *testing.T) {
+	resetClusterBudgets(t)
+	// Other Secrets' Clusters have used the process's budget up but for 3 nodes.
+	for left := MaxProcessClusterNodes - 3; left > 0; left -= MaxClusterNodes {
+		filler := make([]string, min(left, MaxClusterNodes))
+		for i := range filler {
+			filler[i] = fmt.Sprintf("10.%d.%d.%d:7000", 100+left/MaxClusterNodes, i/256, i%256)
+		}
+		if err := newClusterBudget().admit(filler, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := NewTenantClient(ClientConfig{URL: "redis+cluster://10.8.0.1:7000,10.8.0.2:7000,10.8.0.3:7000"}, nil)
+	if err != nil {
+		t.Fatalf("a client of the last 3 nodes of the budget: %v", err)
+	}
+	b := ClientConfig{URL: "redis+cluster://10.7.0.1:7000,10.7.0.2:7000,10.7.0.3:7000"}
+	if c, err := NewTenantClient(b, nil); !errors.Is(err, ErrProcessBudget) {
+		if err == nil {
+			_ = c.Close()
+		}
+		t.Fatalf("a second client past the budget: %v, want ErrProcessBudget", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewTenantClient(b, nil)
+	if err != nil {
+		t.Fatalf("the first client closed, a client of 3 nodes: %v, want it made", err)
+	}
+	_ = c.Close()
 }
 
 // resetClusterBudgets forgets the process's budgets for a test, and after it.
