@@ -201,6 +201,65 @@ func TestStraysWithoutTheMarkAreKilled(t *testing.T) {
 	}
 }
 
+// TestChildrenLockwrapHadBeforeAreNotTheRuns: a lockwrap exec'd by a shell that left a
+// process in the background (`sh -c 'agent & exec lockwrap -- job'`, an entrypoint's
+// pattern) has that process as its child from its start: it is not the run's, and lives
+// on after the run. Taking every descendant for the run's killed it (helper-86).
+func TestChildrenLockwrapHadBeforeAreNotTheRuns(t *testing.T) {
+	s := redistest.Start(t)
+	agent := filepath.Join(t.TempDir(), "agent")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(agent); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	prefix := []string{"sh", "-c", `sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$0"; exec "$@"`, agent}
+	code, out := runWrapped(t, prefix, nil, append(flags(s.URL(), "inherited", "a"), "--", "true")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if pid := readPid(t, agent); !processLive(pid) {
+		t.Errorf("the process lockwrap's shell had left in the background (pid %d) was killed by the run's end", pid)
+	}
+}
+
+// TestNoLookWithAnotherNamespacesProc: lockwrap made PID 1 of a new pid namespace without a
+// /proc of its own (`unshare --pid --fork` without --mount-proc) reads the host's /proc,
+// where the children of "1" are every process of the host, under pids that are not the
+// ones lockwrap signals. It does not look for the run's processes there, and says so in
+// its report. (It runs as nobody here: a lockwrap that did look finds no process of its own
+// user to kill, is refused, and says that instead.)
+func TestNoLookWithAnotherNamespacesProc(t *testing.T) {
+	s := redistest.Start(t)
+	dir, err := os.MkdirTemp("", "hostproc") // not t.TempDir: its parent is root's alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "lockwrap")
+	if err := exec.Command("cp", os.Args[0], bin).Run(); err != nil {
+		t.Fatal(err)
+	}
+	rep := filepath.Join(dir, "report.json")
+	argv := []string{"unshare", "--pid", "--fork", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin}
+	cmd := exec.Command(argv[0], append(argv[1:], append(flags(s.URL(), "hostproc", "a", "--termination-log", rep), "--", "true")...)...)
+	cmd.Env = append(cleanEnv(), asLockwrap+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	r := readReport(t, rep)
+	if warn := strings.Join(r.Warnings, "\n"); r.Outcome != report.Succeeded || !strings.Contains(warn, "/proc is not of lockwrap's pid namespace") {
+		t.Errorf("outcome %s, warnings %q: want a success that says the look was not made; output: %s", r.Outcome, r.Warnings, out)
+	}
+}
+
 // leaderlessArg makes the test binary a process whose leader thread ends while its other
 // threads run on (as a program whose main thread calls pthread_exit does): its own
 // /proc/<pid>/environ then reads as "no such process". `<test binary> leaderlessArg DIR`

@@ -26,6 +26,10 @@ func makeNonDumpable() error {
 type reaper struct {
 	mu      sync.Mutex
 	waiting map[int]chan syscall.WaitStatus // pid of a command → where its status goes
+	// inherited are the children the process had when it became a reaper, before it
+	// started any command (`sh -c 'agent & exec lockwrap …'`): pid → starttime. They, and
+	// what is below them, are not a run's.
+	inherited map[int]string
 }
 
 var (
@@ -45,7 +49,7 @@ func startReaping() error {
 				return
 			}
 		}
-		r := &reaper{waiting: map[int]chan syscall.WaitStatus{}}
+		r := &reaper{waiting: map[int]chan syscall.WaitStatus{}, inherited: childrenOf(os.Getpid())}
 		sigchld := make(chan os.Signal, 1)
 		signal.Notify(sigchld, syscall.SIGCHLD)
 		go func() {
@@ -62,6 +66,14 @@ func startReaping() error {
 }
 
 var reaperMu sync.Mutex
+
+// inheritedChildren are the current reaper's inherited children (none without one).
+func inheritedChildren() map[int]string {
+	if r := currentReaper(); r != nil {
+		return r.inherited
+	}
+	return nil
+}
 
 func currentReaper() *reaper {
 	reaperMu.Lock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +113,62 @@ func TestIsMarkedReadsTheWholeEnvironment(t *testing.T) {
 		if got != c.want {
 			t.Errorf("environment %q: marked %v, want %v", c.env, got, c.want)
 		}
+	}
+}
+
+// TestDescendants: the look's tree. 10 is lockwrap; 11 the command's leader, 12 its child,
+// 13 a zombie below 12, 14 a child of 13 (alive); 20 a child lockwrap had before the
+// command (inherited), 21 below it; 30 a process whose parent 31 ended while /proc was
+// read (31 is not listed; asked again, 30's parent is 10, its reaper); 40 another's.
+func TestDescendants(t *testing.T) {
+	entries := []procEntry{
+		{pid: 11, ppid: 10, start: "5"}, {pid: 12, ppid: 11, start: "6"}, {pid: 13, ppid: 12, start: "7", ended: true},
+		{pid: 14, ppid: 13, start: "8"},
+		{pid: 20, ppid: 10, start: "1"}, {pid: 21, ppid: 20, start: "9"},
+		{pid: 30, ppid: 31, start: "9"},
+		{pid: 40, ppid: 1, start: "2"},
+	}
+	parent := func(pid int) (int, bool) {
+		if pid == 30 {
+			return 10, true
+		}
+		return 0, false
+	}
+	got := descendants(10, entries, map[int]string{20: "1"}, parent)
+	slices.Sort(got)
+	if want := []int{11, 12, 14, 30}; !slices.Equal(got, want) {
+		t.Errorf("descendants = %v, want %v", got, want)
+	}
+	// A child whose pid an inherited one had (it ended, the pid was given again) is the run's.
+	got = descendants(10, []procEntry{{pid: 20, ppid: 10, start: "7"}}, map[int]string{20: "1"}, parent)
+	if !slices.Equal(got, []int{20}) {
+		t.Errorf("a new child with an inherited one's pid: %v, want [20]", got)
+	}
+}
+
+// TestDescendantOf: 5 below 4 below 3 below lockwrap (2); 4 ends during the walk, and 5
+// is given to lockwrap, its reaper: still a descendant.
+func TestDescendantOf(t *testing.T) {
+	parents := map[int]int{5: 4, 4: 3, 3: 2, 7: 1}
+	reads := 0
+	parent := func(pid int) (int, bool) {
+		reads++
+		if pid == 4 && reads > 1 { // 4 ends once 5's parent has been read
+			delete(parents, 4)
+			parents[5] = 2
+			return 0, false
+		}
+		p, ok := parents[pid]
+		return p, ok
+	}
+	if !descendantOf(5, 2, parent) {
+		t.Error("a process whose ancestor ended during the walk: not a descendant")
+	}
+	if descendantOf(7, 2, parent) {
+		t.Error("a process of another parent: a descendant")
+	}
+	if descendantOf(9, 2, parent) {
+		t.Error("a process that cannot be read: a descendant")
 	}
 }
 

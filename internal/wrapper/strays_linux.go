@@ -37,6 +37,9 @@ const (
 // strayRounds looks and strayDeadline, and when it gives up says so on stderr and returns
 // why (the report warns: a process of the run may outlive the lock's release).
 func killStrays(mark string) string {
+	if !procIsOurs() {
+		return "/proc is not of lockwrap's pid namespace (a new one without its own /proc: unshare --mount-proc, bwrap --proc): processes that left the command's group were not looked for"
+	}
 	descendantsOnly := currentReaper() != nil
 	done := make(chan error, 1)
 	go func() { done <- killMarkedFn(mark, descendantsOnly) }()
@@ -126,20 +129,39 @@ func isMarked(pid int, needle []byte) bool {
 // holds the mark without.
 func isRuns(pid int, mark string, descendantsOnly bool) bool {
 	if descendantsOnly {
-		return !exited(pid) && descendantOf(pid, os.Getpid())
+		return !exited(pid) && descendantOf(pid, os.Getpid(), parentOfPid)
 	}
 	return isMarked(pid, markNeedle(mark))
 }
 
-// descendantOf reports whether pid is below self, by its parents' /proc/<pid>/stat.
-func descendantOf(pid, self int) bool {
+// procIsOurs reports whether /proc is of lockwrap's pid namespace. A process made PID 1 of
+// a new namespace without a /proc of its own (unshare --pid --fork without --mount-proc)
+// reads the parent namespace's: its pids are not the ones lockwrap signals, and the
+// children of "1" there are every process of the host.
+func procIsOurs() bool {
+	self, err := os.Readlink("/proc/self")
+	return err == nil && self == strconv.Itoa(os.Getpid())
+}
+
+// parentOfPid is parentOf by pid.
+func parentOfPid(pid int) (int, bool) { return parentOf("/proc/" + strconv.Itoa(pid)) }
+
+// descendantOf reports whether pid is below self, by its parents (parent: from their
+// /proc/<pid>/stat). An ancestor that ends during the walk has given its children to their
+// reaper: the process is asked for its parent again, once.
+func descendantOf(pid, self int, parent func(int) (int, bool)) bool {
+	retried := false
 	for range 1 << 16 { // more than any chain of processes
-		ppid, ok := parentOf("/proc/" + strconv.Itoa(pid))
+		ppid, ok := parent(pid)
 		switch {
 		case !ok || ppid <= 0:
 			return false
 		case ppid == self:
 			return true
+		}
+		if _, ok := parent(ppid); !ok && !retried {
+			retried = true
+			continue
 		}
 		pid = ppid
 	}
@@ -180,6 +202,9 @@ func (e *escapees) signal(sig syscall.Signal) {
 		}
 	}
 	e.mu.Unlock()
+	if !procIsOurs() {
+		return // killStrays says so
+	}
 	look := lookMarkedFn
 	go func() { _ = look(e.mark, currentReaper() != nil, e.found) }()
 }
@@ -251,15 +276,14 @@ func environ(pid int) ([]byte, error) {
 }
 
 // processes lists the pids but self's: with descendantsOnly, self's live descendants only
-// (a zombie, one killed in an earlier look and not yet collected, runs nothing).
+// (descendants says which).
 func processes(self int, descendantsOnly bool) ([]int, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return nil, err
 	}
-	children := map[int][]int{}
-	live := map[int]bool{}
 	var all []int
+	var entries []procEntry
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(d))
 		if err != nil || pid == self {
@@ -267,10 +291,9 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 		}
 		all = append(all, pid)
 		if descendantsOnly {
-			if f := statFields(d); len(f) >= 2 {
+			if f := statFields(d); len(f) > statStartTime {
 				if ppid, err := strconv.Atoi(string(f[1])); err == nil {
-					children[ppid] = append(children[ppid], pid)
-					live[pid] = !hasEnded(d, f[0])
+					entries = append(entries, procEntry{pid: pid, ppid: ppid, start: string(f[statStartTime]), ended: hasEnded(d, f[0])})
 				}
 			}
 		}
@@ -278,15 +301,65 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 	if !descendantsOnly {
 		return all, nil
 	}
+	return descendants(self, entries, inheritedChildren(), parentOfPid), nil
+}
+
+// statStartTime is the index of starttime in statFields: with the pid, who a process is.
+const statStartTime = 19
+
+// procEntry is a process as its /proc/<pid>/stat read.
+type procEntry struct {
+	pid, ppid int
+	start     string // starttime
+	ended     bool   // hasEnded: a zombie, one killed in an earlier look and not yet collected
+}
+
+// descendants are the live processes below self among entries, but the children self
+// had before it started the command (inherited: pid → starttime; `sh -c 'agent & exec
+// lockwrap …'`) and what is below them. A process whose parent is not among entries (it
+// ended while /proc was read, and its children went to their reaper, self: read before
+// it, they were not reached from self) is asked for its parent again (parent).
+func descendants(self int, entries []procEntry, inherited map[int]string, parent func(int) (int, bool)) []int {
+	listed := make(map[int]bool, len(entries))
+	for _, e := range entries {
+		listed[e.pid] = true
+	}
+	children := map[int][]procEntry{}
+	for _, e := range entries {
+		if e.ppid != self && e.ppid > 0 && !listed[e.ppid] {
+			if ppid, ok := parent(e.pid); ok {
+				e.ppid = ppid
+			}
+		}
+		children[e.ppid] = append(children[e.ppid], e)
+	}
 	var out []int
 	for todo := children[self]; len(todo) > 0; {
-		pid := todo[len(todo)-1]
-		todo = append(todo[:len(todo)-1], children[pid]...)
-		if live[pid] {
-			out = append(out, pid)
+		e := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if start, ok := inherited[e.pid]; ok && e.ppid == self && start == e.start {
+			continue
+		}
+		todo = append(todo, children[e.pid]...)
+		if !e.ended {
+			out = append(out, e.pid)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// childrenOf lists self's children now: pid → starttime.
+func childrenOf(self int) map[int]string {
+	out := map[int]string{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		if f := statFields(d); len(f) > statStartTime && string(f[1]) == strconv.Itoa(self) {
+			if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
+				out[pid] = string(f[statStartTime])
+			}
+		}
+	}
+	return out
 }
 
 // parentOf reads a process's parent pid from its /proc/<pid>/stat (which, unlike its
