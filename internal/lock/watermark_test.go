@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -424,5 +425,44 @@ func TestFinishResentAfterAContenderTookOver(t *testing.T) {
 	want := lock.FinishResult{LastSuccess: lock.LastSuccessRecorded, Watermark: lock.WatermarkRefused, Stored: "20"}
 	if fr, err := r.finish(d, lock.StateSucceeded, "10", true); err != nil || fr != want {
 		t.Fatalf("refused, resent: %+v %v, want %+v", fr, err, want)
+	}
+}
+
+// TestFinishResentAfterItsFinishKeyIsGone: the key that keeps a finish's answer (FinishKey)
+// lives a while only, and a Redis that restarted from a snapshot taken before it was written
+// has lost it; the occurrence's entry, final and marked with what the first call did, then
+// answers a resent call: the first call's result, nothing changed.
+func TestFinishResentAfterItsFinishKeyIsGone(t *testing.T) {
+	r := newWMRig(t, "wm/resent-no-fin")
+	h := &loseReplyHook{}
+	r.c.AddHook(h)
+	for _, c := range []struct {
+		n         int
+		state, wm string
+		want      lock.FinishResult
+	}{
+		{0, lock.StateFailed, "", lock.FinishResult{}},
+		{1, lock.StateSucceeded, "30", lock.FinishResult{LastSuccess: lock.LastSuccessRecorded, Watermark: lock.WatermarkStored}},
+	} {
+		a := r.acquire(c.n, "a")
+		h.armed.Store(true)
+		if _, err := r.finish(a, c.state, c.wm, true); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%s, first call: %v", c.state, err)
+		}
+		if n := r.c.Del(r.ctx, lock.FinishKey(r.key, a.Token)).Val(); n != 1 {
+			t.Fatalf("%s: the first call left no finish key to lose", c.state)
+		}
+		entry := r.c.HGetAll(r.ctx, lock.RunKey(r.key, occ.Add(time.Duration(c.n)*time.Minute))).Val()
+		fr, err := r.finish(a, c.state, c.wm, true)
+		if err != nil || fr != c.want {
+			t.Errorf("%s resent, its finish key gone: %+v %v, want %+v (lost=%v notRecorded=%v)", c.state, fr, err, c.want,
+				errors.Is(err, lock.ErrLost), errors.Is(err, lock.ErrNotRecorded))
+		}
+		if after := r.c.HGetAll(r.ctx, lock.RunKey(r.key, occ.Add(time.Duration(c.n)*time.Minute))).Val(); !maps.Equal(after, entry) {
+			t.Errorf("%s: the resent call changed the entry: %v, was %v", c.state, after, entry)
+		}
+	}
+	if got := r.last(); got == nil || got.Watermark != "30" {
+		t.Errorf("the last success after the resent success: %+v", got)
 	}
 }
