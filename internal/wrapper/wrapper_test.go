@@ -39,7 +39,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asLockwrap) == "1" {
 		os.Exit(wrapper.Main(os.Args[1:], os.Getenv, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if wrapper.ReaperActive() {
+		fmt.Fprintln(os.Stderr, "an in-process test made the test binary a reaper (Main got past its flags): run lockwrap as a process (runWrapped) instead")
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // The tests' occurrences are of the day before the run, not of a fixed date: lockwrap
