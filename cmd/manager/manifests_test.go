@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,7 +238,13 @@ func TestNetworkPolicySelectsTheMetricsPort(t *testing.T) {
 		(rule.Ports[0].Port.String() != metrics.Name && rule.Ports[0].Port.IntValue() != int(metrics.ContainerPort)) {
 		t.Errorf("the policy lets in %v, want the metrics port (%s, %d) only", rule.Ports, metrics.Name, metrics.ContainerPort)
 	}
-	if len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil || len(rule.From[0].NamespaceSelector.MatchLabels) == 0 || rule.From[0].PodSelector != nil {
-		t.Errorf("the policy lets in %v, want labelled namespaces only", rule.From)
+	if len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil || rule.From[0].PodSelector != nil ||
+		!maps.Equal(rule.From[0].NamespaceSelector.MatchLabels, map[string]string{"metrics": "enabled"}) || len(rule.From[0].NamespaceSelector.MatchExpressions) > 0 {
+		t.Errorf("the policy lets in %v, want namespaces labelled metrics: enabled (as the docs say) only", rule.From)
+	}
+	// kubectl apply -k config/network-policy applies it.
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(docs(t, "config", "network-policy", "kustomization.yaml")[0], &k); err != nil || !slices.Equal(k.Resources, []string{"allow-metrics-traffic.yaml"}) {
+		t.Errorf("config/network-policy's kustomization lists %v (%v), want the policy", k.Resources, err)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,10 +28,15 @@ func makeNonDumpable() error {
 type reaper struct {
 	mu      sync.Mutex
 	waiting map[int]chan syscall.WaitStatus // pid of a command → where its status goes
-	// inherited are the children the process had when it became a reaper, before it
-	// started any command (`sh -c 'agent & exec lockwrap …'`): pid → starttime. They, and
-	// what is below them, are not a run's.
-	inherited map[int]string
+	// leaderStart is the starttime (/proc/<pid>/stat) of the command's leader, read before
+	// the reaper could collect it (0: none started). A child of lockwrap that started
+	// before it is not the run's: one lockwrap had from its start (`sh -c 'agent & exec
+	// lockwrap …'`), or one of theirs orphaned since.
+	leaderStart atomic.Uint64
+	// orphans counts the processes collected that were not a command's leader: a look for
+	// the run's processes during which it moved may have missed one (a process that forks
+	// and exits, again and again, is at a pid the look did not list).
+	orphans atomic.Uint64
 }
 
 var (
@@ -49,7 +56,7 @@ func startReaping() error {
 				return
 			}
 		}
-		r := &reaper{waiting: map[int]chan syscall.WaitStatus{}, inherited: childrenOf(os.Getpid())}
+		r := &reaper{waiting: map[int]chan syscall.WaitStatus{}}
 		sigchld := make(chan os.Signal, 1)
 		signal.Notify(sigchld, syscall.SIGCHLD)
 		go func() {
@@ -67,12 +74,25 @@ func startReaping() error {
 
 var reaperMu sync.Mutex
 
-// inheritedChildren are the current reaper's inherited children (none without one).
-func inheritedChildren() map[int]string {
+// runStart is the starttime of the command's leader (0 without a reaper, or before).
+func runStart() uint64 {
 	if r := currentReaper(); r != nil {
-		return r.inherited
+		return r.leaderStart.Load()
 	}
-	return nil
+	return 0
+}
+
+// orphansReaped is how many processes the reaper has collected that were not a command's
+// leader (0 without a reaper), the exited ones among them collected now: a process that
+// moves (forks, then exits) leaves a zombie at once, whose SIGCHLD the reaper's goroutine
+// may not have taken yet (on a loaded host the count did not move, and a look that had
+// missed the process it moved to was taken for the last).
+func orphansReaped() uint64 {
+	if r := currentReaper(); r != nil {
+		r.reap()
+		return r.orphans.Load()
+	}
+	return 0
 }
 
 func currentReaper() *reaper {
@@ -98,6 +118,8 @@ func (r *reaper) reap() {
 		if ch, ok := r.waiting[pid]; ok {
 			delete(r.waiting, pid)
 			ch <- ws // buffered, never blocks
+		} else {
+			r.orphans.Add(1)
 		}
 	}
 }
@@ -113,6 +135,12 @@ func (r *reaper) start(c *exec.Cmd) (<-chan syscall.WaitStatus, error) {
 	}
 	ch := make(chan syscall.WaitStatus, 1)
 	r.waiting[c.Process.Pid] = ch
+	// Not collected yet (reap waits for the lock): its stat reads even if it has exited.
+	if f := statFields("/proc/" + strconv.Itoa(c.Process.Pid)); len(f) > statStartTime {
+		if st, err := strconv.ParseUint(string(f[statStartTime]), 10, 64); err == nil {
+			r.leaderStart.Store(st)
+		}
+	}
 	return ch, nil
 }
 

@@ -116,17 +116,18 @@ func TestIsMarkedReadsTheWholeEnvironment(t *testing.T) {
 	}
 }
 
-// TestDescendants: the look's tree. 10 is lockwrap; 11 the command's leader, 12 its child,
-// 13 a zombie below 12, 14 a child of 13 (alive); 20 a child lockwrap had before the
-// command (inherited), 21 below it; 30 a process whose parent 31 ended while /proc was
-// read (31 is not listed; asked again, 30's parent is 10, its reaper); 40 another's.
+// TestDescendants: the look's tree. 10 is lockwrap, and the run's leader started at tick
+// 100: 11 is the leader, 12 its child, 13 a zombie below 12, 14 a child of 13 (alive); 20 a
+// child lockwrap had from its start (tick 50), 21 below it; 22 one of 20's (tick 60), its
+// parent ended, adopted by 10; 30 a process whose parent 31 ended while /proc was read (31
+// is not listed; asked again, 30's parent is 10, its reaper); 40 another's.
 func TestDescendants(t *testing.T) {
 	entries := []procEntry{
-		{pid: 11, ppid: 10, start: "5"}, {pid: 12, ppid: 11, start: "6"}, {pid: 13, ppid: 12, start: "7", ended: true},
-		{pid: 14, ppid: 13, start: "8"},
-		{pid: 20, ppid: 10, start: "1"}, {pid: 21, ppid: 20, start: "9"},
-		{pid: 30, ppid: 31, start: "9"},
-		{pid: 40, ppid: 1, start: "2"},
+		{pid: 11, ppid: 10, start: 100}, {pid: 12, ppid: 11, start: 101}, {pid: 13, ppid: 12, start: 102, ended: true},
+		{pid: 14, ppid: 13, start: 103},
+		{pid: 20, ppid: 10, start: 50}, {pid: 21, ppid: 20, start: 120}, {pid: 22, ppid: 10, start: 60},
+		{pid: 30, ppid: 31, start: 130},
+		{pid: 40, ppid: 1, start: 2},
 	}
 	parent := func(pid int) (int, bool) {
 		if pid == 30 {
@@ -134,22 +135,26 @@ func TestDescendants(t *testing.T) {
 		}
 		return 0, false
 	}
-	got := descendants(10, entries, map[int]string{20: "1"}, parent)
+	got := descendants(10, entries, 100, parent)
 	slices.Sort(got)
 	if want := []int{11, 12, 14, 30}; !slices.Equal(got, want) {
 		t.Errorf("descendants = %v, want %v", got, want)
 	}
-	// A child whose pid an inherited one had (it ended, the pid was given again) is the run's.
-	got = descendants(10, []procEntry{{pid: 20, ppid: 10, start: "7"}}, map[int]string{20: "1"}, parent)
-	if !slices.Equal(got, []int{20}) {
-		t.Errorf("a new child with an inherited one's pid: %v, want [20]", got)
+	// Before the run's start is known, every one below lockwrap.
+	got = descendants(10, entries, 0, parent)
+	slices.Sort(got)
+	if want := []int{11, 12, 14, 20, 21, 22, 30}; !slices.Equal(got, want) {
+		t.Errorf("descendants, no run start = %v, want %v", got, want)
 	}
 }
 
 // TestDescendantOf: 5 below 4 below 3 below lockwrap (2); 4 ends during the walk, and 5
-// is given to lockwrap, its reaper: still a descendant.
+// is given to lockwrap, its reaper: still a descendant, and now lockwrap's child.
 func TestDescendantOf(t *testing.T) {
-	parents := map[int]int{5: 4, 4: 3, 3: 2, 7: 1}
+	parents := map[int]int{5: 4, 4: 3, 3: 2, 7: 1, 8: 3}
+	if top, ok := descendantOf(8, 2, func(pid int) (int, bool) { p, ok := parents[pid]; return p, ok }); !ok || top != 3 {
+		t.Errorf("8 below 3 below 2: %d %v, want 3 true", top, ok)
+	}
 	reads := 0
 	parent := func(pid int) (int, bool) {
 		reads++
@@ -161,14 +166,35 @@ func TestDescendantOf(t *testing.T) {
 		p, ok := parents[pid]
 		return p, ok
 	}
-	if !descendantOf(5, 2, parent) {
-		t.Error("a process whose ancestor ended during the walk: not a descendant")
+	if top, ok := descendantOf(5, 2, parent); !ok || top != 5 {
+		t.Errorf("a process whose ancestor ended during the walk: %d %v, want 5 true", top, ok)
 	}
-	if descendantOf(7, 2, parent) {
+	if _, ok := descendantOf(7, 2, parent); ok {
 		t.Error("a process of another parent: a descendant")
 	}
-	if descendantOf(9, 2, parent) {
+	if _, ok := descendantOf(9, 2, parent); ok {
 		t.Error("a process that cannot be read: a descendant")
+	}
+}
+
+// TestLookAgainWhileOrphansAreCollected: a look that finds nothing while the reaper
+// collects orphans may have missed a process of the run that moved (it forks and exits,
+// again and again: each move leaves an orphan): the search looks again, and ends only
+// after a look during which nothing was collected.
+func TestLookAgainWhileOrphansAreCollected(t *testing.T) {
+	var collected uint64
+	looks := 0
+	lookMarkedFn = func(string, bool, func(int)) error {
+		looks++
+		if looks <= 3 {
+			collected++ // an orphan collected during this look
+		}
+		return nil
+	}
+	orphansReapedFn = func() uint64 { return collected }
+	t.Cleanup(func() { lookMarkedFn, orphansReapedFn = lookMarked, orphansReaped })
+	if err := killMarked("LOCKEDCRON_TEST_MARK", true); err != nil || looks != 4 {
+		t.Errorf("killMarked = %v after %d looks, want nil after 4 (3 during which orphans were collected, then a quiet one)", err, looks)
 	}
 }
 

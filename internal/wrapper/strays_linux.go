@@ -64,8 +64,12 @@ var killFn = syscall.Kill
 // lookMarkedFn is lookMarked; a test makes it slow.
 var lookMarkedFn = lookMarked
 
+// orphansReapedFn is orphansReaped; a test moves it.
+var orphansReapedFn = orphansReaped
+
 func killMarked(mark string, descendantsOnly bool) error {
 	for range strayRounds {
+		reaped := orphansReapedFn()
 		found := 0
 		var refused []string // the run's, not ours to signal (running as another user)
 		err := lookMarkedFn(mark, descendantsOnly, func(pid int) {
@@ -84,9 +88,12 @@ func killMarked(mark string, descendantsOnly bool) error {
 		if found == 0 && len(refused) > 0 {
 			return fmt.Errorf("processes of the command could not be killed (operation not permitted: running as another user, through sudo or su?): pid %s", strings.Join(refused, ", "))
 		}
-		if found == 0 {
+		if found == 0 && orphansReapedFn() == reaped {
 			return nil
 		}
+		// Something was killed, or a process of the run may have moved during the look (an
+		// orphan was collected: one that forks and exits, again and again, leaves one at
+		// each move, and is at a pid the look did not list). Look again.
 		time.Sleep(strayPause) // for the killed to die
 	}
 	return fmt.Errorf("processes of the command still alive after %d rounds of SIGKILL", strayRounds)
@@ -129,7 +136,9 @@ func isMarked(pid int, needle []byte) bool {
 // holds the mark without.
 func isRuns(pid int, mark string, descendantsOnly bool) bool {
 	if descendantsOnly {
-		return !exited(pid) && descendantOf(pid, os.Getpid(), parentOfPid)
+		// Below lockwrap, and not below one of its children older than the run.
+		top, ok := descendantOf(pid, os.Getpid(), parentOfPid)
+		return ok && !exited(pid) && !startedBefore(top, runStart())
 	}
 	return isMarked(pid, markNeedle(mark))
 }
@@ -147,17 +156,18 @@ func procIsOurs() bool {
 func parentOfPid(pid int) (int, bool) { return parentOf("/proc/" + strconv.Itoa(pid)) }
 
 // descendantOf reports whether pid is below self, by its parents (parent: from their
-// /proc/<pid>/stat). An ancestor that ends during the walk has given its children to their
-// reaper: the process is asked for its parent again, once.
-func descendantOf(pid, self int, parent func(int) (int, bool)) bool {
+// /proc/<pid>/stat), and which of self's children it is below (or is). An ancestor that
+// ends during the walk has given its children to their reaper: the process is asked for
+// its parent again, once.
+func descendantOf(pid, self int, parent func(int) (int, bool)) (top int, ok bool) {
 	retried := false
 	for range 1 << 16 { // more than any chain of processes
 		ppid, ok := parent(pid)
 		switch {
 		case !ok || ppid <= 0:
-			return false
+			return 0, false
 		case ppid == self:
-			return true
+			return pid, true
 		}
 		if _, ok := parent(ppid); !ok && !retried {
 			retried = true
@@ -165,7 +175,20 @@ func descendantOf(pid, self int, parent func(int) (int, bool)) bool {
 		}
 		pid = ppid
 	}
-	return false
+	return 0, false
+}
+
+// startedBefore reports whether pid started before the starttime start (0: unknown, no).
+func startedBefore(pid int, start uint64) bool {
+	if start == 0 {
+		return false
+	}
+	f := statFields("/proc/" + strconv.Itoa(pid))
+	if len(f) <= statStartTime {
+		return false
+	}
+	st, err := strconv.ParseUint(string(f[statStartTime]), 10, 64)
+	return err == nil && st < start
 }
 
 // escapees are the processes of a run outside its group, signalled at its stop points: a
@@ -293,7 +316,8 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 		if descendantsOnly {
 			if f := statFields(d); len(f) > statStartTime {
 				if ppid, err := strconv.Atoi(string(f[1])); err == nil {
-					entries = append(entries, procEntry{pid: pid, ppid: ppid, start: string(f[statStartTime]), ended: hasEnded(d, f[0])})
+					start, _ := strconv.ParseUint(string(f[statStartTime]), 10, 64)
+					entries = append(entries, procEntry{pid: pid, ppid: ppid, start: start, ended: hasEnded(d, f[0])})
 				}
 			}
 		}
@@ -301,7 +325,7 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 	if !descendantsOnly {
 		return all, nil
 	}
-	return descendants(self, entries, inheritedChildren(), parentOfPid), nil
+	return descendants(self, entries, runStart(), parentOfPid), nil
 }
 
 // statStartTime is the index of starttime in statFields: with the pid, who a process is.
@@ -310,16 +334,19 @@ const statStartTime = 19
 // procEntry is a process as its /proc/<pid>/stat read.
 type procEntry struct {
 	pid, ppid int
-	start     string // starttime
+	start     uint64 // starttime, in clock ticks since boot
 	ended     bool   // hasEnded: a zombie, one killed in an earlier look and not yet collected
 }
 
-// descendants are the live processes below self among entries, but the children self
-// had before it started the command (inherited: pid → starttime; `sh -c 'agent & exec
-// lockwrap …'`) and what is below them. A process whose parent is not among entries (it
-// ended while /proc was read, and its children went to their reaper, self: read before
-// it, they were not reached from self) is asked for its parent again (parent).
-func descendants(self int, entries []procEntry, inherited map[int]string, parent func(int) (int, bool)) []int {
+// descendants are the live processes below self among entries, but self's children that
+// started before the run (runStart, the command leader's starttime; 0: unknown) and what
+// is below them: the children lockwrap had from its start (`sh -c 'agent & exec lockwrap
+// …'`), and processes of theirs orphaned since, which their reaper, self, adopted. (One
+// such a child starts after the run's start and leaves orphaned is taken for the run's.)
+// A process whose parent is not among entries (it ended while /proc was read, and its
+// children went to their reaper, self: read before it, they were not reached from self) is
+// asked for its parent again (parent).
+func descendants(self int, entries []procEntry, runStart uint64, parent func(int) (int, bool)) []int {
 	listed := make(map[int]bool, len(entries))
 	for _, e := range entries {
 		listed[e.pid] = true
@@ -337,26 +364,12 @@ func descendants(self int, entries []procEntry, inherited map[int]string, parent
 	for todo := children[self]; len(todo) > 0; {
 		e := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		if start, ok := inherited[e.pid]; ok && e.ppid == self && start == e.start {
+		if e.ppid == self && e.start < runStart {
 			continue
 		}
 		todo = append(todo, children[e.pid]...)
 		if !e.ended {
 			out = append(out, e.pid)
-		}
-	}
-	return out
-}
-
-// childrenOf lists self's children now: pid → starttime.
-func childrenOf(self int) map[int]string {
-	out := map[int]string{}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		if f := statFields(d); len(f) > statStartTime && string(f[1]) == strconv.Itoa(self) {
-			if pid, err := strconv.Atoi(filepath.Base(d)); err == nil {
-				out[pid] = string(f[statStartTime])
-			}
 		}
 	}
 	return out

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == leaderlessArg {
 		leaderlessMain(os.Args[2])
 	}
+	if len(os.Args) == 3 && os.Args[1] == hopperArg {
+		hopperMain(os.Args[2])
+	}
 	if os.Getenv(asLockwrap) == "1" {
 		os.Exit(wrapper.Main(os.Args[1:], os.Getenv, os.Stderr))
 	}
