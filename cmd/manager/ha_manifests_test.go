@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,18 +17,7 @@ import (
 // nodes where there are several, a PodDisruptionBudget leaving one up during drains, and
 // lease timings a standby can take over within.
 func TestManagerDeploymentIsHighlyAvailable(t *testing.T) {
-	var dep appsv1.Deployment
-	for _, doc := range docs(t, "config", "manager", "manager.yaml") {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatal(err)
-		}
-		if tm.Kind == "Deployment" {
-			if err := yaml.Unmarshal(doc, &dep); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	dep := managerDeployment(t)
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas < 2 {
 		t.Errorf("replicas %v, want 2 or more", dep.Spec.Replicas)
 	}

@@ -192,18 +192,7 @@ func TestNamespacedOverlayRBAC(t *testing.T) {
 // selects the manager's pods (in their namespace), names a port the manager's container
 // serves metrics on (the one the metrics Service targets), and only that one.
 func TestNetworkPolicySelectsTheMetricsPort(t *testing.T) {
-	var dep appsv1.Deployment
-	for _, doc := range docs(t, "config", "manager", "manager.yaml") {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			t.Fatal(err)
-		}
-		if tm.Kind == "Deployment" {
-			if err := yaml.Unmarshal(doc, &dep); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	dep := managerDeployment(t)
 	var svc corev1.Service
 	if err := yaml.Unmarshal(docs(t, "config", "manager", "metrics_service.yaml")[0], &svc); err != nil {
 		t.Fatal(err)
@@ -247,4 +236,22 @@ func TestNetworkPolicySelectsTheMetricsPort(t *testing.T) {
 	if err := yaml.Unmarshal(docs(t, "config", "network-policy", "kustomization.yaml")[0], &k); err != nil || !slices.Equal(k.Resources, []string{"allow-metrics-traffic.yaml"}) {
 		t.Errorf("config/network-policy's kustomization lists %v (%v), want the policy", k.Resources, err)
 	}
+}
+
+// managerDeployment is config/manager/manager.yaml's Deployment.
+func managerDeployment(t *testing.T) appsv1.Deployment {
+	t.Helper()
+	var dep appsv1.Deployment
+	for _, doc := range docs(t, "config", "manager", "manager.yaml") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatal(err)
+		}
+		if tm.Kind == "Deployment" {
+			if err := yaml.Unmarshal(doc, &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dep
 }

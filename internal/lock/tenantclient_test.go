@@ -334,15 +334,7 @@ func TestClusterSeedsCountAgainstTheBudget(t *testing.T) {
 	_ = c.Close()
 	// Other Secrets' Clusters have used the process's budget up but for 2 nodes (the
 	// closed client's 3 count no more).
-	for left := MaxProcessClusterNodes - 2; left > 0; left -= MaxClusterNodes {
-		filler := make([]string, min(left, MaxClusterNodes))
-		for i := range filler {
-			filler[i] = fmt.Sprintf("10.%d.%d.%d:7000", 100+left/MaxClusterNodes, i/256, i%256)
-		}
-		if err := newClusterBudget().admit(filler, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillProcessBudget(t, 2)
 	for name, newClient := range map[string]func(ClientConfig, *AllowedHosts) (redis.UniversalClient, error){
 		"tenant": NewTenantClient, "guarded": NewGuardedClient,
 	} {
@@ -363,15 +355,7 @@ func TestClusterSeedsCountAgainstTheBudget(t *testing.T) {
 func TestClusterBudgetComesBackWhenTheClientIsClosed(t *testing.T) {
 	resetClusterBudgets(t)
 	// Other Secrets' Clusters have used the process's budget up but for 3 nodes.
-	for left := MaxProcessClusterNodes - 3; left > 0; left -= MaxClusterNodes {
-		filler := make([]string, min(left, MaxClusterNodes))
-		for i := range filler {
-			filler[i] = fmt.Sprintf("10.%d.%d.%d:7000", 100+left/MaxClusterNodes, i/256, i%256)
-		}
-		if err := newClusterBudget().admit(filler, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillProcessBudget(t, 3)
 	a, err := NewTenantClient(ClientConfig{URL: "redis+cluster://10.8.0.1:7000,10.8.0.2:7000,10.8.0.3:7000"}, nil)
 	if err != nil {
 		t.Fatalf("a client of the last 3 nodes of the budget: %v", err)
@@ -391,6 +375,21 @@ func TestClusterBudgetComesBackWhenTheClientIsClosed(t *testing.T) {
 		t.Fatalf("the first client closed, a client of 3 nodes: %v, want it made", err)
 	}
 	_ = c.Close()
+}
+
+// fillProcessBudget has other clients (other Secrets' Clusters) use the process's node
+// budget up but for left nodes.
+func fillProcessBudget(t *testing.T, left int) {
+	t.Helper()
+	for left := MaxProcessClusterNodes - left; left > 0; left -= MaxClusterNodes {
+		filler := make([]string, min(left, MaxClusterNodes))
+		for i := range filler {
+			filler[i] = fmt.Sprintf("10.%d.%d.%d:7000", 100+left/MaxClusterNodes, i/256, i%256)
+		}
+		if err := newClusterBudget().admit(filler, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // resetClusterBudgets forgets the process's budgets for a test, and after it.

@@ -553,15 +553,7 @@ func TestNothingOfTheCommandOutlivesItsLockOutsideItsGroup(t *testing.T) {
 					}
 				}
 			}}
-			t.Cleanup(func() { // should the fix fail: nothing of it outlives the test
-				for _, f := range []string{"stray", "child"} {
-					if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-						if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-							_ = syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				}
-			})
+			killAtCleanup(t, filepath.Join(dir, "stray"), filepath.Join(dir, "child")) // should the fix fail
 			cfg := fakeCfg(t, "--kill-grace", "300ms")
 			rep, code := wrapper.Run(context.Background(), cfg, []string{"sh", "-c", cmd, "sh", dir},
 				wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})

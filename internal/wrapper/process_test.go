@@ -60,6 +60,30 @@ func runWrapped(t *testing.T, prefix, env []string, args ...string) (int, string
 	return code, out.String()
 }
 
+// killAtCleanup SIGKILLs, once the test is over, the processes whose pids the files at
+// paths hold (written by a command under test): should lockwrap fail to, none outlives it.
+func killAtCleanup(t *testing.T, paths ...string) {
+	t.Cleanup(func() {
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
+}
+
+// mustRunWrapped is runWrapped of a run that must exit 0; it returns the output.
+func mustRunWrapped(t *testing.T, prefix []string, args ...string) string {
+	t.Helper()
+	code, out := runWrapped(t, prefix, nil, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	return out
+}
+
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -151,21 +175,10 @@ func TestReapsOrphans(t *testing.T) {
 func TestStraysAmongTheDescendantsAreKilled(t *testing.T) {
 	s := redistest.Start(t)
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		for _, f := range []string{"stray", "child"} {
-			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-	})
+	killAtCleanup(t, filepath.Join(dir, "stray"), filepath.Join(dir, "child"))
 	stray := `trap "" TERM; sleep 1000 & echo $! > "$1/child"; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
 	cmd := `setsid sh -c '` + stray + `' sh "$1" & while [ ! -s "$1/stray" ] || [ ! -s "$1/child" ]; do sleep 0.01; done`
-	code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "strays", "a"), "--", "sh", "-c", cmd, "sh", dir)...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, out)
-	}
+	mustRunWrapped(t, nil, append(flags(s.URL(), "strays", "a"), "--", "sh", "-c", cmd, "sh", dir)...)
 	for _, f := range []string{"stray", "child"} {
 		if pid := readPid(t, filepath.Join(dir, f)); processLive(pid) {
 			t.Errorf("the command's %s (pid %d) outlived lockwrap", f, pid)
@@ -184,19 +197,10 @@ func TestStraysWithoutTheMarkAreKilled(t *testing.T) {
 	for i, env := range []string{"env -i", "env -i PATH=/usr/bin:/bin HOME=/"} {
 		t.Run(env, func(t *testing.T) {
 			dir := t.TempDir()
-			t.Cleanup(func() {
-				if b, err := os.ReadFile(filepath.Join(dir, "stray")); err == nil {
-					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-					}
-				}
-			})
+			killAtCleanup(t, filepath.Join(dir, "stray"))
 			stray := `trap "" TERM; echo $$ > "$1/stray"; while [ -d "$1" ]; do sleep 0.02; done`
 			cmd := env + ` /usr/bin/setsid /bin/sh -c '` + stray + `' sh "$1" </dev/null >/dev/null 2>&1 & while [ ! -s "$1/stray" ]; do sleep 0.01; done`
-			code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "unmarked-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", dir)...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, out)
-			}
+			mustRunWrapped(t, nil, append(flags(s.URL(), "unmarked-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", dir)...)
 			if pid := readPid(t, filepath.Join(dir, "stray")); processLive(pid) {
 				t.Errorf("the command's process without the mark (pid %d) outlived lockwrap", pid)
 			}
@@ -222,18 +226,8 @@ while [ ! -s "$0" ]; do sleep 0.01; done; exec "$@"`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			agent := filepath.Join(t.TempDir(), "agent")
-			t.Cleanup(func() {
-				if b, err := os.ReadFile(agent); err == nil {
-					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-						_ = syscall.Kill(pid, syscall.SIGKILL)
-					}
-				}
-			})
-			code, out := runWrapped(t, []string{"sh", "-c", c.prefix, agent}, nil,
-				append(flags(s.URL(), "inherited-"+strings.ReplaceAll(name, " ", "-"), "a"), "--", "sh", "-c", c.cmd, "sh", agent)...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, out)
-			}
+			killAtCleanup(t, agent)
+			mustRunWrapped(t, []string{"sh", "-c", c.prefix, agent}, append(flags(s.URL(), "inherited-"+strings.ReplaceAll(name, " ", "-"), "a"), "--", "sh", "-c", c.cmd, "sh", agent)...)
 			if pid := readPid(t, agent); !processLive(pid) {
 				t.Errorf("a process started before the run by what exec'd lockwrap (pid %d) was killed by the run's end", pid)
 			}
@@ -266,10 +260,7 @@ func TestStrayThatKeepsChangingPidIsKilled(t *testing.T) {
 	// A look misses it now and then (1 run in 4 before the fix, on 2 cores): a few runs.
 	cmd := `setsid "$2" ` + hopperArg + ` "$1" </dev/null >/dev/null 2>&1 & sleep 0.3`
 	for i := range 6 {
-		code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "hopper-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", alive, os.Args[0])...)
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, out)
-		}
+		out := mustRunWrapped(t, nil, append(flags(s.URL(), "hopper-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", alive, os.Args[0])...)
 		if left := hoppers(); len(left) > 0 && !strings.Contains(out, "still alive after") {
 			t.Fatalf("run %d: a process of the run that keeps changing its pid outlived lockwrap (now pid %v), and nothing said so", i, left)
 		}
@@ -382,23 +373,14 @@ func leaderlessMain(dir string) {
 func TestStrayWhoseLeaderThreadEndedIsKilled(t *testing.T) {
 	s := redistest.Start(t)
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(dir, "leaderless")); err == nil {
-			if pid, err := strconv.Atoi(string(b)); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	killAtCleanup(t, filepath.Join(dir, "leaderless"))
 	// The command waits until the stray's leader thread has ended (its stat reads Z).
 	// Each wait gives up after 10 s, exiting 3: the test fails rather than hangs.
 	cmd := `setsid "$2" ` + leaderlessArg + ` "$1" >/dev/null 2>&1 & ` +
 		`n=0; until [ -s "$1/leaderless" ]; do n=$((n+1)); [ $n -lt 1000 ] || exit 3; sleep 0.01; done; ` +
 		`pid=$(cat "$1/leaderless"); n=0; ` +
 		`until grep -q '^State:.*Z' /proc/$pid/status; do n=$((n+1)); [ $n -lt 1000 ] || exit 3; sleep 0.01; done`
-	code, out := runWrapped(t, nil, nil, append(flags(s.URL(), "leaderless", "a"), "--", "sh", "-c", cmd, "sh", dir, os.Args[0])...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, out)
-	}
+	mustRunWrapped(t, nil, append(flags(s.URL(), "leaderless", "a"), "--", "sh", "-c", cmd, "sh", dir, os.Args[0])...)
 	if pid := readPid(t, filepath.Join(dir, "leaderless")); processLive(pid) {
 		t.Errorf("the command's process whose leader thread ended (pid %d) outlived lockwrap", pid)
 	}
