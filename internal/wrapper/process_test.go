@@ -236,41 +236,44 @@ while [ ! -s "$0" ]; do sleep 0.01; done; exec "$@"`,
 }
 
 // TestStrayThatKeepsChangingPidIsKilled: a process of the run that left its group and
-// forks and exits, again and again (thousands of hops a second), is at a pid a look did not list when the look ends: the look found
-// nothing, and the search ended with it alive (helper-87: 2 of 3 runs). Each hop leaves an
-// orphan for lockwrap to collect; the search looks again while it collects them.
+// forks and exits, again and again (thousands of hops a second), is at a pid a look did not
+// list when the look ends: the look found nothing, and the search ended with it alive
+// (helper-87: 2 of 3 runs). Each hop leaves an orphan for lockwrap to collect; the search
+// looks again while it collects them. Every hop holds a shared flock the command took
+// (flock(1) hands its fd on): once lockwrap is gone, an exclusive one is free only if no
+// hop is left.
 func TestStrayThatKeepsChangingPidIsKilled(t *testing.T) {
 	s := redistest.Start(t)
-	alive := filepath.Join(t.TempDir(), "alive")
-	if err := os.Mkdir(alive, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.Remove(alive) }) // an escaped hopper stops at its next hop
-	hoppers := func() (pids []int) {
-		cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-		for _, c := range cmdlines {
-			if b, err := os.ReadFile(c); err == nil && bytes.Contains(b, []byte(alive)) {
-				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(c))); err == nil && processLive(pid) {
-					pids = append(pids, pid)
-				}
-			}
-		}
-		return pids
-	}
-	// A look misses it now and then (1 run in 4 before the fix, on 2 cores): a few runs.
-	cmd := `setsid "$2" ` + hopperArg + ` "$1" </dev/null >/dev/null 2>&1 & sleep 0.3`
+	dir := t.TempDir()
+	// A look misses it now and then (2 test runs of 3 beside two busy loops before the
+	// fix): a few runs.
+	cmd := `flock -s "$1/held" setsid "$2" ` + hopperArg + ` "$1" </dev/null >/dev/null 2>&1 & sleep 0.3`
 	for i := range 6 {
-		out := mustRunWrapped(t, nil, append(flags(s.URL(), "hopper-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", alive, os.Args[0])...)
-		if left := hoppers(); len(left) > 0 && !strings.Contains(out, "still alive after") {
-			t.Fatalf("run %d: a process of the run that keeps changing its pid outlived lockwrap (now pid %v), and nothing said so", i, left)
+		run := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.Mkdir(run, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out := mustRunWrapped(t, nil, append(flags(s.URL(), "hopper-"+strconv.Itoa(i), "a"), "--", "sh", "-c", cmd, "sh", run, os.Args[0])...)
+		if strings.Contains(out, "may outlive") {
+			t.Fatalf("run %d: the search gave up: %s", i, out)
+		}
+		f, err := os.Open(filepath.Join(run, "held"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close()
+		if err != nil {
+			_ = os.RemoveAll(run) // the escaped hopper stops at its next look at its directory
+			t.Fatalf("run %d: a process of the run that keeps changing its pid outlived lockwrap (its flock is held: %v)", i, err)
 		}
 	}
 }
 
 // hopperArg makes the test binary a process that forks and exits as fast as it can,
-// until DIR is gone: `<test binary> hopperArg DIR`. Each child goes on where its parent
-// left off, on the one thread a fork keeps, with raw system calls only (no allocation, no
-// scheduling: the runtime's other threads are not there).
+// until DIR is gone or a minute has passed: `<test binary> hopperArg DIR`. Each child goes
+// on where its parent left off, on the one thread a fork keeps, with raw system calls only
+// (no allocation, no scheduling: the runtime's other threads are not there).
 const hopperArg = "__hopper"
 
 func hopperMain(dir string) {
@@ -279,6 +282,8 @@ func hopperMain(dir string) {
 		os.Exit(2)
 	}
 	atFDCWD := unix.AT_FDCWD // -100: a variable, for its conversion to uintptr
+	end := time.Now().Add(time.Minute).Unix()
+	var now syscall.Timespec
 	debug.SetGCPercent(-1)
 	runtime.LockOSThread()
 	for i := 0; ; i++ {
@@ -287,7 +292,9 @@ func hopperMain(dir string) {
 			syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
 		}
 		if i%64 == 0 {
-			if _, _, e := syscall.RawSyscall6(syscall.SYS_FACCESSAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(path)), unix.F_OK, 0, 0, 0); e != 0 {
+			_, _, gone := syscall.RawSyscall6(syscall.SYS_FACCESSAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(path)), unix.F_OK, 0, 0, 0)
+			syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, unix.CLOCK_REALTIME, uintptr(unsafe.Pointer(&now)), 0)
+			if gone != 0 || now.Sec > end {
 				syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
 			}
 		}
@@ -298,8 +305,8 @@ func hopperMain(dir string) {
 // /proc of its own (`unshare --pid --fork` without --mount-proc) reads the host's /proc,
 // where the children of "1" are every process of the host, under pids that are not the
 // ones lockwrap signals. It does not look for the run's processes there, and says so in
-// its report. (It runs as nobody here: a lockwrap that did look finds no process of its own
-// user to kill, is refused, and says that instead.)
+// its report. (It runs as nobody here: a lockwrap that did look would not be let kill the
+// host's processes.)
 func TestNoLookWithAnotherNamespacesProc(t *testing.T) {
 	s := redistest.Start(t)
 	dir, err := os.MkdirTemp("", "hostproc") // not t.TempDir: its parent is root's alone

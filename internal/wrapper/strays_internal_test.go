@@ -198,6 +198,39 @@ func TestLookAgainWhileOrphansAreCollected(t *testing.T) {
 	}
 }
 
+// TestKillPointLooksAgainWhileOrphansAreCollected: the kill point's look, in the
+// background, looks again as killStrays does while orphans are collected (a process of the
+// run that keeps moving escaped its single look, and ran past the lock's expiry until the
+// leader had been reaped).
+func TestKillPointLooksAgainWhileOrphansAreCollected(t *testing.T) {
+	var mu sync.Mutex
+	var collected uint64
+	looks := 0
+	lookMarkedFn = func(string, bool, func(int)) error {
+		mu.Lock()
+		defer mu.Unlock()
+		looks++
+		if looks <= 3 {
+			collected++
+		}
+		return nil
+	}
+	orphansReapedFn = func() uint64 { mu.Lock(); defer mu.Unlock(); return collected }
+	t.Cleanup(func() { lookMarkedFn, orphansReapedFn = lookMarked, orphansReaped })
+	e := newEscapees("LOCKEDCRON_TEST_MARK", 1<<30)
+	e.signal(syscall.SIGKILL)
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return looks >= 4, nil
+	}); err != nil {
+		mu.Lock()
+		t.Errorf("the kill point looked %d times, want 4 (3 during which orphans were collected, then a quiet one)", looks)
+		mu.Unlock()
+	}
+	e.close()
+}
+
 // TestExitedStrayIsNotLeft: a process of the run that has exited, its parent not having
 // collected it yet (a zombie), runs nothing: a refused signal to it (it ran as another
 // user) does not make the report warn that it may outlive the lock.

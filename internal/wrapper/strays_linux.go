@@ -50,7 +50,7 @@ func killStrays(mark string) string {
 			left = err.Error()
 		}
 	case <-time.After(strayDeadline):
-		left = fmt.Sprintf("still looking for the command's processes after %s (a process whose memory cannot be read?)", strayDeadline)
+		left = fmt.Sprintf("still looking for the command's processes after %s (a host of many processes; one whose memory cannot be read?)", strayDeadline)
 	}
 	return left
 }
@@ -96,7 +96,7 @@ func killMarked(mark string, descendantsOnly bool) error {
 		// each move, and is at a pid the look did not list). Look again.
 		time.Sleep(strayPause) // for the killed to die
 	}
-	return fmt.Errorf("processes of the command still alive after %d rounds of SIGKILL", strayRounds)
+	return fmt.Errorf("processes of the command still alive (or moving: orphans collected during the looks) after %d rounds of SIGKILL", strayRounds)
 }
 
 // lookMarked looks once for the live processes of the run named mark and calls each with
@@ -212,7 +212,10 @@ func newEscapees(mark string, pgid int) *escapees {
 // signal sends sig (SIGTERM at the stop point, SIGKILL at the kill point) to the run's
 // processes, without waiting for its leader: SIGKILL at once to those found before; a new
 // look (reading environments may take a while) runs in the background, and what it finds
-// gets the latest stop point's signal.
+// gets the latest stop point's signal. At the kill point it looks again, as killStrays
+// does, until a look finds none and no orphan was collected meanwhile (a process that forks
+// and exits, again and again, escaped a single look and ran past the lock's expiry until
+// the leader had been reaped), for at most strayRounds looks, or until Wait is over.
 func (e *escapees) signal(sig syscall.Signal) {
 	if e == nil {
 		return
@@ -228,8 +231,28 @@ func (e *escapees) signal(sig syscall.Signal) {
 	if !procIsOurs() {
 		return // killStrays says so
 	}
-	look := lookMarkedFn
-	go func() { _ = look(e.mark, currentReaper() != nil, e.found) }()
+	look, descendantsOnly := lookMarkedFn, currentReaper() != nil
+	if sig != syscall.SIGKILL {
+		go func() { _ = look(e.mark, descendantsOnly, e.found) }()
+		return
+	}
+	go func() {
+		for range strayRounds {
+			reaped := orphansReapedFn()
+			n := 0
+			if err := look(e.mark, descendantsOnly, func(pid int) { n++; e.found(pid) }); err != nil || e.isClosed() ||
+				(n == 0 && orphansReapedFn() == reaped) {
+				return
+			}
+			time.Sleep(strayPause) // for the killed to die
+		}
+	}()
+}
+
+func (e *escapees) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
 }
 
 func (e *escapees) found(pid int) {
