@@ -204,12 +204,7 @@ func TestSoak(t *testing.T) {
 	// 4. Faults, from the seeded plan, each in its own goroutine so that they overlap.
 	plan := PlanFaults(cfg.seed, cfg.duration, ttl)
 	var injected []Fault
-	// A fault that needs a target (a holder pod, a running job) waits for one until 10 s
-	// before the end, not only until the plan's end (30 s before it): seed 402969939 planned
-	// its three holder-pod deletions while three kube-apiserver restarts kept every pod from
-	// starting (07:54:40–07:57:19 UTC), and the soak failed for a fault kind it never landed,
-	// with pods holding again 40 s before its end.
-	s.faultsEnd = start.Add(cfg.duration - 10*time.Second)
+	s.faultsEnd = start.Add(cfg.duration - 30*time.Second)
 	var faultWG sync.WaitGroup
 	for _, f := range plan {
 		if f.Kind == FaultAPIServerRestart && !cfg.apiserverFaults {
