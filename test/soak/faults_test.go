@@ -62,6 +62,27 @@ func TestPlanFaultsIsASeededScheduleOfOverlappingFaults(t *testing.T) {
 	}
 }
 
+// The first round of faults (one of each kind) has the cluster-wide kinds last: a kind that
+// needs a target (a holder pod) planned only behind three kube-apiserver restarts found none
+// in a 4-minute soak (seed 402969939).
+func TestFirstRoundEndsWithTheClusterWideKinds(t *testing.T) {
+	for seed := int64(0); seed < 200; seed++ {
+		plan := PlanFaults(seed, 4*time.Minute, 6*time.Second)
+		if len(plan) < len(FaultKinds) {
+			t.Fatalf("seed %d: %d faults in 4 minutes", seed, len(plan))
+		}
+		seen := false
+		for _, f := range plan[:len(FaultKinds)] {
+			switch {
+			case clusterWide(f.Kind) == 1:
+				seen = true
+			case seen:
+				t.Fatalf("seed %d: %s planned after a cluster-wide fault in the first round: %v", seed, f.Kind, plan[:len(FaultKinds)])
+			}
+		}
+	}
+}
+
 // A soak whose planned kind never found anything to hit (a holder pod, a running job)
 // passed without exercising it; FaultsMissing names such kinds, and untilHit makes a fault
 // wait for a target rather than being dropped.
