@@ -110,8 +110,8 @@ func (p *process) Signal(sig syscall.Signal) error {
 // PID 1, and its end kills the rest of the container, but only after the lock is released;
 // outside a pod nothing did: a member that ignored the SIGTERM of a lost lock's stop, or
 // one left in the background, ran on past the kill point and the release, alongside the
-// next holder's run. So does every process that left the group (setsid) and carries the
-// run's mark (killStrays).
+// next holder's run. So does every process of the run that left the group (setsid:
+// killStrays says which).
 func (p *process) Wait() int {
 	code := p.wait()
 	p.ended <- code

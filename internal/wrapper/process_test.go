@@ -247,7 +247,10 @@ func TestStrayThatKeepsChangingPidIsKilled(t *testing.T) {
 	dir := t.TempDir()
 	// A look misses it now and then (2 test runs of 3 beside two busy loops before the
 	// fix): a few runs.
-	cmd := `flock -s "$1/held" setsid "$2" ` + hopperArg + ` "$1" </dev/null >/dev/null 2>&1 & sleep 0.3`
+	// The command ends once the hopper has started (and hopped a while): not at a fixed
+	// time, which a loaded host could reach before flock had made the file or the hopper.
+	cmd := `flock -s "$1/held" setsid "$2" ` + hopperArg + ` "$1" </dev/null >/dev/null 2>&1 &
+while [ ! -e "$1/started" ]; do sleep 0.01; done; sleep 0.1`
 	for i := range 6 {
 		run := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.Mkdir(run, 0o755); err != nil {
@@ -271,7 +274,8 @@ func TestStrayThatKeepsChangingPidIsKilled(t *testing.T) {
 }
 
 // hopperArg makes the test binary a process that forks and exits as fast as it can,
-// until DIR is gone or a minute has passed: `<test binary> hopperArg DIR`. Each child goes
+// until DIR is gone or a minute has passed: `<test binary> hopperArg DIR`; it makes
+// DIR/started before its first hop. Each child goes
 // on where its parent left off, on the one thread a fork keeps, with raw system calls only
 // (no allocation, no scheduling: the runtime's other threads are not there).
 const hopperArg = "__hopper"
@@ -282,6 +286,9 @@ func hopperMain(dir string) {
 		os.Exit(2)
 	}
 	atFDCWD := unix.AT_FDCWD // -100: a variable, for its conversion to uintptr
+	if err := os.WriteFile(filepath.Join(dir, "started"), nil, 0o644); err != nil {
+		os.Exit(2)
+	}
 	end := time.Now().Add(time.Minute).Unix()
 	var now syscall.Timespec
 	debug.SetGCPercent(-1)
@@ -305,8 +312,8 @@ func hopperMain(dir string) {
 // /proc of its own (`unshare --pid --fork` without --mount-proc) reads the host's /proc,
 // where the children of "1" are every process of the host, under pids that are not the
 // ones lockwrap signals. It does not look for the run's processes there, and says so in
-// its report. (It runs as nobody here: a lockwrap that did look would not be let kill the
-// host's processes.)
+// its report. (It runs as a uid of its own here: a lockwrap that did look would not be let
+// kill the host's processes.)
 func TestNoLookWithAnotherNamespacesProc(t *testing.T) {
 	s := redistest.Start(t)
 	dir, err := os.MkdirTemp("", "hostproc") // not t.TempDir: its parent is root's alone
@@ -322,7 +329,8 @@ func TestNoLookWithAnotherNamespacesProc(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := filepath.Join(dir, "report.json")
-	argv := []string{"unshare", "--pid", "--fork", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin}
+	// A uid no process of the host runs as (not nobody's: dnsmasq, NFS helpers).
+	argv := []string{"unshare", "--pid", "--fork", "setpriv", "--reuid=3999999", "--regid=3999999", "--clear-groups", bin}
 	cmd := exec.Command(argv[0], append(argv[1:], append(flags(s.URL(), "hostproc", "a", "--termination-log", rep), "--", "true")...)...)
 	cmd.Env = append(cleanEnv(), asLockwrap+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -219,16 +219,11 @@ func TestKillPointLooksAgainWhileOrphansAreCollected(t *testing.T) {
 	t.Cleanup(func() { lookMarkedFn, orphansReapedFn = lookMarked, orphansReaped })
 	e := newEscapees("LOCKEDCRON_TEST_MARK", 1<<30)
 	e.signal(syscall.SIGKILL)
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return looks >= 4, nil
-	}); err != nil {
-		mu.Lock()
-		t.Errorf("the kill point looked %d times, want 4 (3 during which orphans were collected, then a quiet one)", looks)
-		mu.Unlock()
-	}
+	e.looking.Wait()
 	e.close()
+	if looks != 4 {
+		t.Errorf("the kill point looked %d times, want 4 (3 during which orphans were collected, then a quiet one)", looks)
+	}
 }
 
 // TestExitedStrayIsNotLeft: a process of the run that has exited, its parent not having

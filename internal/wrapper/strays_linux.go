@@ -17,10 +17,11 @@ import (
 )
 
 // strayRounds bounds killStrays's looks: a look finds the run's processes and kills them,
-// the next those they forked meanwhile (a killed one is a zombie, whose environment reads
-// empty and which has no children). strayDeadline bounds it in time: reading a process's
-// environment waits for its memory map, which one stuck in the kernel (a hung NFS or FUSE
-// mount) can hold for ever.
+// the next those they forked meanwhile (a killed one is a zombie, which has no children and
+// is not counted). strayDeadline bounds it in time: a look reads every process's
+// /proc/<pid>/stat (a host of thousands takes a while), and, by the mark (no subreaper),
+// each one's environment, which waits for its memory map, which one stuck in the kernel
+// (a hung NFS or FUSE mount) can hold for ever.
 const (
 	strayRounds   = 200
 	strayPause    = 5 * time.Millisecond
@@ -32,8 +33,10 @@ const (
 // that moved to a group or session of their own (setsid, a daemon's double fork), and all
 // they started. lockwrap is PID 1 or a child subreaper, so all of them are its descendants,
 // and every live descendant is the run's (lockwrap starts nothing else), whatever its
-// environment or its owner. Without the reaper (it could not become a subreaper) every
-// process carrying the mark in its environment is killed, wherever it is. It looks again until none is left, for at most
+// environment or its owner, but its children older than the run and what is below them
+// (descendants). Without the reaper (it could not become a subreaper) every process
+// carrying the mark in its environment is killed, wherever it is. It looks again until
+// none is left and no orphan was collected during the look (killMarked), for at most
 // strayRounds looks and strayDeadline, and when it gives up says so on stderr and returns
 // why (the report warns: a process of the run may outlive the lock's release).
 func killStrays(mark string) string {
@@ -50,7 +53,11 @@ func killStrays(mark string) string {
 			left = err.Error()
 		}
 	case <-time.After(strayDeadline):
-		left = fmt.Sprintf("still looking for the command's processes after %s (a host of many processes; one whose memory cannot be read?)", strayDeadline)
+		why := "a host of very many processes?"
+		if !descendantsOnly {
+			why = "one whose memory cannot be read?"
+		}
+		left = fmt.Sprintf("still looking for the command's processes after %s (%s)", strayDeadline, why)
 	}
 	return left
 }
@@ -102,9 +109,11 @@ func killMarked(mark string, descendantsOnly bool) error {
 // lookMarked looks once for the live processes of the run named mark and calls each with
 // every one it finds. With descendantsOnly (lockwrap reaps the command's orphans, and
 // starts nothing else) that is every live descendant of lockwrap, whatever its
-// environment: one that replaced its environment (env -i) or wrote over the memory it came
-// in (setproctitle) no longer carries the mark, and escaped a look by it. Without, it is
-// every process whose environment carries the mark.
+// environment (one that replaced its environment, env -i, or wrote over the memory it came
+// in, setproctitle, no longer carries the mark, and escaped a look by it), but its
+// children older than the run and what is below them (descendants). Without, it is every
+// process whose environment carries the mark. (With descendantsOnly the mark is not read:
+// the names say what the look was, and still is without the subreaper.)
 func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
 	pids, err := processes(os.Getpid(), descendantsOnly)
 	if err != nil {
@@ -132,8 +141,8 @@ func isMarked(pid int, needle []byte) bool {
 }
 
 // isRuns reports whether pid is (still) a process of the run named mark, as lookMarked
-// finds them: a live descendant of lockwrap with descendantsOnly, one whose environment
-// holds the mark without.
+// finds them: with descendantsOnly a live descendant of lockwrap not below one of its
+// children older than the run; without, one whose environment holds the mark.
 func isRuns(pid int, mark string, descendantsOnly bool) bool {
 	if descendantsOnly {
 		// Below lockwrap, and not below one of its children older than the run.
@@ -203,6 +212,8 @@ type escapees struct {
 	killed bool        // the kill point has come: what is found gets SIGKILL
 	closed bool        // Wait is over
 	fds    map[int]int // pid → pidfd
+	// looking counts the looks under way in the background (a test waits for them).
+	looking sync.WaitGroup
 }
 
 func newEscapees(mark string, pgid int) *escapees {
@@ -231,17 +242,19 @@ func (e *escapees) signal(sig syscall.Signal) {
 	if !procIsOurs() {
 		return // killStrays says so
 	}
-	look, descendantsOnly := lookMarkedFn, currentReaper() != nil
+	look, reapedFn, descendantsOnly := lookMarkedFn, orphansReapedFn, currentReaper() != nil
+	e.looking.Add(1)
 	if sig != syscall.SIGKILL {
-		go func() { _ = look(e.mark, descendantsOnly, e.found) }()
+		go func() { defer e.looking.Done(); _ = look(e.mark, descendantsOnly, e.found) }()
 		return
 	}
 	go func() {
+		defer e.looking.Done()
 		for range strayRounds {
-			reaped := orphansReapedFn()
+			reaped := reapedFn()
 			n := 0
 			if err := look(e.mark, descendantsOnly, func(pid int) { n++; e.found(pid) }); err != nil || e.isClosed() ||
-				(n == 0 && orphansReapedFn() == reaped) {
+				(n == 0 && reapedFn() == reaped) {
 				return
 			}
 			time.Sleep(strayPause) // for the killed to die
