@@ -136,10 +136,8 @@ func (r *reaper) start(c *exec.Cmd) (<-chan syscall.WaitStatus, error) {
 	ch := make(chan syscall.WaitStatus, 1)
 	r.waiting[c.Process.Pid] = ch
 	// Not collected yet (reap waits for the lock): its stat reads even if it has exited.
-	if f := statFields("/proc/" + strconv.Itoa(c.Process.Pid)); len(f) > statStartTime {
-		if st, err := strconv.ParseUint(string(f[statStartTime]), 10, 64); err == nil {
-			r.leaderStart.Store(st)
-		}
+	if st, ok := statStart(statFields("/proc/" + strconv.Itoa(c.Process.Pid))); ok {
+		r.leaderStart.Store(st)
 	}
 	return ch, nil
 }

@@ -30,10 +30,10 @@ import (
 // may outlive the lock's release and run alongside the next holder. The report says so:
 // only lockwrap's stderr did, and the report read as a clean success.
 func TestStraysLeftAreReported(t *testing.T) {
-	killMarkedFn = func(string, bool) error {
+	killRunFn = func(string, bool) error {
 		return errors.New("processes of the command still alive after 200 rounds of SIGKILL")
 	}
-	t.Cleanup(func() { killMarkedFn = killMarked })
+	t.Cleanup(func() { killRunFn = killRun })
 	s := redistest.Start(t)
 	cfg, cmd, err := config.Parse([]string{"--redis-url", s.URL(), "--key", "strays-left", "--holder", "a",
 		"--occurrence", time.Now().UTC().Truncate(time.Minute).Format(time.RFC3339), "--termination-log", t.TempDir() + "/report", "--", "true"}, nil)
@@ -69,9 +69,9 @@ func TestStrayNotPermittedIsReported(t *testing.T) {
 	}
 	t.Cleanup(func() { killFn = syscall.Kill })
 
-	err := killMarked(mark, true)
+	err := killRun(mark, true)
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(cmd.Process.Pid)) || !strings.Contains(err.Error(), "not permitted") {
-		t.Errorf("killMarked = %v, want it to name pid %d, not permitted", err, cmd.Process.Pid)
+		t.Errorf("killRun = %v, want it to name pid %d, not permitted", err, cmd.Process.Pid)
 	}
 }
 
@@ -149,30 +149,31 @@ func TestDescendants(t *testing.T) {
 }
 
 // TestDescendantOf: 5 below 4 below 3 below lockwrap (2); 4 ends during the walk, and 5
-// is given to lockwrap, its reaper: still a descendant, and now lockwrap's child.
+// is given to lockwrap, its reaper: still a descendant, and now lockwrap's child. The
+// starttime returned is the top's, as the walk read it (process n started at 100·n).
 func TestDescendantOf(t *testing.T) {
 	parents := map[int]int{5: 4, 4: 3, 3: 2, 7: 1, 8: 3}
-	if top, ok := descendantOf(8, 2, func(pid int) (int, bool) { p, ok := parents[pid]; return p, ok }); !ok || top != 3 {
-		t.Errorf("8 below 3 below 2: %d %v, want 3 true", top, ok)
+	stat := func(pid int) (int, uint64, bool) { p, ok := parents[pid]; return p, uint64(100 * pid), ok }
+	if top, start, ok := descendantOf(8, 2, stat); !ok || top != 3 || start != 300 {
+		t.Errorf("8 below 3 below 2: %d %d %v, want 3 300 true", top, start, ok)
 	}
 	reads := 0
-	parent := func(pid int) (int, bool) {
+	ending := func(pid int) (int, uint64, bool) {
 		reads++
 		if pid == 4 && reads > 1 { // 4 ends once 5's parent has been read
 			delete(parents, 4)
 			parents[5] = 2
-			return 0, false
+			return 0, 0, false
 		}
-		p, ok := parents[pid]
-		return p, ok
+		return stat(pid)
 	}
-	if top, ok := descendantOf(5, 2, parent); !ok || top != 5 {
-		t.Errorf("a process whose ancestor ended during the walk: %d %v, want 5 true", top, ok)
+	if top, start, ok := descendantOf(5, 2, ending); !ok || top != 5 || start != 500 {
+		t.Errorf("a process whose ancestor ended during the walk: %d %d %v, want 5 500 true", top, start, ok)
 	}
-	if _, ok := descendantOf(7, 2, parent); ok {
+	if _, _, ok := descendantOf(7, 2, ending); ok {
 		t.Error("a process of another parent: a descendant")
 	}
-	if _, ok := descendantOf(9, 2, parent); ok {
+	if _, _, ok := descendantOf(9, 2, ending); ok {
 		t.Error("a process that cannot be read: a descendant")
 	}
 }
@@ -184,7 +185,7 @@ func TestDescendantOf(t *testing.T) {
 func TestLookAgainWhileOrphansAreCollected(t *testing.T) {
 	var collected uint64
 	looks := 0
-	lookMarkedFn = func(string, bool, func(int)) error {
+	lookRunFn = func(string, bool, func(int)) error {
 		looks++
 		if looks <= 3 {
 			collected++ // an orphan collected during this look
@@ -192,9 +193,9 @@ func TestLookAgainWhileOrphansAreCollected(t *testing.T) {
 		return nil
 	}
 	orphansReapedFn = func() uint64 { return collected }
-	t.Cleanup(func() { lookMarkedFn, orphansReapedFn = lookMarked, orphansReaped })
-	if err := killMarked("LOCKEDCRON_TEST_MARK", true); err != nil || looks != 4 {
-		t.Errorf("killMarked = %v after %d looks, want nil after 4 (3 during which orphans were collected, then a quiet one)", err, looks)
+	t.Cleanup(func() { lookRunFn, orphansReapedFn = lookRun, orphansReaped })
+	if err := killRun("LOCKEDCRON_TEST_MARK", true); err != nil || looks != 4 {
+		t.Errorf("killRun = %v after %d looks, want nil after 4 (3 during which orphans were collected, then a quiet one)", err, looks)
 	}
 }
 
@@ -206,7 +207,7 @@ func TestKillPointLooksAgainWhileOrphansAreCollected(t *testing.T) {
 	var mu sync.Mutex
 	var collected uint64
 	looks := 0
-	lookMarkedFn = func(string, bool, func(int)) error {
+	lookRunFn = func(string, bool, func(int)) error {
 		mu.Lock()
 		defer mu.Unlock()
 		looks++
@@ -216,7 +217,7 @@ func TestKillPointLooksAgainWhileOrphansAreCollected(t *testing.T) {
 		return nil
 	}
 	orphansReapedFn = func() uint64 { mu.Lock(); defer mu.Unlock(); return collected }
-	t.Cleanup(func() { lookMarkedFn, orphansReapedFn = lookMarked, orphansReaped })
+	t.Cleanup(func() { lookRunFn, orphansReapedFn = lookRun, orphansReaped })
 	e := newEscapees("LOCKEDCRON_TEST_MARK", 1<<30)
 	e.signal(syscall.SIGKILL)
 	e.looking.Wait()
@@ -319,14 +320,14 @@ func TestExitBeforeTheStopPointWhileStraysAreSought(t *testing.T) {
 		t.Fatal(err)
 	}
 	lk := &downLocker{l: &downLease{}}
-	killMarkedFn = func(string, bool) error {
+	killRunFn = func(string, bool) error {
 		lk.mu.Lock()
 		termAt := lk.at.Add(cfg.TTL - cfg.KillGrace - defaults.Margin(cfg.TTL))
 		lk.mu.Unlock()
 		time.Sleep(time.Until(termAt.Add(300 * time.Millisecond)))
 		return nil
 	}
-	t.Cleanup(func() { killMarkedFn = killMarked })
+	t.Cleanup(func() { killRunFn = killRun })
 	var stderr strings.Builder
 	rep, code := Run(context.Background(), cfg, cmd, Deps{Locker: lk, Stderr: &stderr})
 	if st := lk.l.state(); code != 0 || st != lock.StateSucceeded || rep.Outcome != report.Succeeded {
@@ -344,11 +345,11 @@ func TestExitBeforeTheStopPointWhileStraysAreSought(t *testing.T) {
 // alongside the next holder. The stop points now look for the run's processes
 // themselves, the SIGTERM point's look ahead of the kill point.
 func TestEscapedProcessDiesBeforeExpiry(t *testing.T) {
-	lookMarkedFn = func(m string, d bool, each func(int)) error {
+	lookRunFn = func(m string, d bool, each func(int)) error {
 		time.Sleep(300 * time.Millisecond)
-		return lookMarked(m, d, each)
+		return lookRun(m, d, each)
 	}
-	t.Cleanup(func() { lookMarkedFn = lookMarked })
+	t.Cleanup(func() { lookRunFn = lookRun })
 	for _, c := range []struct {
 		name string
 		trap string // the first process's answer to SIGTERM
@@ -400,8 +401,8 @@ while [ -d "$1" ]; do sleep 0.01; done`
 // the record of its result: lockwrap ended meanwhile (a kubelet's SIGKILL at the end of the
 // pod's grace) leaves it.
 func TestProvisionalReportBeforeTheStraysAreSought(t *testing.T) {
-	killMarkedFn = func(string, bool) error { time.Sleep(time.Second); return nil }
-	t.Cleanup(func() { killMarkedFn = killMarked })
+	killRunFn = func(string, bool) error { time.Sleep(time.Second); return nil }
+	t.Cleanup(func() { killRunFn = killRun })
 	cfg, cmd, err := config.Parse([]string{"--redis-url", "redis://unused", "--key", "k", "--holder", "h", "--ttl", "10s",
 		"--renew-interval", "2s", "--kill-grace", "2s", "--termination-log", "", "--", "sh", "-c", "exit 3"}, nil)
 	if err != nil {

@@ -36,16 +36,16 @@ const (
 // environment or its owner, but its children older than the run and what is below them
 // (descendants). Without the reaper (it could not become a subreaper) every process
 // carrying the mark in its environment is killed, wherever it is. It looks again until
-// none is left and no orphan was collected during the look (killMarked), for at most
+// none is left and no orphan was collected during the look (killRun), for at most
 // strayRounds looks and strayDeadline, and when it gives up says so on stderr and returns
 // why (the report warns: a process of the run may outlive the lock's release).
 func killStrays(mark string) string {
 	if !procIsOurs() {
 		return "/proc is not of lockwrap's pid namespace (a new one without its own /proc: unshare --mount-proc, bwrap --proc): processes that left the command's group were not looked for"
 	}
-	descendantsOnly := currentReaper() != nil
+	reaping := currentReaper() != nil
 	done := make(chan error, 1)
-	go func() { done <- killMarkedFn(mark, descendantsOnly) }()
+	go func() { done <- killRunFn(mark, reaping) }()
 	var left string
 	select {
 	case err := <-done:
@@ -54,7 +54,7 @@ func killStrays(mark string) string {
 		}
 	case <-time.After(strayDeadline):
 		why := "a host of very many processes?"
-		if !descendantsOnly {
+		if !reaping {
 			why = "one whose memory cannot be read?"
 		}
 		left = fmt.Sprintf("still looking for the command's processes after %s (%s)", strayDeadline, why)
@@ -62,24 +62,23 @@ func killStrays(mark string) string {
 	return left
 }
 
-// killMarkedFn is killMarked; a test makes it give up.
-var killMarkedFn = killMarked
+// killRunFn is killRun; a test makes it give up.
+var killRunFn = killRun
 
 // killFn is syscall.Kill; a test makes it refuse (EPERM), which root's never does.
 var killFn = syscall.Kill
 
-// lookMarkedFn is lookMarked; a test makes it slow.
-var lookMarkedFn = lookMarked
+// lookRunFn is lookRun; a test makes it slow.
+var lookRunFn = lookRun
 
 // orphansReapedFn is orphansReaped; a test moves it.
 var orphansReapedFn = orphansReaped
 
-func killMarked(mark string, descendantsOnly bool) error {
-	for range strayRounds {
-		reaped := orphansReapedFn()
+func killRun(mark string, reaping bool) error {
+	quiet, err := lookUntilQuiet(orphansReapedFn, func() (int, error) {
 		found := 0
 		var refused []string // the run's, not ours to signal (running as another user)
-		err := lookMarkedFn(mark, descendantsOnly, func(pid int) {
+		err := lookRunFn(mark, reaping, func(pid int) {
 			switch err := killFn(pid, syscall.SIGKILL); {
 			case err == nil:
 				found++
@@ -89,39 +88,53 @@ func killMarked(mark string, descendantsOnly bool) error {
 				refused = append(refused, strconv.Itoa(pid))
 			}
 		})
-		if err != nil {
-			return err
+		if err == nil && found == 0 && len(refused) > 0 {
+			err = fmt.Errorf("processes of the command could not be killed (operation not permitted: running as another user, through sudo or su?): pid %s", strings.Join(refused, ", "))
 		}
-		if found == 0 && len(refused) > 0 {
-			return fmt.Errorf("processes of the command could not be killed (operation not permitted: running as another user, through sudo or su?): pid %s", strings.Join(refused, ", "))
-		}
-		if found == 0 && orphansReapedFn() == reaped {
-			return nil
-		}
-		// Something was killed, or a process of the run may have moved during the look (an
-		// orphan was collected: one that forks and exits, again and again, leaves one at
-		// each move, and is at a pid the look did not list). Look again.
-		time.Sleep(strayPause) // for the killed to die
+		return found, err
+	})
+	if err == nil && !quiet {
+		err = fmt.Errorf("processes of the command still alive (or moving: orphans collected during the looks) after %d rounds of SIGKILL", strayRounds)
 	}
-	return fmt.Errorf("processes of the command still alive (or moving: orphans collected during the looks) after %d rounds of SIGKILL", strayRounds)
+	return err
 }
 
-// lookMarked looks once for the live processes of the run named mark and calls each with
-// every one it finds. With descendantsOnly (lockwrap reaps the command's orphans, and
+// lookUntilQuiet calls look (which acts on what it finds and says how many) again and
+// again until a look finds none and no orphan was collected while it ran (orphans: how
+// many the reaper has collected): something killed may have forked meanwhile, and a
+// process of the run that moved during the look (one that forks and exits, again and
+// again, leaves an orphan at each move) is at a pid the look did not list. It stops at
+// look's first error, and after strayRounds looks (quiet false).
+func lookUntilQuiet(orphans func() uint64, look func() (found int, err error)) (quiet bool, err error) {
+	for range strayRounds {
+		reaped := orphans()
+		found, err := look()
+		if err != nil {
+			return false, err
+		}
+		if found == 0 && orphans() == reaped {
+			return true, nil
+		}
+		time.Sleep(strayPause) // for the killed to die
+	}
+	return false, nil
+}
+
+// lookRun looks once for the live processes of the run named mark and calls each with
+// every one it finds. With reaping (lockwrap reaps the command's orphans, and
 // starts nothing else) that is every live descendant of lockwrap, whatever its
 // environment (one that replaced its environment, env -i, or wrote over the memory it came
 // in, setproctitle, no longer carries the mark, and escaped a look by it), but its
 // children older than the run and what is below them (descendants). Without, it is every
-// process whose environment carries the mark. (With descendantsOnly the mark is not read:
-// the names say what the look was, and still is without the subreaper.)
-func lookMarked(mark string, descendantsOnly bool, each func(pid int)) error {
-	pids, err := processes(os.Getpid(), descendantsOnly)
+// process whose environment carries the mark.
+func lookRun(mark string, reaping bool, each func(pid int)) error {
+	pids, err := processes(os.Getpid(), reaping)
 	if err != nil {
 		return fmt.Errorf("looking for the command's processes: %w", err)
 	}
 	needle := markNeedle(mark)
 	for _, pid := range pids {
-		if descendantsOnly || isMarked(pid, needle) {
+		if reaping || isMarked(pid, needle) {
 			each(pid)
 		}
 	}
@@ -140,14 +153,15 @@ func isMarked(pid int, needle []byte) bool {
 	return err == nil && (bytes.HasPrefix(env, needle[1:]) || bytes.Contains(env, needle))
 }
 
-// isRuns reports whether pid is (still) a process of the run named mark, as lookMarked
-// finds them: with descendantsOnly a live descendant of lockwrap not below one of its
+// isRuns reports whether pid is (still) a process of the run named mark, as lookRun
+// finds them: with reaping a live descendant of lockwrap not below one of its
 // children older than the run; without, one whose environment holds the mark.
-func isRuns(pid int, mark string, descendantsOnly bool) bool {
-	if descendantsOnly {
-		// Below lockwrap, and not below one of its children older than the run.
-		top, ok := descendantOf(pid, os.Getpid(), parentOfPid)
-		return ok && !exited(pid) && !startedBefore(top, runStart())
+func isRuns(pid int, mark string, reaping bool) bool {
+	if reaping {
+		// Below lockwrap, and not below one of its children older than the run (the one
+		// it is below as the walk read it: read again later, it may have ended).
+		_, topStart, ok := descendantOf(pid, os.Getpid(), statOfPid)
+		return ok && !exited(pid) && !startedBefore(topStart, runStart())
 	}
 	return isMarked(pid, markNeedle(mark))
 }
@@ -161,43 +175,50 @@ func procIsOurs() bool {
 	return err == nil && self == strconv.Itoa(os.Getpid())
 }
 
-// parentOfPid is parentOf by pid.
-func parentOfPid(pid int) (int, bool) { return parentOf("/proc/" + strconv.Itoa(pid)) }
+// statOfPid reads process pid's parent and starttime from its /proc/<pid>/stat (which,
+// unlike its environ, does not wait for its memory map).
+func statOfPid(pid int) (ppid int, start uint64, ok bool) {
+	f := statFields("/proc/" + strconv.Itoa(pid))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	start, _ = statStart(f)
+	return ppid, start, err == nil
+}
 
-// descendantOf reports whether pid is below self, by its parents (parent: from their
-// /proc/<pid>/stat), and which of self's children it is below (or is). An ancestor that
-// ends during the walk has given its children to their reaper: the process is asked for
-// its parent again, once.
-func descendantOf(pid, self int, parent func(int) (int, bool)) (top int, ok bool) {
+// parentOfPid is statOfPid's parent.
+func parentOfPid(pid int) (int, bool) {
+	ppid, _, ok := statOfPid(pid)
+	return ppid, ok
+}
+
+// descendantOf reports whether pid is below self, by its parents (stat: from their
+// /proc/<pid>/stat), and which of self's children it is below (or is), with that child's
+// starttime. An ancestor that ends during the walk has given its children to their
+// reaper: the process is asked for its parent again, once.
+func descendantOf(pid, self int, stat func(int) (int, uint64, bool)) (top int, topStart uint64, ok bool) {
 	retried := false
 	for range 1 << 16 { // more than any chain of processes
-		ppid, ok := parent(pid)
+		ppid, start, ok := stat(pid)
 		switch {
 		case !ok || ppid <= 0:
-			return 0, false
+			return 0, 0, false
 		case ppid == self:
-			return pid, true
+			return pid, start, true
 		}
-		if _, ok := parent(ppid); !ok && !retried {
+		if _, _, ok := stat(ppid); !ok && !retried {
 			retried = true
 			continue
 		}
 		pid = ppid
 	}
-	return 0, false
+	return 0, 0, false
 }
 
-// startedBefore reports whether pid started before the starttime start (0: unknown, no).
-func startedBefore(pid int, start uint64) bool {
-	if start == 0 {
-		return false
-	}
-	f := statFields("/proc/" + strconv.Itoa(pid))
-	if len(f) <= statStartTime {
-		return false
-	}
-	st, err := strconv.ParseUint(string(f[statStartTime]), 10, 64)
-	return err == nil && st < start
+// startedBefore reports whether the starttime start is before runStart (0: unknown, no).
+func startedBefore(start, runStart uint64) bool {
+	return runStart != 0 && start < runStart
 }
 
 // escapees are the processes of a run outside its group, signalled at its stop points: a
@@ -242,25 +263,27 @@ func (e *escapees) signal(sig syscall.Signal) {
 	if !procIsOurs() {
 		return // killStrays says so
 	}
-	look, reapedFn, descendantsOnly := lookMarkedFn, orphansReapedFn, currentReaper() != nil
+	look, reapedFn, reaping := lookRunFn, orphansReapedFn, currentReaper() != nil
 	e.looking.Add(1)
 	if sig != syscall.SIGKILL {
-		go func() { defer e.looking.Done(); _ = look(e.mark, descendantsOnly, e.found) }()
+		go func() { defer e.looking.Done(); _ = look(e.mark, reaping, e.found) }()
 		return
 	}
 	go func() {
 		defer e.looking.Done()
-		for range strayRounds {
-			reaped := reapedFn()
+		_, _ = lookUntilQuiet(reapedFn, func() (int, error) {
 			n := 0
-			if err := look(e.mark, descendantsOnly, func(pid int) { n++; e.found(pid) }); err != nil || e.isClosed() ||
-				(n == 0 && reapedFn() == reaped) {
-				return
+			err := look(e.mark, reaping, func(pid int) { n++; e.found(pid) })
+			if err == nil && e.isClosed() {
+				err = errWaitOver
 			}
-			time.Sleep(strayPause) // for the killed to die
-		}
+			return n, err
+		})
 	}()
 }
+
+// errWaitOver ends the kill point's looks: Wait is over, killStrays has done the rest.
+var errWaitOver = errors.New("wait is over")
 
 func (e *escapees) isClosed() bool {
 	e.mu.Lock()
@@ -334,9 +357,9 @@ func environ(pid int) ([]byte, error) {
 	return env, err
 }
 
-// processes lists the pids but self's: with descendantsOnly, self's live descendants only
+// processes lists the pids but self's: with reaping, self's live descendants only
 // (descendants says which).
-func processes(self int, descendantsOnly bool) ([]int, error) {
+func processes(self int, reaping bool) ([]int, error) {
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return nil, err
@@ -349,16 +372,16 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 			continue
 		}
 		all = append(all, pid)
-		if descendantsOnly {
-			if f := statFields(d); len(f) > statStartTime {
+		if reaping {
+			f := statFields(d)
+			if start, ok := statStart(f); ok {
 				if ppid, err := strconv.Atoi(string(f[1])); err == nil {
-					start, _ := strconv.ParseUint(string(f[statStartTime]), 10, 64)
 					entries = append(entries, procEntry{pid: pid, ppid: ppid, start: start, ended: hasEnded(d, f[0])})
 				}
 			}
 		}
 	}
-	if !descendantsOnly {
+	if !reaping {
 		return all, nil
 	}
 	return descendants(self, entries, runStart(), parentOfPid), nil
@@ -366,6 +389,15 @@ func processes(self int, descendantsOnly bool) ([]int, error) {
 
 // statStartTime is the index of starttime in statFields: with the pid, who a process is.
 const statStartTime = 19
+
+// statStart is the starttime (clock ticks since boot) in a process's statFields.
+func statStart(f [][]byte) (uint64, bool) {
+	if len(f) <= statStartTime {
+		return 0, false
+	}
+	st, err := strconv.ParseUint(string(f[statStartTime]), 10, 64)
+	return st, err == nil
+}
 
 // procEntry is a process as its /proc/<pid>/stat read.
 type procEntry struct {
@@ -409,17 +441,6 @@ func descendants(self int, entries []procEntry, runStart uint64, parent func(int
 		}
 	}
 	return out
-}
-
-// parentOf reads a process's parent pid from its /proc/<pid>/stat (which, unlike its
-// environ, does not wait for its memory map).
-func parentOf(dir string) (int, bool) {
-	f := statFields(dir)
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(string(f[1]))
-	return ppid, err == nil
 }
 
 // exited reports whether pid has ended (gone, or a zombie its parent has not collected
