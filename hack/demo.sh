@@ -12,7 +12,12 @@
 #   REDIS_URL=redis://redis.infra.svc:6379/0 make demo
 # (build IMG from the Dockerfile; JOB_IMG from test/e2e/jobimage with the same recipe).
 #
-# `hack/demo.sh down` removes the samples and, for the local cluster, tears it down.
+# It applies config/default there: the operator in lockedcron-system, an installed one's
+# image replaced with IMG.
+#
+# `hack/demo.sh down` removes the samples and, for the local cluster, tears it down; on a
+# reachable cluster the operator stays (deleting it deletes the CRD, and every
+# LockedCronJob in the cluster with it).
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 LOG_TAG=demo
@@ -27,8 +32,10 @@ fi
 
 if [ "${1:-up}" = down ]; then
   if [ $remote = 1 ]; then
+    # The samples only: deleting config/default deletes the CRD, and with it every
+    # LockedCronJob in the cluster, not only the demo's.
     $KUBECTL delete --ignore-not-found -k config/samples
-    $KUBECTL delete --ignore-not-found -k config/default
+    log "the operator stays; 'kubectl delete -k config/default' removes it, with the CRD and every LockedCronJob in the cluster"
   else
     if [ -f "$STATE/admin.kubeconfig" ]; then
       KUBECONFIG=$STATE/admin.kubeconfig $KUBECTL delete --ignore-not-found --wait=false -k config/samples 2>/dev/null || true
@@ -75,4 +82,8 @@ if [ $remote = 0 ]; then
     grep '"event":"end"' | grep '/team-' | tail -12
 fi
 echo
-echo "make demo-down removes it all."
+if [ $remote = 1 ]; then
+  echo "make demo-down removes the samples (the operator stays)."
+else
+  echo "make demo-down removes it all."
+fi

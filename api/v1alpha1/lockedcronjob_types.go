@@ -381,7 +381,8 @@ type Counters struct {
 	Runs int64 `json:"runs"`
 	// Succeeded: runs whose job exited 0.
 	Succeeded int64 `json:"succeeded"`
-	// Failed: runs whose job failed, and pods that ended with an error before the job started.
+	// Failed: runs whose job failed, runs that lost their lock (LockLost, whatever their
+	// job's exit code), and pods that ended with an error before the job started.
 	Failed int64 `json:"failed"`
 	// SkippedContention: pods that found the lock held elsewhere.
 	SkippedContention int64 `json:"skippedContention"`
@@ -402,8 +403,8 @@ type Counters struct {
 // RunRecord is one finished occurrence.
 type RunRecord struct {
 	Occurrence metav1.Time `json:"occurrence"`
-	// Outcome: Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost, Error,
-	// SkippedBlackout or Missed.
+	// Outcome: Succeeded, Failed, SkippedContention, SuppressedDuplicate, LockLost,
+	// Interrupted, Error, SkippedBlackout or Missed.
 	Outcome string `json:"outcome"`
 	// +optional
 	Pod string `json:"pod,omitempty"`

@@ -906,7 +906,9 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *told) {
 	for _, res := range p.counted {
 		rep := res.Report
 		metrics.AddRuns(job.Namespace, job.Name, string(rep.Outcome), 1)
-		if rep.WaitedMs > 0 || rep.Attempts > 1 {
+		if rep.Attempts > 1 {
+			// It found the lock held, and waited (Retry, a manual run's Wait); a first
+			// attempt's waitedMs is the connection's set-up, not a wait for the lock.
 			metrics.LockWait.WithLabelValues(job.Namespace).Observe(float64(rep.WaitedMs) / 1000)
 		}
 		a, errA := report.ParseTime(rep.AcquiredAt)
