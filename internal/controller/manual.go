@@ -195,12 +195,9 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		return nil
 	}
 	sched, _ := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
-	m, err := parseRunRequest(job.Annotations, sched, p.now, job.Spec.Dedupe.RetentionDuration()-job.Spec.Lock.TTLDuration())
+	m, perr := parseRunRequest(job.Annotations, sched, p.now, job.Spec.Dedupe.RetentionDuration()-job.Spec.Lock.TTLDuration())
 	owners := requestOwners(job)
-	rr := &v1alpha1.RunRequest{ID: id, RequestedBy: requestedBy(owners), Contention: m.Contention, HandledAt: metav1.Time{Time: m.RequestedAt}}
-	if !m.Occurrence.IsZero() {
-		rr.Occurrence = &metav1.Time{Time: m.Occurrence}
-	}
+	rr := runRequestRecord(id, owners, m)
 	refuse := func(msg string) *corev1.Pod {
 		rr.Refused = printable.Text(msg) // it may quote the API server or a webhook
 		st.LastRunRequest = rr
@@ -208,16 +205,18 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		p.log.Info("run request refused", "id", id, "reason", msg)
 		return nil
 	}
-	if err != nil {
-		return refuse(err.Error())
+	if perr != nil && !requestID.MatchString(job.Annotations[v1alpha1.AnnotationRunRequest]) {
+		return refuse(perr.Error()) // no pod can be this id's
 	}
 
 	// A pod of this id is there already: the pass that created it did not get its status
 	// write (and so its Events, which follow that write) through — a conflict, a restart
 	// in between —, or the id was asked for again while its earlier pod is still kept.
-	// This pass records the request, and, while the pod has not finished (the first
-	// case), says it started: its Event, too, is sent only if this status write lands, so
-	// it is sent once. A finished one started nothing now.
+	// This pass records the request as its pod was built (the qualifiers may have been
+	// edited since, or no longer pass: a spec.schedule edit, time past the ledger's
+	// memory; the pod runs the job all the same), and, while the pod has not finished
+	// (the first case), says it started: its Event, too, is sent only if this status
+	// write lands, so it is sent once. A finished one started nothing now.
 	name := runpod.ManualName(job.Name, id)
 	var existing corev1.Pod
 	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &existing); {
@@ -225,16 +224,21 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 		if !metav1.IsControlledBy(&existing, job) || existing.Labels[runpod.LabelRunRequest] != id {
 			return refuse(fmt.Sprintf("pod %s exists and is not this request's: choose another id", name))
 		}
+		built := runpod.ManualRunOf(&existing)
+		rr = runRequestRecord(id, owners, built)
 		rr.Pod = name
 		st.LastRunRequest = rr
 		if !runstatus.Finished(&existing) {
-			manualRunStarted(p, rr, m, name, true)
+			manualRunStarted(p, rr, built, name, true)
 		}
 		return nil
 	case !apierrors.IsNotFound(err):
 		p.log.Error(err, "reading a run request's pod; trying again", "pod", name)
 		p.requeueAt(backendRetry)
 		return nil
+	}
+	if perr != nil {
+		return refuse(perr.Error())
 	}
 
 	if createdWithRequest(job, owners) {
@@ -325,6 +329,15 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	st.LastRunRequest = rr
 	manualRunStarted(p, rr, m, pod.Name, false)
 	return pod
+}
+
+// runRequestRecord is status's record of request id, run as m.
+func runRequestRecord(id string, owners []requestOwner, m runpod.ManualRun) *v1alpha1.RunRequest {
+	rr := &v1alpha1.RunRequest{ID: id, RequestedBy: requestedBy(owners), Contention: m.Contention, HandledAt: metav1.Time{Time: m.RequestedAt}}
+	if !m.Occurrence.IsZero() {
+		rr.Occurrence = &metav1.Time{Time: m.Occurrence}
+	}
+	return rr
 }
 
 // manualRunStarted says that run request rr has its pod, created by this pass or found

@@ -108,7 +108,7 @@ func TestRefusedRunRequestRecordsNothingStatusCannotHold(t *testing.T) {
 		v1alpha1.AnnotationRunRequest:    "r1",
 		v1alpha1.AnnotationRunOccurrence: "9999-12-31T23:59:59-23:59",
 	}
-	r := &LockedCronJobReconciler{}
+	r := testReconciler(fakeAPI(t)) // a pod of the id is looked for first
 	p := newPass(job.DeepCopy(), passAt, logr.Discard())
 	r.manualRun(context.Background(), p, nil, nil)
 	rr := p.status.LastRunRequest
@@ -493,5 +493,72 @@ func TestCreatedWithRequest(t *testing.T) {
 		entry("b", at(time.Hour), annotation), entry("a", at(time.Minute), annotation), entry("c", nil, annotation)}}}
 	if got, ok := requestTime(requestOwners(job)); !ok || !got.Equal(created.Add(time.Minute)) {
 		t.Errorf("requestTime = %v %v, want the earliest stamp", got, ok)
+	}
+}
+
+// TestFoundRunRequestPodIsRecordedAsItWasBuilt: a run request's pod exists (the pass that
+// made it lost its status write: a conflict, a restart) and by the next pass the request's
+// qualifiers say something else — edited alone (which does nothing), no longer valid (a
+// contention misspelt, spec.schedule changed under a re-run's occurrence). The pass records
+// the request with its pod, as the pod was built: it refused it while its pod ran the job
+// (`run --wait` said refused, and a user asking again with a new id got a second run), or
+// recorded the qualifiers of the moment.
+func TestFoundRunRequestPodIsRecordedAsItWasBuilt(t *testing.T) {
+	occ := time.Date(2026, 12, 3, 3, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		m    runpod.ManualRun
+		edit func(job *v1alpha1.LockedCronJob)
+	}{
+		{"contention misspelt after the pod was made",
+			runpod.ManualRun{ID: "fix-1", RequestedAt: passAt.Add(-time.Minute), Contention: v1alpha1.ManualContentionWait},
+			func(job *v1alpha1.LockedCronJob) { job.Annotations[v1alpha1.AnnotationRunContention] = "wait" }},
+		{"contention changed after the pod was made",
+			runpod.ManualRun{ID: "fix-1", RequestedAt: passAt.Add(-time.Minute), Contention: v1alpha1.ManualContentionWait},
+			func(job *v1alpha1.LockedCronJob) {
+				job.Annotations[v1alpha1.AnnotationRunContention] = v1alpha1.ManualContentionFailFast
+			}},
+		{"schedule changed after the re-run's pod was made",
+			runpod.ManualRun{ID: "fix-1", Occurrence: occ, RequestedAt: passAt.Add(-time.Minute), Contention: v1alpha1.ManualContentionFailFast},
+			func(job *v1alpha1.LockedCronJob) {
+				job.Annotations[v1alpha1.AnnotationRunOccurrence] = occ.Format(time.RFC3339)
+				job.Annotations[v1alpha1.AnnotationRunContention] = v1alpha1.ManualContentionFailFast
+				job.Spec.Schedule = "0 4 * * *"
+				job.Status.ObservedSchedule = "0 4 * * *|UTC|suspend=false"
+			}},
+		{"occurrence added after a run of its own was made",
+			runpod.ManualRun{ID: "fix-1", RequestedAt: passAt.Add(-time.Minute), Contention: v1alpha1.ManualContentionWait},
+			func(job *v1alpha1.LockedCronJob) {
+				job.Annotations[v1alpha1.AnnotationRunOccurrence] = occ.Format(time.RFC3339)
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job := passJob("0 3 * * *", false)
+			job.Status.LastScheduleTime = &metav1.Time{Time: occ}
+			job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "fix-1"}
+			pod, err := runpod.BuildManual(job, c.m, runpod.Options{ClusterName: "c", WrapperImage: "w"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod.Status.Phase = corev1.PodRunning
+			c.edit(job)
+			_, p := runPass(t, job, passAt, pod)
+			rr := p.status.LastRunRequest
+			if rr == nil || rr.Refused != "" || rr.Pod != pod.Name {
+				t.Fatalf("pod %s of request fix-1 exists and runs, but status records %+v", pod.Name, rr)
+			}
+			var gotOcc time.Time
+			if rr.Occurrence != nil {
+				gotOcc = rr.Occurrence.Time
+			}
+			if rr.Contention != c.m.Contention || !gotOcc.Equal(c.m.Occurrence) {
+				t.Errorf("status records contention %s, occurrence %v; the pod runs %s, %v", rr.Contention, gotOcc, c.m.Contention, c.m.Occurrence)
+			}
+			for _, e := range p.events {
+				if e.reason == ReasonManualRunRefused {
+					t.Errorf("Event %s: %s", e.reason, e.note)
+				}
+			}
+		})
 	}
 }

@@ -148,3 +148,35 @@ func RequestKey(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return report.TruncateRunes(id, 40) + "…" + hex.EncodeToString(sum[:8])
 }
+
+// ManualRunOf is the manual run pod was built for (BuildManual), as the pod says it: its
+// id, the occurrence it runs again (zero: a run of its own, with its own ledger entry),
+// when its request was handled, and its contention. The job's run-request annotations may
+// have been edited since; the pod is what runs.
+func ManualRunOf(pod *corev1.Pod) ManualRun {
+	m := ManualRun{ID: pod.Labels[LabelRunRequest], Contention: v1alpha1.ManualContentionWait}
+	m.RequestedAt, _ = RequestedAt(pod)
+	var occurrence time.Time
+	ownEntry := false
+	for _, c := range pod.Spec.Containers {
+		if c.Name != pod.Annotations[AnnotationWrappedContainer] {
+			continue
+		}
+		for _, e := range c.Env {
+			switch e.Name {
+			case config.EnvRunID:
+				ownEntry = e.Value != ""
+			case config.EnvContention:
+				if e.Value == config.ContentionSkip {
+					m.Contention = v1alpha1.ManualContentionFailFast
+				}
+			case config.EnvOccurrence:
+				occurrence, _ = report.ParseTime(e.Value)
+			}
+		}
+	}
+	if !ownEntry && !occurrence.IsZero() {
+		m.Occurrence = occurrence.UTC()
+	}
+	return m
+}

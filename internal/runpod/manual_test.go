@@ -182,3 +182,26 @@ func TestRequestedAtNeverAfterThePodWasMade(t *testing.T) {
 		t.Errorf("RequestedAt = %v %v, want %v", at, ok, ahead)
 	}
 }
+
+// TestManualRunOfReadsWhatThePodWasBuiltFor: the run a manual pod runs, read back from
+// the pod alone (the job's annotations may have been edited since it was made): every
+// combination of a run of its own or an occurrence again, Wait or FailFast.
+func TestManualRunOfReadsWhatThePodWasBuiltFor(t *testing.T) {
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	for _, m := range []ManualRun{
+		{ID: "own-wait", RequestedAt: requested, Contention: v1alpha1.ManualContentionWait},
+		{ID: "own-failfast", RequestedAt: requested, Contention: v1alpha1.ManualContentionFailFast},
+		{ID: "again-wait", Occurrence: occ, RequestedAt: requested, Contention: v1alpha1.ManualContentionWait},
+		{ID: "again-failfast", Occurrence: occ, RequestedAt: requested, Contention: v1alpha1.ManualContentionFailFast},
+	} {
+		pod, err := BuildManual(nightly(), m, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := m
+		want.RequestedAt = requested.Truncate(time.Second)
+		if got := ManualRunOf(pod); !cmp.Equal(got, want) {
+			t.Errorf("%s: ManualRunOf = %+v, want %+v", m.ID, got, want)
+		}
+	}
+}
