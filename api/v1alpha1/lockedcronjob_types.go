@@ -557,7 +557,8 @@ type LockedCronJobStatus struct {
 	// +optional
 	Rollouts []ObservedRollout `json:"rollouts,omitempty"`
 
-	// ObservedSchedule is the schedule and zone the controller last planned with;
+	// ObservedSchedule is the schedule, zone and suspension the controller last saw
+	// ("|refused" appended while it refused the schedule: not in force);
 	// ScheduleSince is when they took effect: the job's creation, or the last change of
 	// spec.schedule, spec.timeZone or spec.suspend as the job's managed fields record it
 	// (whole seconds; when the controller first saw it if they do not say). A changed

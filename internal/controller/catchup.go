@@ -126,7 +126,16 @@ func (p *pass) catchUp(pods []corev1.Pod, written time.Time, created []time.Time
 	// its occurrence is not one without a pod: if its job ran, its report counts it; if
 	// not, track counts it missed (passedOver).
 	started = append(started, p.waitingOccurrences()...)
-	g := findGap(sched, from, to, timeOf(st.Deferred), started)
+	upTo := to
+	if st.ObservedSchedule != "" && st.ObservedSchedule != observedSpec(job) {
+		// The spec changed after the schedule status records (the pass that saw the
+		// change lost its write): the newest pod may be the new schedule's, and what the
+		// old one had after the change was never an occurrence of a schedule in force.
+		if changed := specChangedAt(job, p.now); changed.Before(to) {
+			upTo = changed.Add(time.Nanosecond)
+		}
+	}
+	g := findGap(sched, from, upTo, timeOf(st.Deferred), started)
 	at := to.UTC().Format(time.RFC3339)
 	if g.deferred {
 		dl := startingDeadline(job)

@@ -602,35 +602,39 @@ func describe(r runstatus.Result) string {
 	return msg
 }
 
+// observedSpec is what status.observedSchedule records of the job's spec: schedule, zone
+// and suspension (observedRefused appended while the schedule is refused).
+func observedSpec(job *v1alpha1.LockedCronJob) string {
+	return fmt.Sprintf("%s|%s|suspend=%t", job.Spec.Schedule, job.Spec.TimeZone, job.Spec.Suspend != nil && *job.Spec.Suspend)
+}
+
+// observedRefused marks an observed schedule that was refused, and so not in force.
+const observedRefused = "|refused"
+
 // schedule plans the occurrences since the last pass and starts the due one. It returns
 // the pod it created, if any.
 func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *backendError) *corev1.Pod {
 	job, st := p.job, p.status
+	// A schedule refused (it does not parse, or fires more often than the operator
+	// allows) is not in force, and is observed as such: the one that replaces it, even the
+	// same one put back, is in force from then on, and nothing before starts.
 	sched, err := schedule.Parse(job.Spec.Schedule, job.Spec.TimeZone)
-	if err != nil {
-		msg := fmt.Sprintf("spec.schedule/spec.timeZone: %v", err)
-		if p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg) {
-			p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", msg)
-		}
-		st.NextScheduleTime, st.Upcoming = nil, nil
-		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.schedule is invalid")
-		return nil
-	}
-	if minimum := r.MinScheduleInterval; minimum > 0 {
-		if gap := r.gaps.of(job.Spec.Schedule, job.Spec.TimeZone, sched, p.now); gap > 0 && gap < minimum {
-			msg := fmt.Sprintf("spec.schedule %q fires %v apart at the closest, more often than this operator allows (--min-schedule-interval %v): schedule it less often; no occurrence starts until then",
-				job.Spec.Schedule, gap, minimum)
-			if p.setCondition(ConditionReady, false, ReasonInvalidSchedule, msg) {
-				p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", msg)
-			}
-			st.NextScheduleTime, st.Upcoming = nil, nil
-			p.withdrawPrepared(func(time.Time) bool { return false }, "spec.schedule fires more often than --min-schedule-interval")
-			return nil
+	var refused, withdrawWhy string
+	switch {
+	case err != nil:
+		refused, withdrawWhy = fmt.Sprintf("spec.schedule/spec.timeZone: %v", err), "spec.schedule is invalid"
+	case r.MinScheduleInterval > 0:
+		if gap := r.gaps.of(job.Spec.Schedule, job.Spec.TimeZone, sched, p.now); gap > 0 && gap < r.MinScheduleInterval {
+			refused = fmt.Sprintf("spec.schedule %q fires %v apart at the closest, more often than this operator allows (--min-schedule-interval %v): schedule it less often; no occurrence starts until then",
+				job.Spec.Schedule, gap, r.MinScheduleInterval)
+			withdrawWhy = "spec.schedule fires more often than --min-schedule-interval"
 		}
 	}
-
+	observed := observedSpec(job)
+	if refused != "" {
+		observed += observedRefused
+	}
 	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
-	observed := fmt.Sprintf("%s|%s|suspend=%t", job.Spec.Schedule, job.Spec.TimeZone, suspended)
 	switch {
 	case st.ObservedSchedule == "":
 		st.ScheduleSince = job.CreationTimestamp.DeepCopy()
@@ -648,10 +652,15 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	case st.ObservedSchedule != observed:
 		// A new schedule (or a resume) never runs what fell before it; what fell due under
 		// the old one after the last pass and up to the change (say, while the controller
-		// was down across a suspension) is counted missed now. What fell due under the new
-		// one after the change is the new one's, however late this pass sees it: it starts
-		// within its deadline or is counted missed (the change, not this pass, bounds it).
+		// was down across a suspension) is counted missed now (none under a refused one).
+		// What fell due under the new one after the change is the new one's, however late
+		// this pass sees it: it starts within its deadline or is counted missed (the
+		// change, not this pass, bounds it). A schedule refused until now whose spec did
+		// not change (the operator's flag did) is in force from now.
 		changed := specChangedAt(job, p.now)
+		if st.ObservedSchedule == observed+observedRefused {
+			changed = p.now
+		}
 		accountUntilChange(p, st.ObservedSchedule, changed)
 		st.ScheduleSince = &metav1.Time{Time: changed}
 	}
@@ -661,6 +670,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		st.ScheduleSince = &metav1.Time{Time: p.plannedFrom}
 	}
 	st.ObservedSchedule = observed
+	if refused != "" {
+		if p.setCondition(ConditionReady, false, ReasonInvalidSchedule, refused) {
+			p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", refused)
+		}
+		st.NextScheduleTime, st.Upcoming = nil, nil
+		p.withdrawPrepared(func(time.Time) bool { return false }, withdrawWhy)
+		return nil
+	}
 	if suspended {
 		p.setCondition(ConditionReady, true, ReasonSuspended, "suspended: no new occurrences start; running pods go on")
 		st.NextScheduleTime, st.Upcoming, st.Deferred = nil, nil, nil
