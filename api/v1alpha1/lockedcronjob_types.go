@@ -421,6 +421,10 @@ type RunRecord struct {
 	// Trigger is Scheduled or Manual (a run requested with the run-request annotation).
 	// +optional
 	Trigger string `json:"trigger,omitempty"`
+	// RequestedAt is when a manual run's request was handled: it, not the occurrence
+	// (which a re-run names from the past), places the record in status.recent.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 }
 
 // Triggers of a run (RunRecord.Trigger).

@@ -178,7 +178,8 @@ func (p *pass) passedOver(pod *corev1.Pod, occ, decided time.Time) string {
 }
 
 func withoutReport(pod *corev1.Pod, occ time.Time, o report.Outcome, why string) runstatus.Result {
-	return runstatus.Result{Pod: pod.Name, Occurrence: occ, Trigger: runpod.Trigger(pod), Report: report.Report{V: report.Version, Outcome: o, Message: why}}
+	requested, _ := runpod.RequestedAt(pod)
+	return runstatus.Result{Pod: pod.Name, Occurrence: occ, Trigger: runpod.Trigger(pod), RequestedAt: requested, Report: report.Report{V: report.Version, Outcome: o, Message: why}}
 }
 
 // withdrawal is a pod to delete, uncounted, with why (tracking.Withdraw).

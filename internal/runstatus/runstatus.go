@@ -36,6 +36,8 @@ type Result struct {
 	Report     report.Report
 	// Trigger is v1alpha1.TriggerScheduled or TriggerManual (runpod.Trigger of the pod).
 	Trigger string
+	// RequestedAt is a manual run's request time (runpod.RequestedAt); zero for others.
+	RequestedAt time.Time
 	// Invalid is set when the pod left no readable report; Report.Outcome is then Error.
 	Invalid error
 	// StartedAt is when lockwrap started the job's command (the report's startedAt, the
@@ -110,6 +112,7 @@ func Occurrence(pod *corev1.Pod) (time.Time, error) {
 func ResultOf(pod *corev1.Pod) Result {
 	occ, _ := Occurrence(pod)
 	res := Result{Pod: pod.Name, Occurrence: occ, Trigger: runpod.Trigger(pod)}
+	res.RequestedAt, _ = runpod.RequestedAt(pod)
 	invalid := func(err error) Result {
 		res.Invalid = err
 		res.Report = report.Report{V: report.Version, Outcome: report.Error, Message: err.Error()}
@@ -216,6 +219,9 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		Message:      Message(rep),
 		Trigger:      r.Trigger,
 	}
+	if !r.RequestedAt.IsZero() {
+		rec.RequestedAt = &metav1.Time{Time: r.RequestedAt}
+	}
 	acquired, errA := report.ParseTime(rep.AcquiredAt)
 	released, errR := report.ParseTime(rep.ReleasedAt)
 	if errA == nil && errR == nil && !released.Before(acquired) {
@@ -291,19 +297,28 @@ func Message(rep report.Report) string {
 	return strings.Join(parts, "; ")
 }
 
-// AddRecent records a finished occurrence in status.recent, newest first, at most
-// RecentLimit entries.
+// AddRecent records a finished occurrence in status.recent, newest first by when it ran
+// (its occurrence, or a manual run's request time: a re-run of an occurrence from the
+// past is listed as it ran), at most RecentLimit entries.
 func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
 	// Its text escaped (package printable): a report, a kubelet's message may be in it; the
 	// holder on one line.
 	rec.Message, rec.Holder = printable.Text(rec.Message), printable.OneLine(rec.Holder)
 	st.Recent = append(st.Recent, rec)
 	sort.SliceStable(st.Recent, func(i, j int) bool {
-		return st.Recent[j].Occurrence.Before(&st.Recent[i].Occurrence)
+		return recordRan(st.Recent[j]).Before(recordRan(st.Recent[i]))
 	})
 	if len(st.Recent) > RecentLimit {
 		st.Recent = st.Recent[:RecentLimit]
 	}
+}
+
+// recordRan is when a record's run came: a manual run's request, else its occurrence.
+func recordRan(r v1alpha1.RunRecord) time.Time {
+	if r.RequestedAt != nil {
+		return r.RequestedAt.Time
+	}
+	return r.Occurrence.Time
 }
 
 // Succeeded reports whether a finished pod counts against successfulRunsHistoryLimit
@@ -311,7 +326,8 @@ func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
 func Succeeded(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucceeded }
 
 // Prune picks the finished, counted pods to delete so that at most keepOK succeeded and
-// keepFailed failed pods remain, oldest occurrences first. A pod whose occurrence is
+// keepFailed failed pods remain, the oldest runs first (by occurrence, or a manual run's
+// request time: a re-run of an occurrence from the past, just ended, is not the oldest). A pod whose occurrence is
 // after now is neither deleted nor counted against the limits: its job ran early by the
 // controller's clock (a prepared pod's lockwrap waits for the instant on its node's
 // clock, which may be ahead), and until the controller's clock reaches the occurrence
@@ -340,9 +356,16 @@ func oldest(pods []*corev1.Pod, keep int) []*corev1.Pod {
 		return nil
 	}
 	sort.SliceStable(pods, func(i, j int) bool {
-		a, _ := Occurrence(pods[i])
-		b, _ := Occurrence(pods[j])
-		return a.Before(b)
+		return podRan(pods[i]).Before(podRan(pods[j]))
 	})
 	return pods[:len(pods)-keep]
+}
+
+// podRan is when a pod's run came: a manual run's request, else its occurrence.
+func podRan(pod *corev1.Pod) time.Time {
+	if t, ok := runpod.RequestedAt(pod); ok {
+		return t
+	}
+	t, _ := Occurrence(pod)
+	return t
 }
