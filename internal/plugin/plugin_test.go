@@ -941,6 +941,8 @@ func TestFlagsThatWouldBeIgnoredAreRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "report", "-n", e.ns, "--timeout", "5s"}, "--timeout 5s bounds --wait"},
+		// Not rounded down to the second's occurrence, which the controller would run again.
+		{[]string{"run", "report", "-n", e.ns, "--occurrence", "2026-11-30T02:00:00.5Z"}, `--occurrence "2026-11-30T02:00:00.5Z": occurrences are whole seconds`},
 		{[]string{"status", "report", "-n", e.ns, "--redis-timeout", "0s"}, "--redis-timeout 0s: want a duration above 0"},
 		{[]string{"status", "report", "-n", e.ns, "--redis-timeout", "-1s"}, "--redis-timeout -1s: want a duration above 0"},
 	} {
@@ -953,5 +955,35 @@ func TestFlagsThatWouldBeIgnoredAreRefused(t *testing.T) {
 	must(t, k8s.Get(ctxT(t), client.ObjectKeyFromObject(e.job), job))
 	if id, ok := job.Annotations[v1alpha1.AnnotationRunRequest]; ok {
 		t.Errorf("a run was requested (id %s) by a command that was refused", id)
+	}
+}
+
+// TestRunWithAHandledIdAsksTheSameOrIsRefused: an id the controller has handled asks for
+// nothing new. Asked again with other qualifiers (now an occurrence, now FailFast), the
+// patch rewrote them and nothing else, and --wait followed the id's earlier run, exiting 0
+// as if the occurrence had run again. It is refused before anything is written, naming
+// what the id ran; with the same qualifiers it is still accepted (and followed).
+func TestRunWithAHandledIdAsksTheSameOrIsRefused(t *testing.T) {
+	e := newEnv(t, "redis://127.0.0.1:1")
+	ctx := ctxT(t)
+	job := &v1alpha1.LockedCronJob{}
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job))
+	job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "fix-1", Contention: v1alpha1.ManualContentionWait, HandledAt: metav1.Now(), Pod: runpod.ManualName(job.Name, "fix-1")}
+	must(t, k8s.Status().Update(ctx, job))
+	for _, args := range [][]string{
+		{"--occurrence", "2026-11-30T02:00:00Z"},
+		{"--fail-fast"},
+	} {
+		r := kl(time.Time{}, append([]string{"run", "report", "-n", e.ns, "--id", "fix-1"}, args...)...)
+		if r.code != plugin.ExitGeneric || !strings.Contains(r.errOut, "--id fix-1 was handled already as a run of its own, contention Wait") {
+			t.Errorf("%v: exit %d, stderr %q; want %d, naming what fix-1 ran", args, r.code, r.errOut, plugin.ExitGeneric)
+		}
+	}
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job))
+	if _, ok := job.Annotations[v1alpha1.AnnotationRunRequest]; ok {
+		t.Errorf("annotations written by a refused command: %v", job.Annotations)
+	}
+	if r := kl(time.Time{}, "run", "report", "-n", e.ns, "--id", "fix-1"); r.code != plugin.ExitOK {
+		t.Errorf("the same id with the same qualifiers: exit %d, stderr %q; want it accepted", r.code, r.errOut)
 	}
 }

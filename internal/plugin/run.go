@@ -122,6 +122,10 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 		if err != nil {
 			return exitf(ExitGeneric, "--occurrence %q: want an RFC 3339 time such as 2026-11-30T02:00:00Z", f.occurrence)
 		}
+		if t.Nanosecond() != 0 {
+			// Formatted below, it lost its fraction, and re-ran the second's occurrence.
+			return exitf(ExitGeneric, "--occurrence %q: occurrences are whole seconds: name a scheduled time as `kubectl lockedcron history` shows it (e.g. 2026-11-30T02:00:00Z)", f.occurrence)
+		}
 		occText = t.UTC().Format(time.RFC3339)
 		occurrence = occText
 	}
@@ -141,8 +145,15 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 		return err
 	}
 	// Read first: a missing job is ExitNotFound, not a failed patch.
-	if _, err := getJob(ctx, c, ns, name); err != nil {
+	current, err := getJob(ctx, c, ns, name)
+	if err != nil {
 		return err
+	}
+	if rr := current.Status.LastRunRequest; rr != nil && rr.ID == id && !sameRequest(rr, occText, contention) {
+		// The controller handles an id once: the patch would change the qualifiers and
+		// nothing else, and --wait would follow the run the id had, as if it were this one.
+		return exitf(ExitGeneric, "--id %s was handled already as %s: the same id asks for nothing new; choose a new --id for %s, or leave --occurrence and --fail-fast as they were to follow it",
+			id, describeRequest(rr.Occurrence, rr.Contention), describeRequest(occurrenceOf(occText), contention))
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationRunRequest:    id,
@@ -522,4 +533,34 @@ func printRun(w io.Writer, res RunResult) {
 	if res.ExitCode != nil {
 		line("Exit", strconv.Itoa(*res.ExitCode))
 	}
+}
+
+// sameRequest reports whether the handled request rr asked what occText (RFC 3339, or
+// empty: a run of its own) and contention ask.
+func sameRequest(rr *v1alpha1.RunRequest, occText, contention string) bool {
+	if (rr.Occurrence == nil) != (occText == "") {
+		return false
+	}
+	if rr.Occurrence != nil && rr.Occurrence.UTC().Format(time.RFC3339) != occText {
+		return false
+	}
+	return rr.Contention == contention
+}
+
+func occurrenceOf(occText string) *metav1.Time {
+	t, err := time.Parse(time.RFC3339, occText)
+	if err != nil {
+		return nil
+	}
+	return &metav1.Time{Time: t}
+}
+
+// describeRequest says what a request asks: a run of its own or an occurrence again,
+// and its contention.
+func describeRequest(occ *metav1.Time, contention string) string {
+	what := "a run of its own"
+	if occ != nil {
+		what = "occurrence " + occ.UTC().Format(time.RFC3339) + " again"
+	}
+	return what + ", contention " + contention
 }

@@ -675,17 +675,48 @@ func lastAtOrBefore(next func(time.Time) time.Time, lo, now time.Time) time.Time
 // occurrences cover both for any schedule but one that fires that often anyway.
 const gapSamples = 500
 
+// gapTransitions bounds the changes of the clocks MinGap looks around (two a year, in the
+// years it looks at).
+const gapTransitions = 8
+
 // MinGap is the shortest time between two consecutive occurrences after from (@every:
-// its period), or 0 when the schedule fires less than twice.
+// its period), or 0 when the schedule fires less than twice. A change of the clocks can
+// bring two occurrences closer than any other two (`30 * * * *` in Australia/Lord_Howe
+// fires 30 minutes apart when the clock is set back half an hour): the occurrences
+// around each change of the zone's offset in the four years after from are looked at too.
 func (s *Schedule) MinGap(from time.Time) time.Duration {
 	if s.every > 0 {
 		return s.every
 	}
+	gap := s.minGapFrom(from, time.Time{})
+	t := from.In(s.loc)
+	for range gapTransitions {
+		_, change := t.ZoneBounds()
+		if change.IsZero() || change.After(from.AddDate(4, 0, 0)) {
+			break
+		}
+		// Clocks move by at most a few hours: the two occurrences they bring together are
+		// the last before the change and the first after. Two windows, at most gapSamples
+		// each: a few hours for a schedule that fires every minute, a day for one that
+		// fires twice a day (a daily one's are in the samples after from).
+		for _, w := range []time.Duration{4 * time.Hour, 26 * time.Hour} {
+			if g := s.minGapFrom(change.Add(-w), change.Add(w)); g > 0 && (gap == 0 || g < gap) {
+				gap = g
+			}
+		}
+		t = change
+	}
+	return gap
+}
+
+// minGapFrom is the shortest time between consecutive occurrences after from, among at
+// most gapSamples of them, and none after until (zero: no bound).
+func (s *Schedule) minGapFrom(from, until time.Time) time.Duration {
 	var gap time.Duration
 	prev := s.Next(from)
 	for i := 1; i < gapSamples && !prev.IsZero(); i++ {
 		next := s.Next(prev)
-		if next.IsZero() {
+		if next.IsZero() || (!until.IsZero() && next.After(until)) {
 			break
 		}
 		if d := next.Sub(prev); gap == 0 || d < gap {

@@ -457,3 +457,30 @@ func TestLatestInDoesNotStepThroughOccurrences(t *testing.T) {
 		}
 	}
 }
+
+// TestMinGapSeesDaylightSavingChanges: a change of the clocks can bring two occurrences
+// closer than any other two; MinGap, sampling only the days after from, missed it.
+// `30 * * * *` in Australia/Lord_Howe fires at 01:30 (+11) and, the clock set back half an
+// hour at 02:00, at 01:30 again (+10:30): 30 minutes apart once a year, which
+// --min-schedule-interval 1h let through when looked at in June.
+func TestMinGapSeesDaylightSavingChanges(t *testing.T) {
+	for _, c := range []struct {
+		spec, zone string
+		want       time.Duration
+	}{
+		{"30 * * * *", "Australia/Lord_Howe", 30 * time.Minute},
+		{"0 * * * *", "Australia/Lord_Howe", time.Hour},
+		{"30 * * * *", "Europe/London", time.Hour},
+		{"*/20 * * * *", "America/New_York", 20 * time.Minute},
+		{"0 1,13 * * *", "Australia/Lord_Howe", 11*time.Hour + 30*time.Minute}, // the day the clock goes forward: 01:00 +10:30, 13:00 +11
+	} {
+		s, err := Parse(c.spec, c.zone)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.spec, c.zone, err)
+		}
+		from := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+		if got := s.MinGap(from); got != c.want {
+			t.Errorf("%s in %s from %s: %v, want %v", c.spec, c.zone, from.Format(time.DateOnly), got, c.want)
+		}
+	}
+}
