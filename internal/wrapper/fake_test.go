@@ -23,6 +23,7 @@ type flakyLease struct {
 	down     func() bool
 	rtt      time.Duration
 	renewals int
+	failed   int // renewals refused while down
 	finished string
 }
 
@@ -31,6 +32,7 @@ func (l *flakyLease) Renew(context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down() {
+		l.failed++
 		return errors.New("dial tcp: connection refused")
 	}
 	l.renewals++
@@ -73,27 +75,39 @@ func fakeCfg(t *testing.T, more ...string) config.Config {
 }
 
 func TestFlakyRedisShorterThanTTL(t *testing.T) {
-	start := time.Now()
-	// Down from 50ms to 250ms: the renewal at 200ms fails and is retried until it works,
-	// before the point where the command would be stopped (acquired at 0, ttl 1s, kill
-	// grace 300ms, margin 100ms: SIGTERM at 600ms).
-	l := &flakyLease{down: func() bool { d := time.Since(start); return d > 50*time.Millisecond && d < 250*time.Millisecond }}
+	// Down from 50ms to 250ms after the acquisition (not after the test's start: on a
+	// loaded host the set-up took longer than that, and the run saw no outage at all):
+	// the renewal at 200ms fails and is retried until it works, before the point where
+	// the command would be stopped (acquired at 0, ttl 1s, kill grace 300ms, margin
+	// 100ms: SIGTERM at 600ms).
+	var acquired time.Time // set under l.mu
+	l := &flakyLease{}
+	l.down = func() bool { d := time.Since(acquired); return d > 50*time.Millisecond && d < 250*time.Millisecond }
+	locker := fakeLocker{lease: l, acquire: func(context.Context) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		acquired = time.Now()
+		return nil
+	}}
 	g := newGate(t)
 	done := make(chan result, 1)
 	go func() {
 		cfg := fakeCfg(t, "--kill-grace", "300ms")
-		rep, code := wrapper.Run(context.Background(), cfg, g.cmd(0), wrapper.Deps{Locker: fakeLocker{lease: l}, Stderr: &syncBuf{}})
+		rep, code := wrapper.Run(context.Background(), cfg, g.cmd(0), wrapper.Deps{Locker: locker, Stderr: &syncBuf{}})
 		done <- result{rep, code}
 	}()
 	eventually(t, "renewals after the outage", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return time.Since(start) > 1200*time.Millisecond && l.renewals >= 2
+		return !acquired.IsZero() && time.Since(acquired) > 1200*time.Millisecond && l.renewals >= 2
 	})
 	g.release(t)
 	r := await(t, done)
 	if r.code != 0 || r.rep.Outcome != report.Succeeded || r.rep.LockLost || l.finished != lock.StateSucceeded || r.rep.FencingToken != 5 {
 		t.Fatalf("%+v finished=%q", r, l.finished)
+	}
+	if l.failed == 0 {
+		t.Fatal("no renewal failed: the run saw no outage, and proved nothing")
 	}
 }
 

@@ -245,10 +245,11 @@ func TestPastDeadlineIsMissed(t *testing.T) {
 func TestOccurrenceOlderThanTheLedger(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := context.Background()
-	// The occurrence 56 to 57 s ago: inside a retention of 1m less a ttl of 2s for at
-	// least a second. (57 s before now, truncated, left only the rest of the current
-	// second: started late in one, the first run was missed.)
-	occ := time.Now().Truncate(time.Second).Add(-56 * time.Second)
+	// The occurrence 52 to 53 s ago: inside a retention of 1m less a ttl of 2s for at
+	// least five seconds, for the first run to be granted on a loaded host. (57 s before
+	// now, truncated, left only the rest of the current second: started late in one, the
+	// first run was missed; 56 s left about one.)
+	occ := time.Now().Truncate(time.Second).Add(-52 * time.Second)
 	args := func(holder string) []string {
 		return append(flags(s.URL(), "old", holder), "--occurrence", occ.UTC().Format(time.RFC3339), "--ttl", "2s", "--renew-interval", "500ms", "--kill-grace", "1s", "--dedupe-retention", "1m")
 	}

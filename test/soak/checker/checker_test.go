@@ -277,7 +277,7 @@ func TestLockLostIsTheOnlyExcuse(t *testing.T) {
 // A success whose holder reported LockLost (its lockwrap was paused after the job exited,
 // the lock expired before the success was recorded) may be run again by the next holder:
 // counted as a re-run after a lost holder's success, not a violation. The same re-run after
-// a success whose holder kept the lock stays a violation (TestCatchesEveryPlantedViolation).
+// a success whose holder kept the lock stays a violation (TestPlantedViolationsAreCaught).
 func TestRerunAfterALostHoldersSuccessIsCountedNotAViolation(t *testing.T) {
 	w := clean()
 	at := t0.Add(2 * time.Second)
