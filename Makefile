@@ -95,7 +95,7 @@ demo: manifests ## Run the sample job in two namespaces on a cluster (a local on
 	hack/demo.sh
 
 .PHONY: demo-down
-demo-down: ## Remove what `make demo` made.
+demo-down: ## Remove what `make demo` made (on a reachable cluster: the samples; the operator stays).
 	hack/demo.sh down
 
 .PHONY: cluster-up

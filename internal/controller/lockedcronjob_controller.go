@@ -655,10 +655,11 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		// was down across a suspension) is counted missed now (none under a refused one).
 		// What fell due under the new one after the change is the new one's, however late
 		// this pass sees it: it starts within its deadline or is counted missed (the
-		// change, not this pass, bounds it). A schedule refused until now whose spec did
-		// not change (the operator's flag did) is in force from now.
+		// change, not this pass, bounds it). A schedule refused, or accepted, from now for
+		// the operator's flag (the spec did not change) changed now: accepted, it is in
+		// force from now; refused, what fell due under it up to now is counted missed.
 		changed := specChangedAt(job, p.now)
-		if st.ObservedSchedule == observed+observedRefused {
+		if st.ObservedSchedule == observed+observedRefused || st.ObservedSchedule+observedRefused == observed {
 			changed = p.now
 		}
 		accountUntilChange(p, st.ObservedSchedule, changed)
@@ -924,8 +925,8 @@ func (r *LockedCronJobReconciler) emit(job *v1alpha1.LockedCronJob, p *told) {
 		rep := res.Report
 		metrics.AddRuns(job.Namespace, job.Name, string(rep.Outcome), 1)
 		if rep.Attempts > 1 {
-			// It found the lock held, and waited (Retry, a manual run's Wait); a first
-			// attempt's waitedMs is the connection's set-up, not a wait for the lock.
+			// It waited for the lock (Retry, a manual run's Wait: held, or Redis unreachable
+			// between attempts); a first attempt's waitedMs is the connection's set-up.
 			metrics.LockWait.WithLabelValues(job.Namespace).Observe(float64(rep.WaitedMs) / 1000)
 		}
 		a, errA := report.ParseTime(rep.AcquiredAt)

@@ -29,36 +29,46 @@ func TestScheduleNotInForceThenBackStartsNothingBefore(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		spec        string
-		refused     string
+		refused     string // "": the same spec, refused for a flag tightened
 		minInterval time.Duration
+		// refusedAt: when it was refused (edited, or the manager restarted with the flag);
 		// back: when the schedule is in force again; backMin: the flag then; edited: an
 		// edit put it back (else the manager's flag changed).
-		back    time.Duration
-		backMin time.Duration
-		edited  bool
+		refusedAt time.Duration
+		back      time.Duration
+		backMin   time.Duration
+		edited    bool
+		// missed: what fell due under the spec in force before the refusal, up to it.
+		missed int64
 	}{
-		{"hourly, a schedule that does not parse, reverted 2 h later", "0 * * * *", "0 * * * * * *", 0, 150 * time.Minute, 0, true},
-		{"hourly, refused for --min-schedule-interval, reverted 2 h later", "0 * * * *", "* * * * * *", time.Minute, 150 * time.Minute, time.Minute, true},
-		{"daily, refused for --min-schedule-interval, reverted the next day", "0 10 * * *", "* * * * * *", time.Minute, 25 * time.Hour, time.Minute, true},
-		{"hourly, refused for --min-schedule-interval, the flag lifted 2 h later", "0 * * * *", "* * * * *", time.Hour, 150 * time.Minute, 0, false},
+		{"hourly, a schedule that does not parse, reverted 2 h later", "0 * * * *", "0 * * * * * *", 0, 30 * time.Minute, 150 * time.Minute, 0, true, 0},
+		{"hourly, refused for --min-schedule-interval, reverted 2 h later", "0 * * * *", "* * * * * *", time.Minute, 30 * time.Minute, 150 * time.Minute, time.Minute, true, 0},
+		{"daily, refused for --min-schedule-interval, reverted the next day", "0 10 * * *", "* * * * * *", time.Minute, 30 * time.Minute, 25 * time.Hour, time.Minute, true, 0},
+		{"hourly, refused for --min-schedule-interval, the flag lifted 2 h later", "0 * * * *", "* * * * *", time.Hour, 30 * time.Minute, 150 * time.Minute, 0, false, 0},
+		{"hourly, 11:00 not started, edited at 11:30 to what does not parse, reverted", "0 * * * *", "0 * * * * * *", 0, 90 * time.Minute, 150 * time.Minute, 0, true, 1},
+		{"hourly, 11:00 and 12:00 not started, the flag tightened at 12:30, lifted at 13:30", "0 * * * *", "", 2 * time.Hour, 150 * time.Minute, 210 * time.Minute, 0, false, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			job := passJob(c.spec, false)
 			job.Status.LastScheduleTime = &metav1.Time{Time: t10}
+			scheduleEdited(job, c.spec, t10.Add(-20*time.Hour)) // its managed fields: set long before
 			r := testReconciler(fakeAPI(t))
 			r.MinScheduleInterval = c.minInterval
-			scheduleEdited(job, c.refused, t10.Add(30*time.Minute))
-			p := passWith(t, r, job, t10.Add(30*time.Minute+time.Second))
+			if c.refused != "" {
+				scheduleEdited(job, c.refused, t10.Add(c.refusedAt))
+			}
+			p := passWith(t, r, job, t10.Add(c.refusedAt+time.Second))
 			if ready := meta.FindStatusCondition(p.status.Conditions, ConditionReady); ready == nil || ready.Reason != ReasonInvalidSchedule {
-				t.Fatalf("schedule %q not refused: %+v", c.refused, ready)
+				t.Fatalf("schedule %q not refused: %+v", job.Spec.Schedule, ready)
+			}
+			if p.status.Counters.Missed != c.missed {
+				t.Errorf("refused: %d missed, want %d (what fell due before, up to the refusal)", p.status.Counters.Missed, c.missed)
 			}
 			job.Status = *p.status
 			back := t10.Add(c.back)
 			if c.edited {
 				scheduleEdited(job, c.spec, back)
-			} else {
-				job.Spec.Schedule = c.refused // unchanged; the manager restarts with another flag
-			}
+			} // else unchanged: the manager restarts with another flag
 			r = testReconciler(fakeAPI(t))
 			r.MinScheduleInterval = c.backMin
 			p = passWith(t, r, job, back.Add(5*time.Second))
@@ -68,6 +78,9 @@ func TestScheduleNotInForceThenBackStartsNothingBefore(t *testing.T) {
 			}
 			if ready := meta.FindStatusCondition(p.status.Conditions, ConditionReady); ready == nil || ready.Reason != ReasonScheduled {
 				t.Errorf("schedule in force again, Ready: %+v", ready)
+			}
+			if p.status.Counters.Missed != c.missed {
+				t.Errorf("in force again: %d missed, want %d (nothing of the refused time)", p.status.Counters.Missed, c.missed)
 			}
 		})
 	}

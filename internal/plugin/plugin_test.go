@@ -994,4 +994,14 @@ func TestRunWithAHandledIdAsksTheSameOrIsRefused(t *testing.T) {
 	if r := kl(time.Time{}, "run", "report", "-n", e.ns, "--id", "fix-1"); r.code != plugin.ExitOK {
 		t.Errorf("the same id with the same qualifiers: exit %d, stderr %q; want it accepted", r.code, r.errOut)
 	}
+	// A refused id asked again with other qualifiers (the occurrence corrected) ran
+	// nothing: it is not "handled already as" the corrected one.
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job))
+	job.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "fix-2", Contention: v1alpha1.ManualContentionWait, HandledAt: metav1.Now(),
+		Occurrence: &metav1.Time{Time: time.Date(2026, 11, 30, 2, 30, 0, 0, time.UTC)}, Refused: "not an occurrence of spec.schedule"}
+	must(t, k8s.Status().Update(ctx, job))
+	r := kl(time.Time{}, "run", "report", "-n", e.ns, "--id", "fix-2", "--occurrence", "2026-11-30T02:00:00Z")
+	if r.code != plugin.ExitGeneric || !strings.Contains(r.errOut, "--id fix-2 was refused already (not an occurrence of spec.schedule)") {
+		t.Errorf("a refused id asked again: exit %d, stderr %q; want %d, saying it was refused", r.code, r.errOut, plugin.ExitGeneric)
+	}
 }

@@ -149,6 +149,10 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	if rr := current.Status.LastRunRequest; rr != nil && rr.ID == id && rr.Refused != "" && !sameRequest(rr, occText, contention) {
+		return exitf(ExitGeneric, "--id %s was refused already (%s): the same id asks for nothing new; choose a new --id for %s",
+			id, rr.Refused, describeRequest(occurrenceOf(occText), contention))
+	}
 	if rr := current.Status.LastRunRequest; rr != nil && rr.ID == id && !sameRequest(rr, occText, contention) {
 		// The controller handles an id once: the patch would change the qualifiers and
 		// nothing else, and --wait would follow the run the id had, as if it were this one.

@@ -176,15 +176,15 @@ func procIsOurs() bool {
 }
 
 // statOfPid reads process pid's parent and starttime from its /proc/<pid>/stat (which,
-// unlike its environ, does not wait for its memory map).
+// unlike its environ, does not wait for its memory map); false if either is unreadable.
 func statOfPid(pid int) (ppid int, start uint64, ok bool) {
 	f := statFields("/proc/" + strconv.Itoa(pid))
 	if len(f) < 2 {
 		return 0, 0, false
 	}
 	ppid, err := strconv.Atoi(string(f[1]))
-	start, _ = statStart(f)
-	return ppid, start, err == nil
+	start, sok := statStart(f)
+	return ppid, start, err == nil && sok
 }
 
 // parentOfPid is statOfPid's parent.
@@ -216,9 +216,10 @@ func descendantOf(pid, self int, stat func(int) (int, uint64, bool)) (top int, t
 	return 0, 0, false
 }
 
-// startedBefore reports whether the starttime start is before runStart (0: unknown, no).
+// startedBefore reports whether the starttime start is before runStart (either 0,
+// unknown: no — a process not known to be older than the run is the run's).
 func startedBefore(start, runStart uint64) bool {
-	return runStart != 0 && start < runStart
+	return runStart != 0 && start != 0 && start < runStart
 }
 
 // escapees are the processes of a run outside its group, signalled at its stop points: a
