@@ -61,7 +61,9 @@ func historyTable(entries []HistoryEntry, withName, allNS bool) *table {
 		t.head = append(t.head, cols("NAME")...)
 	}
 	t.head = append(t.head, cols("OCCURRENCE", "OUTCOME", "TRIGGER", "POD", "DURATION", "HOLDER")...)
-	t.head = append(t.head, wideCols("FENCING TOKEN", "MESSAGE")...)
+	// REQUESTED: a manual run's request time, which places it among the records (a re-run
+	// of an old occurrence is listed as it ran, with its old OCCURRENCE).
+	t.head = append(t.head, wideCols("FENCING TOKEN", "REQUESTED", "MESSAGE")...)
 	for _, e := range entries {
 		var row []string
 		if allNS {
@@ -70,7 +72,7 @@ func historyTable(entries []HistoryEntry, withName, allNS bool) *table {
 		if withName {
 			row = append(row, e.Name)
 		}
-		d, fence, trigger := "", "", e.Trigger
+		d, fence, trigger, requested := "", "", e.Trigger, ""
 		if e.Duration != nil {
 			d = dur(e.Duration.Duration)
 		}
@@ -80,7 +82,10 @@ func historyTable(entries []HistoryEntry, withName, allNS bool) *table {
 		if trigger == "" {
 			trigger = v1alpha1.TriggerScheduled
 		}
-		row = append(row, ts(e.Occurrence.Time), e.Outcome, trigger, e.Pod, d, e.Holder, fence, e.Message)
+		if e.RequestedAt != nil {
+			requested = ts(e.RequestedAt.Time)
+		}
+		row = append(row, ts(e.Occurrence.Time), e.Outcome, trigger, e.Pod, d, e.Holder, fence, requested, e.Message)
 		t.add(row...)
 	}
 	return t

@@ -398,7 +398,8 @@ func TestHistoryAndNext(t *testing.T) {
 	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job))
 	job.Status.Recent = []v1alpha1.RunRecord{
 		{Occurrence: metav1.NewTime(occ.Add(time.Hour)), Outcome: "Failed", Pod: "report-m-1", Holder: "c/ns/report-m-1",
-			FencingToken: 42, Duration: &metav1.Duration{Duration: 1500 * time.Millisecond}, Message: "exit 3", Trigger: v1alpha1.TriggerManual},
+			FencingToken: 42, Duration: &metav1.Duration{Duration: 1500 * time.Millisecond}, Message: "exit 3", Trigger: v1alpha1.TriggerManual,
+			RequestedAt: &metav1.Time{Time: occ.Add(time.Hour + 30*time.Second)}},
 		{Occurrence: metav1.NewTime(occ), Outcome: "Succeeded", Pod: "report-1796018400", Holder: "c/ns/report-1796018400",
 			FencingToken: 41, Duration: &metav1.Duration{Duration: 2 * time.Second}},
 	}
@@ -412,8 +413,9 @@ func TestHistoryAndNext(t *testing.T) {
 		t.Fatalf("history: %v", r)
 	}
 	r = kl(time.Time{}, "history", "report", "-n", e.ns, "-o", "wide")
-	if r.code != 0 || !strings.Contains(r.out, "exit 3") || !strings.Contains(r.out, "42") {
-		t.Fatalf("history wide: %v", r)
+	if r.code != 0 || !strings.Contains(r.out, "exit 3") || !strings.Contains(r.out, "42") ||
+		!strings.Contains(r.out, "REQUESTED") || !strings.Contains(r.out, occ.Add(time.Hour+30*time.Second).UTC().Format(time.RFC3339)) {
+		t.Fatalf("history wide (with the manual run's request time): %v", r)
 	}
 	for _, format := range []string{"json", "yaml"} {
 		r = kl(time.Time{}, "history", "report", "-n", e.ns, "-o", format)
