@@ -64,3 +64,6 @@ func (d *DedupeSpec) RetentionDuration() time.Duration {
 	}
 	return d.Retention.Duration
 }
+
+// Suspended is spec.suspend, false when unset.
+func (s *LockedCronJobSpec) Suspended() bool { return s.Suspend != nil && *s.Suspend }

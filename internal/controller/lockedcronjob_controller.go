@@ -605,7 +605,7 @@ func describe(r runstatus.Result) string {
 // observedSpec is what status.observedSchedule records of the job's spec: schedule, zone
 // and suspension (observedRefused appended while the schedule is refused).
 func observedSpec(job *v1alpha1.LockedCronJob) string {
-	return fmt.Sprintf("%s|%s|suspend=%t", job.Spec.Schedule, job.Spec.TimeZone, job.Spec.Suspend != nil && *job.Spec.Suspend)
+	return fmt.Sprintf("%s|%s|suspend=%t", job.Spec.Schedule, job.Spec.TimeZone, job.Spec.Suspended())
 }
 
 // observedRefused marks an observed schedule that was refused, and so not in force.
@@ -634,7 +634,6 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	if refused != "" {
 		observed += observedRefused
 	}
-	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
 	switch {
 	case st.ObservedSchedule == "":
 		st.ScheduleSince = job.CreationTimestamp.DeepCopy()
@@ -679,7 +678,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 		p.withdrawPrepared(func(time.Time) bool { return false }, withdrawWhy)
 		return nil
 	}
-	if suspended {
+	if job.Spec.Suspended() {
 		p.setCondition(ConditionReady, true, ReasonSuspended, "suspended: no new occurrences start; running pods go on")
 		st.NextScheduleTime, st.Upcoming, st.Deferred = nil, nil, nil
 		p.withdrawPrepared(func(time.Time) bool { return false }, "suspended")

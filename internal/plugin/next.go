@@ -115,7 +115,7 @@ func (o *Options) upcoming(ctx context.Context, c client.Client, job *v1alpha1.L
 			rollouts, _ = blackout.ObserveRollouts(now, rules.Refs, workloads, job.Status.Rollouts)
 		}
 	}
-	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
+	suspended := job.Spec.Suspended()
 	var out []Upcoming
 	for _, u := range rules.Upcoming(sched.Upcoming(now, count), now, rollouts) {
 		by := u.BlockedBy

@@ -117,6 +117,7 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	}
 	var occurrence any // JSON null removes an earlier request's occurrence
 	occText := ""
+	var occ *metav1.Time // what --occurrence names; nil: a run of its own
 	if f.occurrence != "" {
 		t, err := time.Parse(time.RFC3339, f.occurrence)
 		if err != nil {
@@ -128,6 +129,7 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 		}
 		occText = t.UTC().Format(time.RFC3339)
 		occurrence = occText
+		occ = &metav1.Time{Time: t}
 	}
 	contention := v1alpha1.ManualContentionWait
 	if f.failFast {
@@ -149,15 +151,15 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	if rr := current.Status.LastRunRequest; rr != nil && rr.ID == id && rr.Refused != "" && !sameRequest(rr, occText, contention) {
-		return exitf(ExitGeneric, "--id %s was refused already (%s): the same id asks for nothing new; choose a new --id for %s",
-			id, rr.Refused, describeRequest(occurrenceOf(occText), contention))
-	}
 	if rr := current.Status.LastRunRequest; rr != nil && rr.ID == id && !sameRequest(rr, occText, contention) {
 		// The controller handles an id once: the patch would change the qualifiers and
 		// nothing else, and --wait would follow the run the id had, as if it were this one.
+		if rr.Refused != "" {
+			return exitf(ExitGeneric, "--id %s was refused already (%s): the same id asks for nothing new; choose a new --id for %s",
+				id, rr.Refused, describeRequest(occ, contention))
+		}
 		return exitf(ExitGeneric, "--id %s was handled already as %s: the same id asks for nothing new; choose a new --id for %s, or leave --occurrence and --fail-fast as they were to follow it",
-			id, describeRequest(rr.Occurrence, rr.Contention), describeRequest(occurrenceOf(occText), contention))
+			id, describeRequest(rr.Occurrence, rr.Contention), describeRequest(occ, contention))
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationRunRequest:    id,
@@ -549,14 +551,6 @@ func sameRequest(rr *v1alpha1.RunRequest, occText, contention string) bool {
 		return false
 	}
 	return rr.Contention == contention
-}
-
-func occurrenceOf(occText string) *metav1.Time {
-	t, err := time.Parse(time.RFC3339, occText)
-	if err != nil {
-		return nil
-	}
-	return &metav1.Time{Time: t}
 }
 
 // describeRequest says what a request asks: a run of its own or an occurrence again,

@@ -71,7 +71,7 @@ rights to read it.`,
 			for i := range jobs {
 				job := &jobs[i]
 				js := JobStatus{Namespace: job.Namespace, Name: job.Name, Schedule: job.Spec.Schedule,
-					TimeZone: job.Spec.TimeZone, Suspend: job.Spec.Suspend != nil && *job.Spec.Suspend, Status: job.Status}
+					TimeZone: job.Spec.TimeZone, Suspend: job.Spec.Suspended(), Status: job.Status}
 				live, err := o.liveLock(cmd, c, job)
 				if err != nil {
 					if len(args) == 1 {

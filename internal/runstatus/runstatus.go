@@ -327,12 +327,12 @@ func Succeeded(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucc
 
 // Prune picks the finished, counted pods to delete so that at most keepOK succeeded and
 // keepFailed failed pods remain, the oldest runs first (by occurrence, or a manual run's
-// request time: a re-run of an occurrence from the past, just ended, is not the oldest). A pod whose occurrence is
-// after now is neither deleted nor counted against the limits: its job ran early by the
-// controller's clock (a prepared pod's lockwrap waits for the instant on its node's
-// clock, which may be ahead), and until the controller's clock reaches the occurrence
-// the pod is what tells the controller that it ran; deleted, its occurrence would be
-// prepared again.
+// request time: a re-run of an occurrence from the past, just ended, is not the oldest). A
+// pod whose occurrence is after now is neither deleted nor counted against the limits: its
+// job ran early by the controller's clock (a prepared pod's lockwrap waits for the instant
+// on its node's clock, which may be ahead), and until the controller's clock reaches the
+// occurrence the pod is what tells the controller that it ran; deleted, its occurrence
+// would be prepared again.
 func Prune(finished []*corev1.Pod, keepOK, keepFailed int, now time.Time) []*corev1.Pod {
 	var ok, failed []*corev1.Pod
 	for _, p := range finished {

@@ -179,18 +179,14 @@ func procIsOurs() bool {
 // unlike its environ, does not wait for its memory map); false if either is unreadable.
 func statOfPid(pid int) (ppid int, start uint64, ok bool) {
 	f := statFields("/proc/" + strconv.Itoa(pid))
-	if len(f) < 2 {
-		return 0, 0, false
-	}
-	ppid, err := strconv.Atoi(string(f[1]))
+	ppid, pok := statParent(f)
 	start, sok := statStart(f)
-	return ppid, start, err == nil && sok
+	return ppid, start, pok && sok
 }
 
-// parentOfPid is statOfPid's parent.
+// parentOfPid is a process's parent, from its /proc/<pid>/stat (its starttime not needed).
 func parentOfPid(pid int) (int, bool) {
-	ppid, _, ok := statOfPid(pid)
-	return ppid, ok
+	return statParent(statFields("/proc/" + strconv.Itoa(pid)))
 }
 
 // descendantOf reports whether pid is below self, by its parents (stat: from their
@@ -375,10 +371,9 @@ func processes(self int, reaping bool) ([]int, error) {
 		all = append(all, pid)
 		if reaping {
 			f := statFields(d)
-			if start, ok := statStart(f); ok {
-				if ppid, err := strconv.Atoi(string(f[1])); err == nil {
-					entries = append(entries, procEntry{pid: pid, ppid: ppid, start: start, ended: hasEnded(d, f[0])})
-				}
+			start, sok := statStart(f)
+			if ppid, pok := statParent(f); sok && pok {
+				entries = append(entries, procEntry{pid: pid, ppid: ppid, start: start, ended: hasEnded(d, f[0])})
 			}
 		}
 	}
@@ -390,6 +385,15 @@ func processes(self int, reaping bool) ([]int, error) {
 
 // statStartTime is the index of starttime in statFields: with the pid, who a process is.
 const statStartTime = 19
+
+// statParent is the parent's pid in a process's statFields.
+func statParent(f [][]byte) (int, bool) {
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(string(f[1]))
+	return ppid, err == nil
+}
 
 // statStart is the starttime (clock ticks since boot) in a process's statFields.
 func statStart(f [][]byte) (uint64, bool) {
