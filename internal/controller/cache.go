@@ -55,6 +55,13 @@ func slimPod(obj any) (any, error) {
 		return obj, nil
 	}
 	pod.ManagedFields = nil
+	if name := runpod.WrappedContainer(pod); name != "" && name != pod.Annotations[runpod.AnnotationWrappedContainer] {
+		// Its containers are not held: the annotation a pass reads names the one they say.
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[runpod.AnnotationWrappedContainer] = name
+	}
 	history := isHistory(pod)
 	labels, annotations := ownPairs(pod.Labels), ownPairs(pod.Annotations)
 	pod.Labels, pod.Annotations = nil, nil

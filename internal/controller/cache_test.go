@@ -90,6 +90,29 @@ func TestSlimPod(t *testing.T) {
 	}
 }
 
+// TestSlimPodNamesTheWrappedContainerFromItsSpec: the cached pod holds no containers, so
+// a pass reads which container lockwrap wraps (whose status is the report: ResultOf,
+// tracking.Started) from its annotation, which whoever may patch the pod can remove or
+// point elsewhere (the run was counted missed). The cache holds the name the spec says.
+func TestSlimPodNamesTheWrappedContainerFromItsSpec(t *testing.T) {
+	for name, annotations := range map[string]map[string]string{
+		"as built":           {runpod.AnnotationWrappedContainer: "job"},
+		"annotation removed": {},
+		"annotation forged":  {runpod.AnnotationWrappedContainer: "sidecar"},
+	} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "j-1", Namespace: "ns", Labels: map[string]string{runpod.LabelJob: "j"}, Annotations: annotations},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "sidecar", Image: "envoy", Command: []string{"envoy"}},
+				{Name: "job", Image: "busybox", Command: []string{runpod.WrapperPath, "--", "date"}},
+			}},
+		}
+		if got := cached(t, pod).Annotations[runpod.AnnotationWrappedContainer]; got != "job" {
+			t.Errorf("%s: the cached pod names %q the wrapped container, want %q (its spec's)", name, got, "job")
+		}
+	}
+}
+
 // TestSlimJob: the cached job keeps of its managed fields what specChangedAt and
 // requestedBy read, and they answer on it as on the whole object.
 func TestSlimJob(t *testing.T) {

@@ -159,7 +159,7 @@ func ManualRunOf(pod *corev1.Pod) ManualRun {
 	var occurrence time.Time
 	ownEntry := false
 	for _, c := range pod.Spec.Containers {
-		if c.Name != pod.Annotations[AnnotationWrappedContainer] {
+		if c.Name != WrappedContainer(pod) {
 			continue
 		}
 		for _, e := range c.Env {

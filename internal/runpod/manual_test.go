@@ -205,3 +205,39 @@ func TestManualRunOfReadsWhatThePodWasBuiltFor(t *testing.T) {
 		}
 	}
 }
+
+// TestWrappedContainerIsReadFromTheSpec: the wrapped container's annotation is whoever
+// may patch the pod's to edit, its containers nobody's. With the annotation removed or
+// naming another container, a manual run's pod read as a run of its own with Wait, and
+// (runstatus.ResultOf, tracking) its report as missing.
+func TestWrappedContainerIsReadFromTheSpec(t *testing.T) {
+	job := nightly()
+	job.Spec.Template.Spec.Containers = append([]corev1.Container{{Name: "sidecar", Image: "envoy", Command: []string{"envoy"}}}, job.Spec.Template.Spec.Containers...)
+	job.Spec.WrapContainer = job.Spec.Template.Spec.Containers[1].Name
+	occ := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	m := ManualRun{ID: "again-failfast", Occurrence: occ, RequestedAt: requested, Contention: v1alpha1.ManualContentionFailFast}
+	for name, edit := range map[string]func(map[string]string){
+		"as built":           func(map[string]string) {},
+		"annotation removed": func(a map[string]string) { delete(a, AnnotationWrappedContainer) },
+		"annotation forged":  func(a map[string]string) { a[AnnotationWrappedContainer] = "sidecar" },
+	} {
+		pod, err := BuildManual(job, m, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(pod.Annotations)
+		if got := WrappedContainer(pod); got != job.Spec.WrapContainer {
+			t.Errorf("%s: WrappedContainer = %q, want %q", name, got, job.Spec.WrapContainer)
+		}
+		want := m
+		want.RequestedAt = requested.Truncate(time.Second)
+		if got := ManualRunOf(pod); !cmp.Equal(got, want) {
+			t.Errorf("%s: ManualRunOf = %+v, want %+v", name, got, want)
+		}
+	}
+	// A pod as the controller's cache holds it (no containers) reads the annotation.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationWrappedContainer: "job"}}}
+	if got := WrappedContainer(pod); got != "job" {
+		t.Errorf("a pod without containers: WrappedContainer = %q, want the annotation's %q", got, "job")
+	}
+}

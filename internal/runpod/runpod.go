@@ -162,6 +162,21 @@ const EnvPodUID = EnvPrefix + "POD_UID"
 // it; the template's wrapped container may not set one (reserved).
 const EnvPrefix = "LOCKEDCRON_"
 
+// WrappedContainer names the container lockwrap wraps in a pod Build made: the one whose
+// command is lockwrap's. A pod's containers do not change, its annotations do (whoever may
+// patch the pod can remove AnnotationWrappedContainer or point it at another container,
+// and the run's report would be read as missing, or as another container's message): the
+// annotation is read only when no container is lockwrap's: a pod as the controller's
+// cache holds it, without containers (the cache sets the annotation from them).
+func WrappedContainer(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.Containers {
+		if len(c.Command) > 1 && c.Command[0] == WrapperPath && c.Command[1] == "--" {
+			return c.Name
+		}
+	}
+	return pod.Annotations[AnnotationWrappedContainer]
+}
+
 // WrapIndex finds the container lockwrap wraps: wrapContainer, or the first.
 func WrapIndex(job *v1alpha1.LockedCronJob) (int, error) {
 	cs := job.Spec.Template.Spec.Containers

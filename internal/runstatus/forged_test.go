@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -130,6 +131,27 @@ func TestHolderIsOneLineInStatus(t *testing.T) {
 					t.Errorf("%s (Printable %v): status.%s %q: want one line, the newline escaped", name, printed, field, v)
 				}
 			}
+		}
+	}
+}
+
+// TestWrappedContainerAnnotationEditedReadsTheReport: the report is the termination
+// message of the container lockwrap wraps, which the pod's spec says (its command is
+// lockwrap's); the annotation naming it can be removed or pointed elsewhere by whoever may
+// patch the pod, and the run was then counted missed ("pod ended before its job container
+// started") or read another container's message.
+func TestWrappedContainerAnnotationEditedReadsTheReport(t *testing.T) {
+	const ok = `{"v":1,"outcome":"Succeeded","holder":"c/ns/p","fencingToken":4}`
+	for name, edit := range map[string]func(map[string]string){
+		"annotation removed": func(a map[string]string) { delete(a, runpod.AnnotationWrappedContainer) },
+		"annotation forged":  func(a map[string]string) { a[runpod.AnnotationWrappedContainer] = "sidecar" },
+	} {
+		pod := finishedPod("p", t0, corev1.PodSucceeded, ok)
+		pod.Spec.Containers = []corev1.Container{{Name: "sidecar", Command: []string{"envoy"}}, {Name: "job", Command: []string{runpod.WrapperPath, "--", "date"}}}
+		edit(pod.Annotations)
+		r := ResultOf(pod)
+		if r.Invalid != nil || r.Report.Outcome != report.Succeeded || r.Report.FencingToken != 4 {
+			t.Errorf("%s: ResultOf = %+v, want the job container's report (Succeeded, fence 4)", name, r)
 		}
 	}
 }

@@ -118,7 +118,7 @@ func ResultOf(pod *corev1.Pod) Result {
 		res.Report = report.Report{V: report.Version, Outcome: report.Error, Message: err.Error()}
 		return res
 	}
-	name := pod.Annotations[runpod.AnnotationWrappedContainer]
+	name := runpod.WrappedContainer(pod)
 	var term *corev1.ContainerStateTerminated
 	for i := range pod.Status.ContainerStatuses {
 		cs := &pod.Status.ContainerStatuses[i]

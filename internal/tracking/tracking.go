@@ -380,7 +380,7 @@ func outlivedBy(pod *corev1.Pod) (time.Time, bool) {
 		// earlier than the pod's creation, a time every pass reads alike.
 		at = pod.CreationTimestamp.Time
 	}
-	name := pod.Annotations[runpod.AnnotationWrappedContainer]
+	name := runpod.WrappedContainer(pod)
 	for _, other := range pod.Status.ContainerStatuses {
 		if other.Name != name && other.State.Terminated == nil {
 			return at, true
@@ -391,7 +391,7 @@ func outlivedBy(pod *corev1.Pod) (time.Time, bool) {
 
 // wrapped is the status of the container lockwrap wraps (nil before it has one).
 func wrapped(pod *corev1.Pod) *corev1.ContainerStatus {
-	name := pod.Annotations[runpod.AnnotationWrappedContainer]
+	name := runpod.WrappedContainer(pod)
 	for i := range pod.Status.ContainerStatuses {
 		if cs := &pod.Status.ContainerStatuses[i]; cs.Name == name {
 			return cs
