@@ -119,13 +119,15 @@ func ResultOf(pod *corev1.Pod) Result {
 		return res
 	}
 	name := runpod.WrappedContainer(pod)
-	var term *corev1.ContainerStateTerminated
+	var term, before *corev1.ContainerStateTerminated // the last attempt's end, the one's before it
 	for i := range pod.Status.ContainerStatuses {
 		cs := &pod.Status.ContainerStatuses[i]
 		if cs.Name == name {
 			term = cs.State.Terminated
 			if term == nil {
 				term = cs.LastTerminationState.Terminated
+			} else {
+				before = cs.LastTerminationState.Terminated
 			}
 		}
 	}
@@ -163,11 +165,34 @@ func ResultOf(pod *corev1.Pod) Result {
 		// lockwrap reports came from that.
 		r.Message += " (withdrawn: " + why + ")"
 	}
+	if ran, ok := ranBefore(before); ok && !ranJob(r.Outcome) {
+		// restartPolicy OnFailure restarted an attempt that ran the job and failed, and
+		// the restart did not run it again (past its deadline, behind another holder, in
+		// a blackout): the run that happened is what is counted, not a Missed ("never
+		// started") or a skip.
+		ran.Message = strings.TrimPrefix(ran.Message+"; the attempt after it did not run the job again: "+string(r.Outcome)+": "+r.Message, "; ")
+		r = ran
+	}
 	res.Report = r
 	if t, err := report.ParseTime(r.StartedAt); err == nil {
 		res.StartedAt = t
 	}
 	return res
+}
+
+// ranJob reports whether an outcome is of a run of the job.
+func ranJob(o report.Outcome) bool {
+	return o == report.Succeeded || o == report.Failed || o == report.LockLost
+}
+
+// ranBefore is the report of an earlier attempt (before: its end, the kubelet keeps the
+// one before the last) that ran the job and failed, which is why it was restarted.
+func ranBefore(before *corev1.ContainerStateTerminated) (report.Report, bool) {
+	if before == nil {
+		return report.Report{}, false
+	}
+	r, err := report.Decode([]byte(before.Message))
+	return r, err == nil && (r.Outcome == report.Failed || r.Outcome == report.LockLost)
 }
 
 // Fold adds one finished pod's result to the status. The caller makes sure each pod is
@@ -232,7 +257,7 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	}
 	AddRecent(st, rec)
 
-	ran := rep.Outcome == report.Succeeded || rep.Outcome == report.Failed || rep.Outcome == report.LockLost
+	ran := ranJob(rep.Outcome)
 	if rep.Outcome == report.Succeeded && (st.LastSuccessfulTime == nil || st.LastSuccessfulTime.Before(&occ)) {
 		st.LastSuccessfulTime = &occ
 	}

@@ -364,3 +364,41 @@ func TestStartLag(t *testing.T) {
 		t.Error("start lag without an occurrence")
 	}
 }
+
+// TestOnFailureRunThenAnAttemptThatDidNotRunIsARun (helper-96): under restartPolicy
+// OnFailure an attempt that ran the job and failed is restarted; the restart, past the
+// occurrence's deadline (or behind another holder, or in a blackout), does not run it
+// again, reports Missed (SkippedContention) and exits 0. Counted with the last attempt's
+// outcome, the run that happened and failed was counted missed ("never started"): no
+// failure, no lastHolder, an alert on failed runs silent.
+func TestOnFailureRunThenAnAttemptThatDidNotRunIsARun(t *testing.T) {
+	failed := `{"v":1,"outcome":"Failed","holder":"c/ns/p/u","fencingToken":9,"acquiredAt":"2026-11-30T02:00:00.1Z","startedAt":"2026-11-30T02:00:00.2Z","releasedAt":"2026-11-30T02:10:00Z","exitCode":1,"message":"command exited 1"}`
+	for _, c := range []struct {
+		name, last, before string
+		runs, failed       int64
+		missed, skipped    int64
+		holder             bool
+	}{
+		{"failed, then too late to retry", `{"v":1,"outcome":"Missed","message":"too late to start"}`, failed, 1, 1, 0, 0, true},
+		{"failed, then another holder", `{"v":1,"outcome":"SkippedContention","heldBy":"c/ns/next","message":"held"}`, failed, 1, 1, 0, 0, true},
+		{"lockwrap's own error, then too late: no run known", `{"v":1,"outcome":"Missed","message":"too late to start"}`, `{"v":1,"outcome":"Error","message":"redis: connection refused"}`, 0, 0, 1, 0, false},
+		{"failed, then a retry that succeeded", `{"v":1,"outcome":"Succeeded","holder":"c/ns/p/u","fencingToken":10}`, failed, 1, 0, 0, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := finishedPod("p", t0, corev1.PodSucceeded, c.last)
+			pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			cs := &pod.Status.ContainerStatuses[1]
+			cs.RestartCount = 1
+			cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Message: c.before}
+			var st v1alpha1.LockedCronJobStatus
+			Fold(&st, ResultOf(pod))
+			got := st.Counters
+			if got.Runs != c.runs || got.Failed != c.failed || got.Missed != c.missed || got.SkippedContention != c.skipped {
+				t.Errorf("counters %+v, want runs %d failed %d missed %d skipped %d", got, c.runs, c.failed, c.missed, c.skipped)
+			}
+			if (st.LastHolder != nil && st.LastHolder.Identity == "c/ns/p/u") != c.holder {
+				t.Errorf("lastHolder %+v: the pod's own run is the last holder: %t", st.LastHolder, c.holder)
+			}
+		})
+	}
+}

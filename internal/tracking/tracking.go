@@ -429,13 +429,14 @@ func Attempts(pod *corev1.Pod) int32 {
 
 // AttemptsNote is what a report's recent record says about the attempts behind it: ""
 // for a single attempt. An occurrence is counted once, with the outcome of its last
-// attempt; the note says how many attempts that took.
+// attempt, or of the one before when that one ran the job and the last did not
+// (runstatus.ResultOf); the note says how many attempts it took.
 func AttemptsNote(pod *corev1.Pod) string {
 	n := Attempts(pod)
 	if n <= 1 {
 		return ""
 	}
-	note := fmt.Sprintf("after %d attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome", n)
+	note := fmt.Sprintf("after %d attempts (restartPolicy OnFailure), counted once", n)
 	if prev := wrapped(pod).LastTerminationState.Terminated; prev != nil {
 		// The kubelet keeps the attempt before the last one: say what it was.
 		if rep, err := report.Decode([]byte(prev.Message)); err == nil {

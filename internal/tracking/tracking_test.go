@@ -395,18 +395,18 @@ func TestAttempts(t *testing.T) {
 	}{
 		{"never started", pod(waiting("ContainerCreating", "")), 0, ""},
 		{"first attempt", pod(running(0)), 1, ""},
-		{"third attempt after two failures", pod(running(2)), 3, "after 3 attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome; the attempt before exited 3"},
+		{"third attempt after two failures", pod(running(2)), 3, "after 3 attempts (restartPolicy OnFailure), counted once; the attempt before exited 3"},
 		{"finished after a restart", pod(func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodSucceeded
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", RestartCount: 1, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}},
 				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143}}}}
-		}), 2, "after 2 attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome; the attempt before exited 143"},
+		}), 2, "after 2 attempts (restartPolicy OnFailure), counted once; the attempt before exited 143"},
 		{"the attempt before lost the lock", pod(func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodSucceeded
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", RestartCount: 1, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}},
 				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143,
 					Message: `{"v":1,"outcome":"LockLost","occurrence":"2026-11-30T02:00:00Z","key":"k","holder":"h","lockLost":true,"exitCode":143}`}}}}
-		}), 2, "after 2 attempts (restartPolicy OnFailure); counted once, with the last attempt's outcome; the attempt before: LockLost, exit 143"},
+		}), 2, "after 2 attempts (restartPolicy OnFailure), counted once; the attempt before: LockLost, exit 143"},
 		{"another container restarted", pod(running(0), func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "sidecar", RestartCount: 5})
 		}), 1, ""},
