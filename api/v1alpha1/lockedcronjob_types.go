@@ -350,6 +350,10 @@ type Holder struct {
 	AcquiredAt *metav1.Time `json:"acquiredAt,omitempty"`
 	// +optional
 	ReleasedAt *metav1.Time `json:"releasedAt,omitempty"`
+	// RequestedAt is when a manual run's request was handled: it, not the occurrence
+	// (which a re-run names from the past), orders the holder, as in status.recent.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 }
 
 // LastSuccess is the lock key's last successful run seen by this resource's pods, with the

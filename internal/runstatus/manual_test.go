@@ -79,3 +79,26 @@ func TestRerunPodIsPrunedAsItRan(t *testing.T) {
 		t.Errorf("pruned %v, want job-a (the oldest run): the re-run ran last", names)
 	}
 }
+
+// TestRerunIsTheLastHolder (helper-96): a re-run of 01:30's occurrence, requested at
+// 02:00:30 after 02:00 ran, held the lock last (token 99). lastHolder was ordered by
+// occurrence and stayed on 02:00's run, while lastSuccess and recent[0] named the re-run;
+// a scheduled run that comes after the re-run's request is the last holder again.
+func TestRerunIsTheLastHolder(t *testing.T) {
+	var st v1alpha1.LockedCronJobStatus
+	Fold(&st, ResultOf(finishedPod("job-1", t0, corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded","holder":"c/ns/job-1","fencingToken":8}`)))
+	Fold(&st, ResultOf(rerunPod("job-m-abc", t0.Add(-30*time.Minute), t0.Add(30*time.Second))))
+	if st.LastHolder.FencingToken != 99 || st.LastHolder.RequestedAt == nil || !st.LastHolder.Occurrence.Time.Equal(t0.Add(-30*time.Minute)) {
+		t.Fatalf("lastHolder %+v (lastSuccess token %d, recent[0] %s): the re-run's, with its request time and occurrence", *st.LastHolder, st.LastSuccess.FencingToken, st.Recent[0].Pod)
+	}
+	// Folded late, a scheduled run from before the request does not take it back …
+	Fold(&st, ResultOf(finishedPod("job-0", t0.Add(-time.Minute), corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded","holder":"c/ns/job-0","fencingToken":7}`)))
+	if st.LastHolder.FencingToken != 99 {
+		t.Errorf("lastHolder %+v: an occurrence before the re-run's request took it", *st.LastHolder)
+	}
+	// … one after it does.
+	Fold(&st, ResultOf(finishedPod("job-2", t0.Add(time.Minute), corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded","holder":"c/ns/job-2","fencingToken":100}`)))
+	if st.LastHolder.FencingToken != 100 || st.LastHolder.RequestedAt != nil {
+		t.Errorf("lastHolder %+v: want the scheduled run after the re-run", *st.LastHolder)
+	}
+}

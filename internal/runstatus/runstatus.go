@@ -267,9 +267,15 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 	if rep.Outcome == report.Succeeded {
 		foldLastSuccess(st, r, rep)
 	}
+	// Ordered as status.recent is, by when the run came (recordRan): a re-run of an old
+	// occurrence that ran after a later one held the lock after it.
+	came := recordRan(rec)
 	known := st.LastHolder != nil && st.LastHolder.Occurrence != nil
-	sameOrNewer := !known || !occ.Before(st.LastHolder.Occurrence)
-	newer := !known || occ.After(st.LastHolder.Occurrence.Time)
+	sameOrNewer, newer := true, true
+	if known {
+		last := holderRan(st.LastHolder)
+		sameOrNewer, newer = !came.Before(last), came.After(last)
+	}
 	switch {
 	case ran && sameOrNewer:
 		// A holder is one line (printable.OneLine) wherever it reaches status: lastHolder's
@@ -281,11 +287,20 @@ func Fold(st *v1alpha1.LockedCronJobStatus, r Result) {
 		if errR == nil {
 			h.ReleasedAt = &metav1.Time{Time: released}
 		}
+		h.RequestedAt = rec.RequestedAt.DeepCopy()
 		st.LastHolder = h
 	case rep.HeldBy != "" && newer:
 		// Another holder ran this occurrence; we know who, not their token or times.
-		st.LastHolder = &v1alpha1.Holder{Identity: printable.OneLine(rep.HeldBy), Occurrence: &occ}
+		st.LastHolder = &v1alpha1.Holder{Identity: printable.OneLine(rep.HeldBy), Occurrence: &occ, RequestedAt: rec.RequestedAt.DeepCopy()}
 	}
+}
+
+// holderRan is when a lastHolder's run came: a manual run's request, else its occurrence.
+func holderRan(h *v1alpha1.Holder) time.Time {
+	if h.RequestedAt != nil {
+		return h.RequestedAt.Time
+	}
+	return h.Occurrence.Time
 }
 
 // foldLastSuccess makes a succeeded run status.lastSuccess unless a later one (by fencing
