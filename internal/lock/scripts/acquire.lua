@@ -20,7 +20,8 @@
 --
 -- Returns one of
 --   {"suppressed", <holder that succeeded>}  the ledger says the occurrence succeeded, or
---                                            an earlier holder of our name (ARGV[7]) failed it
+--                                            an earlier holder of our name (ARGV[7]) failed it,
+--                                            or our own token's run failed it (a late copy)
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"blackout", <since ms>, <reason>}       the job's blackout began after the run was
 --                                            made (KEYS[5], ARGV[8]); nothing is written
@@ -147,6 +148,13 @@ local function regrant()
 end
 
 local state = redis.call('HGET', KEYS[3], 'state')
+-- Our own token in a failed entry: this call is a late copy of an acquire whose run has
+-- ended since (its bytes held up on a connection while a resend or the next attempt got
+-- through; a token is one run's). Nothing is taken and nothing written: a grant would
+-- hold the lock for a run that is over and write a running entry over its failure.
+if state == 'failed' and redis.call('HGET', KEYS[3], 'token') == ARGV[4] then
+  return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or '', 'failed'}
+end
 -- A failed entry written by another holder of our name (ARGV[7] .. '/' .. another
 -- instance): an earlier pod of our name ran the occurrence to its end. One name is made
 -- per scheduled occurrence; a pod made again under it (a controller that resumed after

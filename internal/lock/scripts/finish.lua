@@ -11,7 +11,7 @@
 -- ARGV[1]  our lock value, "<token> <holder>"
 -- ARGV[2]  our token
 -- ARGV[3]  final ledger state: "succeeded" | "failed" | "" (release only: forget our
---          running entry, as if we never ran)
+--          running entry, as if we never ran; one that recovered a crashed run's stays)
 -- ARGV[4]  ledger retention in milliseconds
 -- ARGV[5]  finish time, unix milliseconds (informational)
 -- ARGV[6]  our holder
@@ -25,7 +25,7 @@
 -- Returns {released, recorded, last, watermarkStored, storedWatermark}:
 --   released is 1 when the lock was ours and is now deleted;
 --   recorded is 1 when the ledger now says ARGV[3] for us (or, for a release, our entry is
---   gone), 0 when the entry belongs to another run (a different token), which is left alone;
+--   gone, or left as the crashed run's it recovered), 0 when the entry belongs to another run (a different token), which is left alone;
 --   last is 1 when the key's last success now names this run, 0 when the state is not
 --   succeeded (or not recorded), 2 when it is not moved because the run cannot prove it held
 --   the lock to the end (the lock no longer ours, or a newer fencing token handed out);
@@ -126,7 +126,10 @@ if tok and tok ~= ARGV[2] then
   return {released, 0, 0, 0, ''}
 end
 if ARGV[3] == '' then
-  if tok then
+  -- Let go unstarted: the entry is forgotten, as if we had never run, unless we found a
+  -- crashed run's (recovered): that run began the occurrence and may have done part of
+  -- it, and the entry, running without a lock, tells the next run so, as it told us.
+  if tok and redis.call('HGET', KEYS[2], 'recovered') ~= '1' then
     redis.call('DEL', KEYS[2])
   end
   return {released, 1, 0, 0, ''}

@@ -1,0 +1,108 @@
+package lock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/redistest"
+)
+
+// TestLateAcquireAfterItsRunFailedTakesNothing (helper-95): a copy of run A's acquire
+// whose bytes land late (held up on a connection while a resend or the next attempt got
+// through) after A ran, failed and finished found a failed entry and a free lock: it took
+// the lock for a run that had ended (the next occurrence's contenders were skipped behind
+// it for a ttl), and wrote a running entry over A's failed one, so a pod made again under
+// A's name ran the failed occurrence again and the next run reported recovered.
+func TestLateAcquireAfterItsRunFailedTakesNothing(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	req := lock.Request{Key: "late", Occurrence: occ, Holder: "cl/ns/pod/uid1", HolderName: "cl/ns/pod", TTL: 10 * time.Second, Token: "t1", Retention: time.Hour}
+	a, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Finish(ctx, lock.StateFailed); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := l.Acquire(ctx, req); err == nil {
+		t.Errorf("the late copy of a finished run's acquire was granted: %+v", g)
+	}
+	if v := c.Get(ctx, lock.LockKey("late")).Val(); v != "" {
+		t.Errorf("the late copy left the lock held: %q", v)
+	}
+	if st := c.HGet(ctx, lock.RunKey("late", occ), "state").Val(); st != string(lock.StateFailed) {
+		t.Errorf("the entry is %q after the late copy, want A's %q", st, lock.StateFailed)
+	}
+	again := req
+	again.Holder, again.Token = "cl/ns/pod/uid2", "t2"
+	if g, err := l.Acquire(ctx, again); !errors.Is(err, lock.ErrSuppressed) {
+		t.Errorf("a pod made again under A's name: %+v, %v; want the failed occurrence suppressed", g, err)
+	}
+}
+
+// TestRunLetGoUnstartedKeepsTheCrashItFound (helper-95): y took over the occurrence x had
+// crashed in (recovered) and let it go without starting its command (past its deadline,
+// signalled, a late grant): the release deleted the entry, and z, running the occurrence
+// x had left part-way, was told it was a fresh one (recovered false).
+func TestRunLetGoUnstartedKeepsTheCrashItFound(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	for _, letGo := range []string{"release", "abandon"} {
+		t.Run(letGo, func(t *testing.T) {
+			req := lock.Request{Key: "crash-" + letGo, Occurrence: occ, Holder: "x", TTL: 10 * time.Second, Retention: time.Hour}
+			if _, err := l.Acquire(ctx, req); err != nil { // x crashes while running
+				t.Fatal(err)
+			}
+			c.Del(ctx, lock.LockKey(req.Key)) // its lock expires
+			req.Holder = "y"
+			y, err := l.Acquire(ctx, req)
+			if err != nil || !y.Recovered {
+				t.Fatalf("y: %+v, %v; want the crash recovered", y, err)
+			}
+			if letGo == "release" {
+				err = y.Release(ctx)
+			} else {
+				abandon := req
+				abandon.Token = y.Token
+				err = l.Abandon(ctx, abandon)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Holder = "z"
+			z, err := l.Acquire(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !z.Recovered {
+				t.Errorf("z runs the occurrence x crashed in and is told recovered=false (entry %v)", c.HGetAll(ctx, lock.RunKey(req.Key, occ)).Val())
+			}
+		})
+	}
+}
+
+// A run let go unstarted on an occurrence nobody had begun leaves no entry: the next one
+// is a fresh run.
+func TestRunLetGoUnstartedOnAFreshOccurrenceLeavesNoEntry(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	req := lock.Request{Key: "fresh-letgo", Occurrence: occ, Holder: "y", TTL: 10 * time.Second, Retention: time.Hour}
+	y, err := l.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Exists(ctx, lock.RunKey(req.Key, occ)).Val(); n != 0 {
+		t.Errorf("a released fresh run left its entry: %v", c.HGetAll(ctx, lock.RunKey(req.Key, occ)).Val())
+	}
+}
