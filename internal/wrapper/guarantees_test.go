@@ -350,7 +350,9 @@ func TestPartitionAtTheEndOfALongLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := newGate(t)
-			a := startLockwrap(t, nil, cmdArgs(flags(proxy.URL(), "cut-at-end-long", "a", "--ttl", tc.ttl, "--renew-interval", (ttl/8).String(),
+			// A holder per case: the cases run in parallel, on one host, and one lockwrap
+			// of a holder, key and occurrence runs at a time in a network namespace.
+			a := startLockwrap(t, nil, cmdArgs(flags(proxy.URL(), "cut-at-end-long", "a-"+tc.ttl, "--ttl", tc.ttl, "--renew-interval", (ttl/8).String(),
 				"--kill-grace", "1s"), g.cmd(0)...)...)
 			g.waitStarted(t)
 			proxy.Freeze()

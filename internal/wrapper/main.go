@@ -91,6 +91,21 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 		}
 		return ExitInternal
 	}
+	// One lockwrap of a holder at a time in a pod: a second one (run by the job, or
+	// exec'd into the container) would take this run's live lock over.
+	release, err := claimHolder(cfg.Holder, fmt.Sprintf("%s\x00%d\x00%s", cfg.Key, cfg.Occurrence.Unix(), cfg.RunID))
+	defer release()
+	switch {
+	case errors.Is(err, ErrHolderRuns):
+		rep.Message = fmt.Sprintf("--holder %q: another lockwrap of this holder, key and occurrence runs in this pod (its network namespace): "+
+			"this one would take that run's live lock over as a crashed run's, and record the occurrence as its own; nothing was done. "+
+			"A lockwrap that a job's command runs inherits the holder, occurrence and key of the run it is part of: the step already runs under the lock, "+
+			"so run it without lockwrap, or give this lockwrap a --key (and a --holder) of its own", cfg.Holder)
+		fmt.Fprintf(stderr, "lockwrap: %s\n", rep.Message)
+		return ExitInternal
+	case err != nil:
+		fmt.Fprintf(stderr, "lockwrap: warning: %v: a second lockwrap of holder %q in this pod would not be refused\n", err, cfg.Holder)
+	}
 	// Orphans the command leaves behind are ours to reap (as PID 1 nobody else would).
 	if err := startReaping(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 		fmt.Fprintf(stderr, "lockwrap: not reaping orphans: prctl(PR_SET_CHILD_SUBREAPER): %v\n", err)

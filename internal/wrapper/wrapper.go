@@ -1009,6 +1009,10 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
+// ErrHolderRuns: another lockwrap of the same holder runs in this network namespace
+// (claimHolder).
+var ErrHolderRuns = errors.New("another lockwrap of this holder runs")
+
 // childEnv is base plus the occurrence's variables, the key's last success (when there is
 // one) and the watermark file (when there is one). Nothing of lockwrap's Redis connection
 // (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
