@@ -141,7 +141,7 @@ func (b *backends) client(ctx context.Context, namespace, secretName string) (re
 	if c, ok := b.clients[key]; ok {
 		switch {
 		case c.sum != sum:
-			_ = c.client.Close()
+			closeAside(c.client) // not under b.mu, which every Secret's read takes
 		case c.cluster && b.now().Sub(c.made) >= clusterClientMaxAge:
 			// Those that hold it (the health view until its next read of the Secret, a
 			// marker's write) go on with it a little.
@@ -427,12 +427,17 @@ func (b *backends) succeeded(ctx context.Context, c redis.UniversalClient, key s
 // forget closes and drops the Secret's client, if there is one.
 func (b *backends) forget(key types.NamespacedName) {
 	if c := b.take(key); c != nil {
-		_ = c.Close()
+		closeAside(c)
 	}
 }
 
+// closeAside closes a tenant's client on a goroutine of its own: closing a TLS connection
+// whose peer does not read waits up to 5 s, which no lock, reconcile worker or other
+// tenant's probe may wait for (a tenant's server that stops reading would hold them all).
+func closeAside(c redis.UniversalClient) { go func() { _ = c.Close() }() }
+
 // take drops the Secret's client and returns it (nil if none), for the caller to close
-// outside the locks: closing a TLS connection whose peer does not read waits up to 5 s.
+// outside the locks (closeAside).
 func (b *backends) take(key types.NamespacedName) redis.UniversalClient {
 	b.mu.Lock()
 	defer b.mu.Unlock()

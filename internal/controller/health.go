@@ -333,7 +333,7 @@ func (h *health) Start(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 		for _, c := range closing {
-			_ = c.Close()
+			closeAside(c) // not one tenant's close after another's on this loop
 		}
 		for _, key := range reread {
 			h.mu.Lock()
