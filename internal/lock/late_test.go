@@ -106,3 +106,43 @@ func TestRunLetGoUnstartedOnAFreshOccurrenceLeavesNoEntry(t *testing.T) {
 		t.Errorf("a released fresh run left its entry: %v", c.HGetAll(ctx, lock.RunKey(req.Key, occ)).Val())
 	}
 }
+
+// TestLateAcquireAfterItsRunWasLetGoTakesNothing: the sibling of a late copy after a
+// failure: a run let go unstarted (Release, Abandon) left no entry, and a copy of its
+// acquire landing then took the lock for a ttl (contenders skipped behind a run that was
+// over) and wrote a running entry (the next run reported recovered, a crash that was not).
+func TestLateAcquireAfterItsRunWasLetGoTakesNothing(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	for _, letGo := range []string{"release", "abandon"} {
+		t.Run(letGo, func(t *testing.T) {
+			req := lock.Request{Key: "late-" + letGo, Occurrence: occ, Holder: "a", TTL: 10 * time.Second, Token: "t-" + letGo, Retention: time.Hour}
+			a, err := l.Acquire(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if letGo == "release" {
+				err = a.Release(ctx)
+			} else {
+				err = l.Abandon(ctx, req)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, err := l.Acquire(ctx, req); err == nil {
+				t.Errorf("the late copy of a run let go was granted: %+v", g)
+			}
+			if v := c.Get(ctx, lock.LockKey(req.Key)).Val(); v != "" {
+				t.Errorf("the late copy left the lock held: %q", v)
+			}
+			b := req
+			b.Holder, b.Token = "b", ""
+			g, err := l.Acquire(ctx, b)
+			if err != nil || g.Recovered {
+				t.Errorf("the next run: %+v, %v; want the lock, and no crash recovered", g, err)
+			}
+		})
+	}
+}

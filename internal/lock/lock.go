@@ -378,7 +378,7 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	defer t.Close()
 
-	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key)}
+	keys := []string{LockKey(req.Key), FenceKey(req.Key), runKey(req), LastKey(req.Key), FinishKey(req.Key, token)}
 	args := []any{value, req.TTL.Milliseconds(), req.Retention.Milliseconds(), token, req.Holder,
 		l.now().UnixMilli(), req.HolderName}
 	if req.BlackoutID != "" && !req.MadeAt.IsZero() {

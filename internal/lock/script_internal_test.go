@@ -20,7 +20,7 @@ func TestAcquireScriptIsIdempotentPerToken(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	occ := time.Unix(1700000000, 0)
-	keys := []string{LockKey("idem"), FenceKey("idem"), RunKey("idem", occ), LastKey("idem")}
+	keys := []string{LockKey("idem"), FenceKey("idem"), RunKey("idem", occ), LastKey("idem"), FinishKey("idem", "tok")}
 	args := []any{"tok h", 10000, 60000, "tok", "h", 1}
 	first, err := acquireScript.Run(ctx, c, keys, args...).Slice()
 	if err != nil {

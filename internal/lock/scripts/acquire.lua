@@ -12,8 +12,10 @@
 -- ARGV[5]  holder
 -- ARGV[6]  acquisition time, unix milliseconds (the caller's clock; informational)
 -- ARGV[7]  our holder's name: the holder without its last "/"-part (a pod's UID), or ""
+-- KEYS[5]  lockedcron:{<tag>}:fin:<token>       set by finish.lua when this token's run ended
+--          (finished, or let go unstarted): a call that finds it is a late copy
 -- Optionally, the blackout guard (both or neither):
--- KEYS[5]  lockedcron:{<tag>}:blackout:<job uid>  the job's blackout marker, set by the
+-- KEYS[6]  lockedcron:{<tag>}:blackout:<job uid>  the job's blackout marker, set by the
 --          controller while a blackout holds the job back:
 --          "<since, unix ms> <until, unix ms> <reason>" (the controller's clock)
 -- ARGV[8]  when the controller made this run, unix milliseconds (the controller's clock)
@@ -24,7 +26,7 @@
 --                                            or our own token's run failed it (a late copy)
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"blackout", <since ms>, <reason>}       the job's blackout began after the run was
---                                            made (KEYS[5], ARGV[8]); nothing is written
+--                                            made (KEYS[6], ARGV[8]); nothing is written
 --   {"acquired", <fencing token>, <recovered 0|1>, <took over 0|1>,
 --    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>,
 --    <last success: occurrence, finishedAt, fence, holder, watermark ("" each when none)>}
@@ -148,12 +150,14 @@ local function regrant()
 end
 
 local state = redis.call('HGET', KEYS[3], 'state')
--- Our own token in a failed entry: this call is a late copy of an acquire whose run has
--- ended since (its bytes held up on a connection while a resend or the next attempt got
--- through; a token is one run's). Nothing is taken and nothing written: a grant would
--- hold the lock for a run that is over and write a running entry over its failure.
-if state == 'failed' and redis.call('HGET', KEYS[3], 'token') == ARGV[4] then
-  return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or '', 'failed'}
+-- Our own token's run has ended (its finish or release left KEYS[5], for a while; a failed
+-- entry of our token, for the entry's life): this call is a late copy of its acquire (its
+-- bytes held up on a connection while a resend or the next attempt got through; a token
+-- is one run's). Nothing is taken and nothing written: a grant would hold the lock for a
+-- run that is over, and write a running entry over its failure, or where it left none.
+if redis.call('GET', KEYS[5]) or
+    (state == 'failed' and redis.call('HGET', KEYS[3], 'token') == ARGV[4]) then
+  return {'suppressed', redis.call('HGET', KEYS[3], 'holder') or '', 'ended'}
 end
 -- A failed entry written by another holder of our name (ARGV[7] .. '/' .. another
 -- instance): an earlier pod of our name ran the occurrence to its end. One name is made
@@ -185,8 +189,8 @@ end
 -- run our own holder already began (its entry is ours: a restarted container, a resent
 -- call) is one running job, which a blackout does not stop. A marker past its until (on
 -- our clock, ARGV[6]) was not written again in time: it holds nothing back.
-if KEYS[5] then
-  local since, ends, why = string.match(redis.call('GET', KEYS[5]) or '', '^(%d+) (%d+) ?(.*)$')
+if KEYS[6] then
+  local since, ends, why = string.match(redis.call('GET', KEYS[6]) or '', '^(%d+) (%d+) ?(.*)$')
   if since and tonumber(ARGV[8]) < tonumber(since) and tonumber(ARGV[6]) < tonumber(ends)
       and not (state and ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'holder') == ARGV[5]) then
     return {'blackout', tonumber(since), why}

@@ -132,6 +132,8 @@ if ARGV[3] == '' then
   if tok and redis.call('HGET', KEYS[2], 'recovered') ~= '1' then
     redis.call('DEL', KEYS[2])
   end
+  -- A late copy of our acquire finds this and takes nothing (acquire.lua).
+  redis.call('SET', KEYS[5], 'released', 'PX', ARGV[11])
   return {released, 1, 0, 0, ''}
 end
 
