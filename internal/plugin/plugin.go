@@ -28,6 +28,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 )
 
 // Exit codes. A script can rely on them; `kubectl lockedcron --help` and
@@ -163,13 +164,18 @@ func Execute(cmd *cobra.Command, args []string, o *Options) int {
 	var x *ExitError
 	if errors.As(err, &x) {
 		if x.Err != nil {
-			fmt.Fprintln(streams.ErrOut, "error: "+x.Err.Error())
+			fmt.Fprintln(streams.ErrOut, errorLine(x.Err))
 		}
 		return x.Code
 	}
-	fmt.Fprintln(streams.ErrOut, "error: "+err.Error())
+	fmt.Fprintln(streams.ErrOut, errorLine(err))
 	return ExitGeneric
 }
+
+// errorLine is how the plugin prints an error: one line. An error can quote what others
+// wrote (a tenant's Redis server's reply, which can hold newlines): a line of its own in
+// it would read as another error of the plugin's, about another job.
+func errorLine(err error) string { return "error: " + printable.OneLine(err.Error()) }
 
 // quiet drops go-redis's log lines (a dial failure is reported as ExitRedis).
 type quiet struct{}

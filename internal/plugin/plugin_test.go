@@ -737,6 +737,20 @@ func TestOutputCannotDriveTheTerminal(t *testing.T) {
 	if ch, bad := unsafeForTerminal(r.errOut); bad {
 		t.Errorf("the error prints %U raw: %q", ch, r.errOut)
 	}
+
+	// A server's error with a newline (a RESP3 blob error, which go-redis reads on any
+	// connection) printed a line of its own that looked like the plugin's error about
+	// another namespace's job (helper-97).
+	const blob = "ERR x\nerror: billing/payroll: the lock was stolen"
+	addr = redistest.StartHostile(t, fmt.Sprintf("!%d\r\n%s\r\n", len(blob), blob), false)
+	sec.Data = map[string][]byte{"url": []byte("redis://" + addr)}
+	must(t, k8s.Update(ctx, sec))
+	for _, args := range [][]string{{"status", "report", "-n", e.ns}, {"status", "-A"}} {
+		r = kl(time.Time{}, args...)
+		if r.code != plugin.ExitRedis || strings.Contains(r.errOut, "\nerror: billing/payroll") || !strings.Contains(r.errOut, `ERR x\u000aerror: billing/payroll`) {
+			t.Errorf("%v: a server's error with a newline: %v %q; want it on the plugin's one line, the newline escaped", args, r.code, r.errOut)
+		}
+	}
 }
 
 // The plugin dials the Redis a Secret names, from the admin's machine: a tenant's Secret

@@ -78,7 +78,7 @@ rights to read it.`,
 						return err
 					}
 					js.LockError = err.Error()
-					fmt.Fprintf(o.ErrOut, "error: %s/%s: %v\n", job.Namespace, job.Name, err)
+					fmt.Fprintln(o.ErrOut, errorLine(fmt.Errorf("%s/%s: %w", job.Namespace, job.Name, err)))
 					if firstErr == nil {
 						firstErr = &ExitError{Code: exitCode(err)}
 					}
