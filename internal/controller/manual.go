@@ -249,7 +249,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	// handled within the time a handled one may wait for the lock. Its time is that of the
 	// managedFields entries that own it (requestTime).
 	if at, ok := requestTime(owners); ok && !p.now.Before(at.Add(runpod.ManualWaitLimit)) {
-		return refuse(fmt.Sprintf("requested at %s and not handled within %s (the lock backend was not ready, or the controller was down): request again with a new id",
+		return refuse(fmt.Sprintf("requested at %s and not handled within %s (the lock backend was not ready, the workloads spec.blackout.rollouts names could not be read, or the controller was down): request again with a new id",
 			at.UTC().Format(time.RFC3339), runpod.ManualWaitLimit))
 	}
 
@@ -260,7 +260,13 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	case err != nil:
 		return refuse(err.Error())
 	case bs.unreadable != nil:
-		return refuse(fmt.Sprintf("the workloads spec.blackout.rollouts names could not be read (%v): request again", bs.unreadable))
+		// Whether a rollout holds it back cannot be told: it waits, unhandled, as for a
+		// backend that is not ready (the workloads' cache not synced yet, the manager's
+		// RBAC for them taken away a while), and expires as such a request does. The
+		// Blackout condition says why.
+		p.log.V(1).Info("run request waits for the rollout workloads to be readable", "id", id, "error", bs.unreadable.Error())
+		p.requeueAt(unreadableRetry)
+		return nil
 	}
 	if b := bs.rules.At(p.now, bs.rollouts); b.Blocked() {
 		return refuse(fmt.Sprintf("a blackout is in effect (%s): request again when it ends", b.Describe()))

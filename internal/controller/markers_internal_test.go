@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -255,4 +256,28 @@ func (unreadableCache) Get(context.Context, client.ObjectKey, client.Object, ...
 
 func (unreadableCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
 	return errors.New("deployments.apps is forbidden")
+}
+
+// TestRunRequestWaitsWhileTheWorkloadsCannotBeRead (helper-92): a run request whose
+// job's rollout workloads could not be read (the cache not synced yet after a restart,
+// the manager's RBAC for them taken away a while) was refused for good: the user had to
+// notice and ask again. It waits, as for a lock backend that is not ready, unhandled, and
+// expires as such a request does (runpod.ManualWaitLimit after it was made).
+func TestRunRequestWaitsWhileTheWorkloadsCannotBeRead(t *testing.T) {
+	job := passJob("0 3 * * *", false)
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Rollouts: []v1alpha1.RolloutRef{{Kind: v1alpha1.KindDeployment, Name: "web"}}}
+	job.Annotations = map[string]string{v1alpha1.AnnotationRunRequest: "fix-1"}
+	r := testReconciler(fakeAPI(t))
+	r.workloads = unreadableCache{}
+	p := passWith(t, r, job, passAt)
+	if rr := p.status.LastRunRequest; rr != nil {
+		t.Fatalf("request recorded %+v while the workloads could not be read; want it to wait, unhandled", rr)
+	}
+	if p.requeue <= 0 || p.requeue > unreadableRetry {
+		t.Errorf("requeued in %v, want within %v", p.requeue, unreadableRetry)
+	}
+	var pods corev1.PodList
+	if err := r.List(context.Background(), &pods); err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods %d (%v): want none while the blackout cannot be told", len(pods.Items), err)
+	}
 }
