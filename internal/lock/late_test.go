@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -53,9 +54,9 @@ func TestRunLetGoUnstartedKeepsTheCrashItFound(t *testing.T) {
 	c := client(t, lock.ClientConfig{URL: s.URL()})
 	ctx := ctxT(t)
 	l := lock.New(c)
-	for _, letGo := range []string{"release", "abandon"} {
-		t.Run(letGo, func(t *testing.T) {
-			req := lock.Request{Key: "crash-" + letGo, Occurrence: occ, Holder: "x", TTL: 10 * time.Second, Retention: time.Hour}
+	for _, how := range []string{"release", "abandon"} {
+		t.Run(how, func(t *testing.T) {
+			req := lock.Request{Key: "crash-" + how, Occurrence: occ, Holder: "x", TTL: 10 * time.Second, Retention: time.Hour}
 			if _, err := l.Acquire(ctx, req); err != nil { // x crashes while running
 				t.Fatal(err)
 			}
@@ -65,14 +66,7 @@ func TestRunLetGoUnstartedKeepsTheCrashItFound(t *testing.T) {
 			if err != nil || !y.Recovered {
 				t.Fatalf("y: %+v, %v; want the crash recovered", y, err)
 			}
-			if letGo == "release" {
-				err = y.Release(ctx)
-			} else {
-				abandon := req
-				abandon.Token = y.Token
-				err = l.Abandon(ctx, abandon)
-			}
-			if err != nil {
+			if err := letGo(ctx, l, how, y, req); err != nil {
 				t.Fatal(err)
 			}
 			req.Holder = "z"
@@ -116,19 +110,14 @@ func TestLateAcquireAfterItsRunWasLetGoTakesNothing(t *testing.T) {
 	c := client(t, lock.ClientConfig{URL: s.URL()})
 	ctx := ctxT(t)
 	l := lock.New(c)
-	for _, letGo := range []string{"release", "abandon"} {
-		t.Run(letGo, func(t *testing.T) {
-			req := lock.Request{Key: "late-" + letGo, Occurrence: occ, Holder: "a", TTL: 10 * time.Second, Token: "t-" + letGo, Retention: time.Hour}
+	for _, how := range []string{"release", "abandon"} {
+		t.Run(how, func(t *testing.T) {
+			req := lock.Request{Key: "late-" + how, Occurrence: occ, Holder: "a", TTL: 10 * time.Second, Token: "t-" + how, Retention: time.Hour}
 			a, err := l.Acquire(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if letGo == "release" {
-				err = a.Release(ctx)
-			} else {
-				err = l.Abandon(ctx, req)
-			}
-			if err != nil {
+			if err := letGo(ctx, l, how, a, req); err != nil {
 				t.Fatal(err)
 			}
 			if g, err := l.Acquire(ctx, req); err == nil {
@@ -145,4 +134,15 @@ func TestLateAcquireAfterItsRunWasLetGoTakesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// letGo lets a run go unstarted, as lockwrap does: how is "release" (the lease's own
+// Release: past its deadline, signalled) or "abandon" (Locker.Abandon with the token every
+// attempt was sent with: an acquire whose reply was lost, then given up).
+func letGo(ctx context.Context, l *lock.Locker, how string, lease *lock.Lease, req lock.Request) error {
+	if how == "release" {
+		return lease.Release(ctx)
+	}
+	req.Token = lease.Token
+	return l.Abandon(ctx, req)
 }
