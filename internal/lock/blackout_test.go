@@ -1,9 +1,12 @@
 package lock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/lockedcron/lockedcron/internal/lock"
 	"github.com/lockedcron/lockedcron/internal/redistest"
@@ -132,34 +135,38 @@ func TestBlackoutDoesNotRefuseARunItsHolderAlreadyBegan(t *testing.T) {
 	}
 }
 
-// A marker outlives its writer's intent only by the clocks' skew: its value carries when
-// it ends, so one whose SET landed late (a stalled network delivered it after the
-// controller had given up on it, and after the blackout ended) holds nothing back once
-// that time has passed on the acquiring run's clock, whatever its ttl in Redis says.
-func TestBlackoutMarkerPastItsEndHoldsNothingBack(t *testing.T) {
+// TestBlackoutMarkerHoldsWhateverTheNodesClock (helper-98): a marker holds runs back for
+// as long as Redis keeps it (the controller writes it with a 60 s ttl, again every 15 s).
+// Its until, on the controller's clock, was compared with the acquiring run's: a pod on a
+// node whose clock is 45 s or more ahead read a marker just refreshed as past its end, and
+// its job started inside the rollout that held it back. A marker Redis has dropped (its
+// writer gave up, or a late SET's ttl ran out) holds nothing back.
+func TestBlackoutMarkerHoldsWhateverTheNodesClock(t *testing.T) {
 	s := redistest.Start(t)
 	c := client(t, lock.ClientConfig{URL: s.URL()})
 	ctx := ctxT(t)
 	l := lock.New(c)
 	now := time.Now()
-	req := lock.Request{Key: "late", Occurrence: occ, Holder: "p/uid", TTL: 5 * time.Second, Retention: time.Hour,
+	req := lock.Request{Key: "ahead", Occurrence: occ, Holder: "p/uid", TTL: 5 * time.Second, Retention: time.Hour,
 		BlackoutID: "job", MadeAt: now.Add(-time.Hour)}
-	// Written to end a second ago (its ttl in Redis: a minute, as a late SET's would be).
-	if err := lock.SetBlackoutUntil(ctx, c, "late", "job", now.Add(-2*time.Minute), now.Add(-time.Second), "rollout", time.Minute); err != nil {
+	// Refreshed 15 s ago by a controller whose clock is 50 s behind this node's: on this
+	// node's clock, its until (written + 60 s) passed 5 s ago.
+	if err := lock.SetBlackoutUntil(ctx, c, "ahead", "job", now.Add(-2*time.Minute), now.Add(-5*time.Second), "rollout of Deployment/web", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	g, err := l.Acquire(ctx, req)
-	if err != nil {
-		t.Fatalf("a marker past its end: %v, want the lock", err)
+	if g, err := l.Acquire(ctx, req); !errors.Is(err, lock.ErrBlackout) {
+		t.Fatalf("a live marker, its until behind this node's clock: %+v, %v; want ErrBlackout", g, err)
 	}
-	if err := g.Release(ctx); err != nil {
+	// Its ttl in Redis run out, it holds nothing back.
+	if err := lock.SetBlackoutUntil(ctx, c, "ahead", "job", now.Add(-2*time.Minute), now.Add(time.Minute), "rollout of Deployment/web", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	// The same marker, its end still ahead, holds the run back.
-	if err := lock.SetBlackoutUntil(ctx, c, "late", "job", now.Add(-2*time.Minute), now.Add(time.Minute), "rollout", time.Minute); err != nil {
-		t.Fatal(err)
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.Exists(ctx, lock.BlackoutKey("ahead", "job")).Val() == 0, nil
+	}); err != nil {
+		t.Fatal("the marker's ttl did not run out")
 	}
-	if _, err := l.Acquire(ctx, req); !errors.Is(err, lock.ErrBlackout) {
-		t.Fatalf("a marker before its end: %v, want ErrBlackout", err)
+	if _, err := l.Acquire(ctx, req); err != nil {
+		t.Fatalf("a marker Redis dropped: %v, want the lock", err)
 	}
 }

@@ -203,12 +203,12 @@ func SetBlackout(ctx context.Context, c redis.UniversalClient, key, jobID string
 }
 
 // SetBlackoutUntil writes (or refreshes) job jobID's blackout marker on key: the job has
-// been held back since since, for reason, and the marker holds until until (both the
-// controller's clock) unless written again. Acquire refuses the job's runs made before
-// since (*BlackoutError) while until is ahead on the acquiring run's clock; runs made
-// after since were made knowingly and are granted. Redis drops the key after ttl. until
-// in the value bounds a SET that lands late (a stalled network delivered it after its
-// writer gave up on it): it holds nothing back past until, whatever its ttl. The value is
+// been held back since since, for reason (the controller's clock). Acquire refuses the
+// job's runs made before since (*BlackoutError) for as long as Redis keeps the key (ttl);
+// runs made after since were made knowingly and are granted. until (the controller's
+// clock: when the writer means it to end unless written again) is in the value for those
+// who read it; Acquire does not compare it with the acquiring run's clock, which on a node
+// ahead of the controller's read a live marker as past its end. The value is
 // "<since, unix ms> <until, unix ms> <reason>".
 func SetBlackoutUntil(ctx context.Context, c redis.UniversalClient, key, jobID string, since, until time.Time, reason string, ttl time.Duration) error {
 	if key == "" || jobID == "" {

@@ -187,11 +187,13 @@ end
 -- A run made before its job's blackout began (it waited for the lock when a rollout
 -- began) does not start in it. The controller knew of the runs it made after that. A
 -- run our own holder already began (its entry is ours: a restarted container, a resent
--- call) is one running job, which a blackout does not stop. A marker past its until (on
--- our clock, ARGV[6]) was not written again in time: it holds nothing back.
+-- call) is one running job, which a blackout does not stop. A marker holds for as long as
+-- Redis keeps it (the controller's ttl, refreshed well within it); its until (the
+-- controller's clock) is not compared with ours: a node clock ahead by more than the ttl
+-- less the refresh read every marker as past its end, and its run started in the blackout.
 if KEYS[6] then
-  local since, ends, why = string.match(redis.call('GET', KEYS[6]) or '', '^(%d+) (%d+) ?(.*)$')
-  if since and tonumber(ARGV[8]) < tonumber(since) and tonumber(ARGV[6]) < tonumber(ends)
+  local since, why = string.match(redis.call('GET', KEYS[6]) or '', '^(%d+) %d+ ?(.*)$')
+  if since and tonumber(ARGV[8]) < tonumber(since)
       and not (state and ARGV[5] ~= '' and redis.call('HGET', KEYS[3], 'holder') == ARGV[5]) then
     return {'blackout', tonumber(since), why}
   end
