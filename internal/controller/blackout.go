@@ -224,7 +224,14 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 	st.Upcoming = rules.Upcoming(sched.Upcoming(now, upcomingCount), now, bs.rollouts)
 
 	bs.wasDeferred = st.Deferred
-	accountDeferred(p, plan, sched, earliest, deadline)
+	holding := "the workloads spec.blackout.rollouts names could not be read"
+	if bs.unreadable == nil {
+		holding = ""
+		if b := rules.At(now, bs.rollouts); b.Blocked() {
+			holding = b.Describe()
+		}
+	}
+	accountDeferred(p, plan, sched, earliest, deadline, holding)
 	if bs.unreadable == nil {
 		// A pod whose job has not started when a blackout is in effect was created
 		// before the blackout began: it does not start (it is deleted, counted missed).
@@ -302,21 +309,40 @@ func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, 
 
 // accountDeferred applies blackout.CorrectDeferred to the plan while an occurrence is
 // deferred, and records a deferred occurrence that a newer one superseded as
-// skippedBlackout. status.deferred is cleared: applyBlackout sets it again if the due
-// occurrence is still held back.
-func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, earliest time.Time, deadline *time.Duration) {
+// skippedBlackout, and one whose startingDeadlineSeconds passed while it was deferred as
+// missed for that (holding: what holds the job back now, "" if nothing does). status.deferred
+// is cleared: applyBlackout sets it again if the due occurrence is still held back.
+func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, earliest time.Time, deadline *time.Duration, holding string) {
 	deferred := p.status.Deferred
 	p.status.Deferred = nil
 	if deferred == nil {
 		return
 	}
-	if superseded, reason := blackout.CorrectDeferred(plan, sched, earliest, deferred.Time, deadline); superseded {
-		p.record(runstatus.OutcomeSkippedBlackout, CauseSuperseded, deferred.Time, reason)
+	decided := func() {
 		// Decided: lastScheduleTime says so, or a reader that plans from it alone (a
 		// schedule change, a suspension) would count it again.
 		if st := p.status; st.LastScheduleTime == nil || deferred.After(st.LastScheduleTime.Time) {
 			st.LastScheduleTime = deferred.DeepCopy()
 		}
+	}
+	superseded, reason := blackout.CorrectDeferred(plan, sched, earliest, deferred.Time, deadline)
+	switch {
+	case superseded:
+		p.record(runstatus.OutcomeSkippedBlackout, CauseSuperseded, deferred.Time, reason)
+		decided()
+	case deadline != nil && plan.Due == nil && plan.Missed > 0 && plan.Latest != nil && plan.Latest.Equal(deferred.Time):
+		// Its deadline passed while it was deferred (the blackout's end was not known
+		// when it was deferred, or moved later): the plan has it missed, and the pass
+		// would say the controller was down or busy.
+		why := fmt.Sprintf("deferred by a blackout and not started within startingDeadlineSeconds (%s)", deadline)
+		if holding != "" {
+			why += ": " + holding + " lasted past it"
+		} else {
+			why += ": the blackout ended too late for it, or the controller was down or busy when it ended"
+		}
+		p.record(runstatus.OutcomeMissed, CauseBlackoutPastDeadline, deferred.Time, why)
+		plan.Missed--
+		decided()
 	}
 }
 

@@ -348,6 +348,9 @@ var _ = Describe("Blackout", func() {
 		Eventually(func() int64 { return getJob(gives).Status.Counters.Missed }, 10*time.Second).Should(Equal(int64(1)))
 		Expect(getJob(gives).Status.Deferred).To(BeNil())
 		Expect(podsOf(gives)).To(BeEmpty())
+		// Missed for the rollout, not "the controller was down or busy" (helper-98).
+		Expect(getJob(gives).Status.Recent).To(ContainElement(And(HaveField("Outcome", runstatus.OutcomeMissed),
+			HaveField("Message", And(ContainSubstring("Deployment/slow is rolling out"), ContainSubstring("lasted past it"))))))
 	})
 
 	It("reports a window schedule or a selector CEL cannot check as Ready=False naming the field", func() {
@@ -420,7 +423,7 @@ var _ = Describe("accountDeferred", func() {
 			dl = &d
 		}
 		plan := hourly.Plan(schedule.Input{Earliest: earliest, Now: now, StartingDeadline: dl})
-		accountDeferred(p, &plan, hourly, earliest, dl)
+		accountDeferred(p, &plan, hourly, earliest, dl, "")
 		return p, plan
 	}
 	It("does not count again the occurrences before the deferred one", func() {
