@@ -171,7 +171,7 @@ func (p *pass) passedOver(pod *corev1.Pod, occ, decided time.Time) string {
 	}
 	since := p.status.ScheduleSince
 	sched, ok := observedSchedule(p.job.Spec.Schedule, p.job.Spec.TimeZone, p.status.ObservedSchedule)
-	if ok && (since == nil || occ.After(since.Time)) && sched.Next(occ.Add(-time.Nanosecond)).Equal(occ) {
+	if ok && (since == nil || occ.After(since.Time)) && sched.Has(occ) {
 		return "a later occurrence was decided before it said so"
 	}
 	return ""
@@ -336,7 +336,7 @@ func accountUntilChange(p *pass, observed string, at time.Time) {
 	// pod's to count: counted missed here, it was counted again by the pod's report.
 	var waiting []time.Time
 	for name, a := range p.aside {
-		if a.waiting && a.occ.After(from) && !a.occ.After(at) && sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
+		if a.waiting && a.occ.After(from) && !a.occ.After(at) && sched.Has(a.occ) {
 			n--
 			waiting = append(waiting, a.occ)
 			p.dueBeforeChange = append(p.dueBeforeChange, name)

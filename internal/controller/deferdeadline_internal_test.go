@@ -7,12 +7,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 )
 
@@ -77,5 +79,73 @@ func TestDeferredPastItsDeadlineSaysTheBlackout(t *testing.T) {
 		if e.reason == runstatus.OutcomeMissed && e.cause != CauseBlackoutPastDeadline {
 			t.Errorf("Event %s cause %q, want %s", e.reason, e.cause, CauseBlackoutPastDeadline)
 		}
+	}
+}
+
+// TestChangeBeforeTheInstantSeenAfterItWithdrawsAnUnstartedPod (helper-98): a job
+// suspended (or its schedule edited so that the occurrence is gone) a moment before a
+// prepared pod's instant, the pass that sees it running just after the instant (the
+// workqueue behind): the pod had not started (its container not running, its job cannot
+// have begun), yet only a pod whose instant was still to come was withdrawn, and it ran
+// the occurrence in a suspended job, or one the new schedule does not have.
+func TestChangeBeforeTheInstantSeenAfterItWithdrawsAnUnstartedPod(t *testing.T) {
+	occ := passAt
+	for _, c := range []struct {
+		name   string
+		field  string
+		change func(*v1alpha1.LockedCronJob)
+		keep   bool
+	}{
+		{"suspended", "suspend", func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) }, false},
+		{"schedule edited, the occurrence gone", "schedule", func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "30 * * * *" }, false},
+		{"schedule edited, the occurrence kept", "schedule", func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "*/2 * * * *" }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, started := range []bool{false, true} {
+				job := passJob("* * * * *", false)
+				job.Spec.PrepareAheadSeconds = ptr.To(int32(60))
+				job.Status.LastScheduleTime = &metav1.Time{Time: occ.Add(-time.Minute)}
+				pod, err := runpod.Build(job, occ, runpod.Options{ClusterName: "c", WrapperImage: "w", MadeAt: occ.Add(-time.Minute)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pod.Annotations[runpod.AnnotationPreparedAhead] = "true"
+				pod.Status = corev1.PodStatus{Phase: corev1.PodPending}
+				if started { // lockwrap runs: it may have begun the job; only it can tell
+					pod.Status.Phase = corev1.PodRunning
+					pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runpod.WrappedContainer(pod), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(occ.Add(-30 * time.Second))}}}}
+				}
+				c.change(job)
+				job.Generation = 2
+				job.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate,
+					Time: &metav1.Time{Time: occ.Add(-2 * time.Second)}, FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:` + c.field + `":{}}}`)}}}
+				job.Status.ObservedSchedule = "* * * * *|UTC|suspend=false"
+				_, p := runPass(t, job, occ.Add(200*time.Millisecond), pod)
+				withdrawn := len(p.withdrawn) > 0
+				if want := !c.keep && !started; withdrawn != want {
+					t.Errorf("started %t: withdrawn %t, want %t (active %d, recent %+v)", started, withdrawn, want, len(p.active), p.status.Recent)
+				}
+				if p.status.Counters != (v1alpha1.Counters{}) {
+					t.Errorf("started %t: counters %+v: nothing is decided yet", started, p.status.Counters)
+				}
+				if !withdrawn {
+					continue
+				}
+				// Deleted before its container started: its occurrence, not in force, is
+				// nobody's to count, and nothing else is counted for it.
+				gone := pod.DeepCopy()
+				gone.Annotations[runpod.AnnotationWithdrawnAhead] = p.withdrawn[0].why
+				gone.DeletionTimestamp = &metav1.Time{Time: occ.Add(time.Second)}
+				job.Status = *p.status
+				_, p = runPass(t, job, occ.Add(5*time.Second), gone)
+				if len(p.active) != 0 || len(p.mark) != 1 {
+					t.Errorf("withdrawn pod gone unstarted: active %d, marked %d; want it released (its finalizer removed)", len(p.active), len(p.mark))
+				}
+				if p.status.Counters != (v1alpha1.Counters{}) || len(p.status.Recent) != 0 {
+					t.Errorf("withdrawn pod gone unstarted: counters %+v, recent %+v; want nothing counted", p.status.Counters, p.status.Recent)
+				}
+			}
+		})
 	}
 }

@@ -675,13 +675,13 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 			p.eventf(corev1.EventTypeWarning, ReasonInvalidSchedule, "%s", refused)
 		}
 		st.NextScheduleTime, st.Upcoming = nil, nil
-		p.withdrawPrepared(func(time.Time) bool { return false }, withdrawWhy)
+		p.withdrawPrepared(none, none, withdrawWhy)
 		return nil
 	}
 	if job.Spec.Suspended() {
 		p.setCondition(ConditionReady, true, ReasonSuspended, "suspended: no new occurrences start; running pods go on")
 		st.NextScheduleTime, st.Upcoming, st.Deferred = nil, nil, nil
-		p.withdrawPrepared(func(time.Time) bool { return false }, "suspended")
+		p.withdrawPrepared(none, none, "suspended")
 		return nil
 	}
 
@@ -701,14 +701,14 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	bs := r.observeBlackout(ctx, p, sched, &plan, earliest(job, st), deadline)
 	p.blackout = bs
 	if bs == nil {
-		p.withdrawPrepared(func(time.Time) bool { return false }, "spec.blackout is invalid")
+		p.withdrawPrepared(none, inSchedule(sched), "spec.blackout is invalid")
 		return nil // spec.blackout is invalid: Ready=False names the field
 	}
 	// A prepared pod stays only while it is for the next occurrence of this schedule
 	// and no blackout covers its instant (or holds everything now).
 	p.withdrawPrepared(func(occ time.Time) bool {
 		return occ.Equal(plan.Next) && bs.unreadable == nil && !bs.rules.At(occ, bs.rollouts).Blocked() && !bs.rules.At(p.now, bs.rollouts).Blocked()
-	}, "no longer the next occurrence to run (schedule change or blackout)")
+	}, inSchedule(sched), "no longer the next occurrence to run (schedule change or blackout)")
 
 	if name, occ, ok := p.asideUndecided(sched, earliest(job, st)); ok {
 		// Its prepared pod was withdrawn, and may have run the job all the same: the

@@ -85,17 +85,40 @@ func (p *pass) hasPod(name string) bool {
 // withdrawPrepared takes back the prepared pods (tracking.StillPrepared: marked, occurrence
 // still to come and not decided) that the job no longer wants: all of them when
 // suspended, otherwise those that are not for next or whose instant a blackout now
-// covers. why says which.
-func (p *pass) withdrawPrepared(keep func(occ time.Time) bool, why string) {
+// covers. why says which. inForce says whether the schedule in force has an occurrence:
+// a prepared pod whose instant has come (on this pass's clock) but whose container has not
+// started (its job cannot have begun: an image still pulling, a slow node) is taken back
+// too when its occurrence is at or after the spec's change (status.scheduleSince) and the
+// schedule in force does not have it: the job was suspended, or its schedule edited, a
+// moment before the instant, and the pass that sees it runs after it (the workqueue
+// behind). A started one (lockwrap runs, and may have begun the job) is left to run.
+func (p *pass) withdrawPrepared(keep, inForce func(occ time.Time) bool, why string) {
 	decided := decidedUpTo(p.status)
+	changed := time.Time{}
+	if since := p.status.ScheduleSince; since != nil {
+		changed = since.Time
+	}
 	for _, pod := range p.active {
 		occ, err := runstatus.Occurrence(pod)
-		if err == nil && tracking.StillPrepared(pod, occ, p.now, decided) &&
-			pod.Name == runpod.Name(p.job.Name, occ) && !p.isAside(pod.Name) && !keep(occ) {
+		if err != nil || pod.Name != runpod.Name(p.job.Name, occ) || p.isAside(pod.Name) || keep(occ) {
+			continue
+		}
+		// Not in force, its occurrence is nobody's to count (however the pass after its
+		// instant took its pod for it: lastScheduleTime).
+		_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
+		if tracking.StillPrepared(pod, occ, p.now, decided) ||
+			marked && !occ.Before(changed) && !tracking.Started(pod) && !inForce(occ) {
 			p.withdrawAhead(pod, why)
 		}
 	}
 }
+
+// none is an inForce for a job none of whose occurrences is in force (suspended, its
+// schedule refused), and a keep that keeps nothing.
+func none(time.Time) bool { return false }
+
+// inSchedule is the inForce of a schedule in force.
+func inSchedule(sched *schedule.Schedule) func(time.Time) bool { return sched.Has }
 
 // withdrawAhead notes why pod, prepared ahead, is withdrawn (the annotation, then the
 // deletion, after the status write: deleteWithdrawn). It stays active, aside, until its
@@ -152,7 +175,7 @@ func (p *pass) asideUndecided(sched *schedule.Schedule, decided time.Time) (stri
 	var first time.Time
 	for n, a := range p.aside {
 		if a.waiting && a.occ.After(decided) && !a.occ.After(p.now) && (first.IsZero() || a.occ.Before(first)) &&
-			sched.Next(a.occ.Add(-time.Nanosecond)).Equal(a.occ) {
+			sched.Has(a.occ) {
 			name, first = n, a.occ
 		}
 	}

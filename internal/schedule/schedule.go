@@ -291,6 +291,9 @@ func loadZone(tz string) (*time.Location, error) {
 // the zone.
 func (s *Schedule) String() string { return s.text }
 
+// Has reports whether t is one of the schedule's occurrences.
+func (s *Schedule) Has(t time.Time) bool { return s.Next(t.Add(-time.Nanosecond)).Equal(t) }
+
 // Next returns the first occurrence strictly after t, in the schedule's zone,
 // or the zero time if the schedule never fires again (e.g. "59 23 31 2 *";
 // like robfig/cron, a spec schedule that does not fire within five years of t
