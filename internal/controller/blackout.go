@@ -224,11 +224,11 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 	st.Upcoming = rules.Upcoming(sched.Upcoming(now, upcomingCount), now, bs.rollouts)
 
 	bs.wasDeferred = st.Deferred
-	holding := "the workloads spec.blackout.rollouts names could not be read"
+	holding := "the workloads spec.blackout.rollouts names could not be read since"
 	if bs.unreadable == nil {
 		holding = ""
 		if b := rules.At(now, bs.rollouts); b.Blocked() {
-			holding = b.Describe()
+			holding = b.Describe() + ", which lasted past it"
 		}
 	}
 	accountDeferred(p, plan, sched, earliest, deadline, holding)
@@ -310,7 +310,7 @@ func (r *LockedCronJobReconciler) readWorkloads(ctx context.Context, ns string, 
 // accountDeferred applies blackout.CorrectDeferred to the plan while an occurrence is
 // deferred, and records a deferred occurrence that a newer one superseded as
 // skippedBlackout, and one whose startingDeadlineSeconds passed while it was deferred as
-// missed for that (holding: what holds the job back now, "" if nothing does). status.deferred
+// missed for that (holding: what holds the job back now, as a clause; "" if nothing does). status.deferred
 // is cleared: applyBlackout sets it again if the due occurrence is still held back.
 func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, earliest time.Time, deadline *time.Duration, holding string) {
 	deferred := p.status.Deferred
@@ -336,7 +336,7 @@ func accountDeferred(p *pass, plan *schedule.Plan, sched *schedule.Schedule, ear
 		// would say the controller was down or busy.
 		why := fmt.Sprintf("deferred by a blackout and not started within startingDeadlineSeconds (%s)", deadline)
 		if holding != "" {
-			why += ": " + holding + " lasted past it"
+			why += ": " + holding
 		} else {
 			why += ": the blackout ended too late for it, or the controller was down or busy when it ended"
 		}

@@ -90,15 +90,20 @@ func TestDeferredPastItsDeadlineSaysTheBlackout(t *testing.T) {
 // the occurrence in a suspended job, or one the new schedule does not have.
 func TestChangeBeforeTheInstantSeenAfterItWithdrawsAnUnstartedPod(t *testing.T) {
 	occ := passAt
+	suspend := func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) }
 	for _, c := range []struct {
 		name   string
 		field  string
 		change func(*v1alpha1.LockedCronJob)
+		at     time.Time // the change's time as managedFields keep it: whole seconds
 		keep   bool
 	}{
-		{"suspended", "suspend", func(j *v1alpha1.LockedCronJob) { j.Spec.Suspend = ptr.To(true) }, false},
-		{"schedule edited, the occurrence gone", "schedule", func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "30 * * * *" }, false},
-		{"schedule edited, the occurrence kept", "schedule", func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "*/2 * * * *" }, true},
+		{"suspended", "suspend", suspend, occ.Add(-2 * time.Second), false},
+		{"schedule edited, the occurrence gone", "schedule", func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "30 * * * *" }, occ.Add(-2 * time.Second), false},
+		{"schedule edited, the occurrence kept", "schedule", func(j *v1alpha1.LockedCronJob) { j.Spec.Schedule = "*/2 * * * *" }, occ.Add(-2 * time.Second), true},
+		// Suspended half a second after the instant (helper-99): kept as occ, the
+		// occurrence was in force when it came; its pod is its own to run and count.
+		{"suspended in the instant's second", "suspend", suspend, occ, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, started := range []bool{false, true} {
@@ -118,7 +123,7 @@ func TestChangeBeforeTheInstantSeenAfterItWithdrawsAnUnstartedPod(t *testing.T) 
 				c.change(job)
 				job.Generation = 2
 				job.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate,
-					Time: &metav1.Time{Time: occ.Add(-2 * time.Second)}, FieldsType: "FieldsV1",
+					Time: &metav1.Time{Time: c.at}, FieldsType: "FieldsV1",
 					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:` + c.field + `":{}}}`)}}}
 				job.Status.ObservedSchedule = "* * * * *|UTC|suspend=false"
 				_, p := runPass(t, job, occ.Add(200*time.Millisecond), pod)

@@ -88,7 +88,8 @@ func (p *pass) hasPod(name string) bool {
 // covers. why says which. inForce says whether the schedule in force has an occurrence:
 // a prepared pod whose instant has come (on this pass's clock) but whose container has not
 // started (its job cannot have begun: an image still pulling, a slow node) is taken back
-// too when its occurrence is at or after the spec's change (status.scheduleSince) and the
+// too when its occurrence is after the spec's change (status.scheduleSince: whole seconds,
+// as managedFields keep it; an occurrence in the change's second was in force) and the
 // schedule in force does not have it: the job was suspended, or its schedule edited, a
 // moment before the instant, and the pass that sees it runs after it (the workqueue
 // behind). A started one (lockwrap runs, and may have begun the job) is left to run.
@@ -107,7 +108,7 @@ func (p *pass) withdrawPrepared(keep, inForce func(occ time.Time) bool, why stri
 		// instant took its pod for it: lastScheduleTime).
 		_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
 		if tracking.StillPrepared(pod, occ, p.now, decided) ||
-			marked && !occ.Before(changed) && !tracking.Started(pod) && !inForce(occ) {
+			marked && occ.After(changed) && !tracking.Started(pod) && !inForce(occ) {
 			p.withdrawAhead(pod, why)
 		}
 	}

@@ -29,8 +29,9 @@ func TestLateAcquireAfterItsRunFailedTakesNothing(t *testing.T) {
 	if err := a.Finish(ctx, lock.StateFailed); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := l.Acquire(ctx, req); err == nil {
-		t.Errorf("the late copy of a finished run's acquire was granted: %+v", g)
+	var serr *lock.SuppressedError
+	if g, err := l.Acquire(ctx, req); !errors.As(err, &serr) || serr.State != lock.SuppressedEnded {
+		t.Errorf("the late copy of a finished run's acquire: %+v, %v; want it suppressed as ended", g, err)
 	}
 	if v := c.Get(ctx, lock.LockKey("late")).Val(); v != "" {
 		t.Errorf("the late copy left the lock held: %q", v)
@@ -145,4 +146,67 @@ func letGo(ctx context.Context, l *lock.Locker, how string, lease *lock.Lease, r
 	}
 	req.Token = lease.Token
 	return l.Abandon(ctx, req)
+}
+
+// TestLateAcquireAfterGivingUpBesideACrashTakesNothing (helper-99): a run that gave up
+// (Abandon: its acquire's reply lost, then its retries spent) while the occurrence's entry
+// was another run's (a crashed one's) left no fin:<token>, the release returning early on
+// the entry it may not touch; its acquire landing then took the lock for a ttl, nobody
+// behind it, and wrote its running entry over the crash's.
+func TestLateAcquireAfterGivingUpBesideACrashTakesNothing(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	req := lock.Request{Key: "gave-up", Occurrence: occ, Holder: "x", TTL: 10 * time.Second, Retention: time.Hour}
+	if _, err := l.Acquire(ctx, req); err != nil { // x crashes while running
+		t.Fatal(err)
+	}
+	c.Del(ctx, lock.LockKey(req.Key)) // its lock expires
+	y := req
+	y.Holder, y.Token = "y", "t-y"
+	if err := l.Abandon(ctx, y); err != nil { // y's acquire held up; y gives up
+		t.Fatal(err)
+	}
+	if g, err := l.Acquire(ctx, y); err == nil {
+		t.Errorf("the late copy of a run that gave up was granted: %+v", g)
+	}
+	if v := c.Get(ctx, lock.LockKey(req.Key)).Val(); v != "" {
+		t.Errorf("the late copy left the lock held: %q", v)
+	}
+	if h := c.HGet(ctx, lock.RunKey(req.Key, occ), "holder").Val(); h != "x" {
+		t.Errorf("the entry's holder is %q, want the crashed run's (x)", h)
+	}
+}
+
+// TestReleaseKeepingACrashDoesNotLetItsHolderPastABlackout (helper-99): the crashed run's
+// entry a release keeps no longer names the releasing run's holder, which a blackout
+// marker takes for "a run our holder already began" and lets through.
+func TestReleaseKeepingACrashDoesNotLetItsHolderPastABlackout(t *testing.T) {
+	s := redistest.Start(t)
+	c := client(t, lock.ClientConfig{URL: s.URL()})
+	ctx := ctxT(t)
+	l := lock.New(c)
+	now := time.Now()
+	req := lock.Request{Key: "kept", Occurrence: occ, Holder: "x", TTL: 10 * time.Second, Retention: time.Hour}
+	if _, err := l.Acquire(ctx, req); err != nil { // x crashes while running
+		t.Fatal(err)
+	}
+	c.Del(ctx, lock.LockKey(req.Key))
+	y := req
+	y.Holder, y.BlackoutID, y.MadeAt = "y", "job", now.Add(-time.Hour)
+	g, err := l.Acquire(ctx, y)
+	if err != nil || !g.Recovered {
+		t.Fatalf("y: %+v, %v", g, err)
+	}
+	if err := g.Release(ctx); err != nil { // let go unstarted
+		t.Fatal(err)
+	}
+	if err := lock.SetBlackout(ctx, c, req.Key, "job", now.Add(-time.Minute), "rollout of Deployment/web", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	y.Token = "" // y's container restarted: a new run of the same holder, made before the blackout
+	if g, err := l.Acquire(ctx, y); !errors.Is(err, lock.ErrBlackout) {
+		t.Errorf("y again, made before the blackout: %+v, %v; want ErrBlackout (it began nothing)", g, err)
+	}
 }

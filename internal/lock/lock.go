@@ -101,12 +101,19 @@ func (e *HeldError) Unwrap() error { return ErrNotObtained }
 type SuppressedError struct {
 	// Holder is the holder that ran it.
 	Holder string
-	// State is StateFailed when it failed in that holder; "" when it succeeded.
+	// State is StateFailed when it failed in that holder; SuppressedEnded when the call's
+	// own token's run has ended (a late copy of its acquire); "" when it succeeded.
 	State string
 }
 
+// SuppressedEnded is SuppressedError.State for an acquire whose token's run has ended
+// (finished, or let go unstarted): a late copy of the call, which takes nothing.
+const SuppressedEnded = "ended"
+
 func (e *SuppressedError) Error() string {
 	switch {
+	case e.State == SuppressedEnded:
+		return "lock: this token's run has ended (finished, or let go unstarted): a late copy of its acquire takes nothing"
 	case e.State == StateFailed:
 		return fmt.Sprintf("lock: occurrence already run: it failed in %s, an earlier pod of this name; a pod made again under that name does not run it again", e.Holder)
 	case e.Holder == "":

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/blackout"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/schedule"
 )
 
@@ -110,7 +111,7 @@ func (o *Options) upcoming(ctx context.Context, c client.Client, job *v1alpha1.L
 	if len(rules.Refs) > 0 {
 		workloads, err := readWorkloads(ctx, c, job.Namespace, rules.Refs)
 		if err != nil {
-			fmt.Fprintf(o.ErrOut, "warning: %s/%s: %v; rollouts are not considered\n", job.Namespace, job.Name, err)
+			fmt.Fprintf(o.ErrOut, "warning: %s/%s: %s; rollouts are not considered\n", job.Namespace, job.Name, printable.OneLine(err.Error()))
 		} else {
 			rollouts, _ = blackout.ObserveRollouts(now, rules.Refs, workloads, job.Status.Rollouts)
 		}

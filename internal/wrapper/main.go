@@ -70,13 +70,18 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	if !cfg.Occurrence.IsZero() {
 		rep.Occurrence = cfg.Occurrence.UTC().Format(time.RFC3339)
 	}
-	// The report is written on every path, panics included.
+	// The report is written on every path, panics included, but a refused second
+	// lockwrap's: its termination log is the running one's.
+	reportIsOurs := true
 	defer func() {
 		if p := recover(); p != nil {
 			rep.Outcome = report.Error
 			rep.Message = fmt.Sprintf("lockwrap panic: %v\n%s", p, debug.Stack())
 			fmt.Fprintln(stderr, rep.Message)
 			code = ExitInternal
+		}
+		if !reportIsOurs {
+			return
 		}
 		if werr := WriteReport(cfg.TerminationLog, cfg.ReportMaxBytes, rep, stderr); werr != nil {
 			fmt.Fprintf(stderr, "lockwrap: report: %v\n", werr)
@@ -97,6 +102,9 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 	defer release()
 	switch {
 	case errors.Is(err, ErrHolderRuns):
+		// Said on stderr only: the termination log (inherited, or the default
+		// /dev/termination-log) is the running lockwrap's, whose report a pod reads.
+		reportIsOurs = false
 		rep.Message = fmt.Sprintf("--holder %q: another lockwrap of this holder, key and occurrence runs in this pod (its network namespace): "+
 			"this one would take that run's live lock over as a crashed run's, and record the occurrence as its own; nothing was done. "+
 			"A lockwrap that a job's command runs inherits the holder, occurrence and key of the run it is part of: the step already runs under the lock, "+

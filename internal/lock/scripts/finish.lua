@@ -122,18 +122,24 @@ end
 if tok == nil then
   tok = redis.call('HGET', KEYS[2], 'token')
 end
+if ARGV[3] == '' then
+  -- Let go unstarted. A late copy of our acquire finds this and takes nothing
+  -- (acquire.lua), whoever's the entry is.
+  redis.call('SET', KEYS[5], 'released', 'PX', ARGV[11])
+end
 if tok and tok ~= ARGV[2] then
   return {released, 0, 0, 0, ''}
 end
 if ARGV[3] == '' then
-  -- Let go unstarted: the entry is forgotten, as if we had never run, unless we found a
-  -- crashed run's (recovered): that run began the occurrence and may have done part of
-  -- it, and the entry, running without a lock, tells the next run so, as it told us.
+  -- Our entry is forgotten, as if we had never run, unless we found a crashed run's
+  -- (recovered): that run began the occurrence and may have done part of it, and the
+  -- entry, running without a lock, tells the next run so, as it told us. It no longer
+  -- names us (a run of our holder would pass a blackout as one that began its job).
   if tok and redis.call('HGET', KEYS[2], 'recovered') ~= '1' then
     redis.call('DEL', KEYS[2])
+  elseif tok then
+    redis.call('HSET', KEYS[2], 'holder', '', 'token', '')
   end
-  -- A late copy of our acquire finds this and takes nothing (acquire.lua).
-  redis.call('SET', KEYS[5], 'released', 'PX', ARGV[11])
   return {released, 1, 0, 0, ''}
 end
 
