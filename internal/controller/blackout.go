@@ -224,20 +224,20 @@ func (r *LockedCronJobReconciler) observeBlackout(ctx context.Context, p *pass, 
 	st.Upcoming = rules.Upcoming(sched.Upcoming(now, upcomingCount), now, bs.rollouts)
 
 	bs.wasDeferred = st.Deferred
-	holding := "the workloads spec.blackout.rollouts names could not be read since"
-	if bs.unreadable == nil {
-		holding = ""
-		if b := rules.At(now, bs.rollouts); b.Blocked() {
-			holding = b.Describe() + ", which lasted past it"
-		}
+	if bs.unreadable != nil {
+		accountDeferred(p, plan, sched, earliest, deadline, "the workloads spec.blackout.rollouts names could not be read since")
+		return bs
+	}
+	b := rules.At(now, bs.rollouts)
+	holding := ""
+	if b.Blocked() {
+		holding = b.Describe() + ", which lasted past it"
 	}
 	accountDeferred(p, plan, sched, earliest, deadline, holding)
-	if bs.unreadable == nil {
+	if b.Blocked() {
 		// A pod whose job has not started when a blackout is in effect was created
 		// before the blackout began: it does not start (it is deleted, counted missed).
-		if b := rules.At(now, bs.rollouts); b.Blocked() {
-			p.withdrawUnstarted(b.Describe())
-		}
+		p.withdrawUnstarted(b.Describe())
 	}
 	return bs
 }

@@ -12,8 +12,8 @@ import (
 // claimHolder makes this lockwrap the only one of its holder, for its key and occurrence
 // (run), in its network namespace, which a pod's containers share (and a host's processes
 // theirs): it listens on an abstract Unix socket named for them, which the kernel lets go
-// when the process
-// ends, however it ends (a restarted container's lockwrap finds it free). A second
+// when the process ends, however it ends (a restarted container's lockwrap finds it
+// free). A second
 // lockwrap of the holder while the first runs — one its job runs (it inherits the run's
 // LOCKEDCRON_HOLDER, LOCKEDCRON_OCCURRENCE and key), one exec'd into the container (the
 // container's environment) — would find the lock held under its own holder with a

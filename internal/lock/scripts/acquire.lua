@@ -23,7 +23,8 @@
 -- Returns one of
 --   {"suppressed", <holder that succeeded>}  the ledger says the occurrence succeeded, or
 --                                            an earlier holder of our name (ARGV[7]) failed it,
---                                            or our own token's run failed it (a late copy)
+--                                            or our own token's run has ended (a late copy:
+--                                            KEYS[5], or a failed entry of our token), "ended"
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"blackout", <since ms>, <reason>}       the job's blackout began after the run was
 --                                            made (KEYS[6], ARGV[8]); nothing is written

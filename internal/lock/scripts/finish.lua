@@ -25,7 +25,8 @@
 -- Returns {released, recorded, last, watermarkStored, storedWatermark}:
 --   released is 1 when the lock was ours and is now deleted;
 --   recorded is 1 when the ledger now says ARGV[3] for us (or, for a release, our entry is
---   gone, or left as the crashed run's it recovered), 0 when the entry belongs to another run (a different token), which is left alone;
+--   gone, or left as the crashed run's it recovered), 0 when the entry belongs to another
+--   run (a different token), which is left alone;
 --   last is 1 when the key's last success now names this run, 0 when the state is not
 --   succeeded (or not recorded), 2 when it is not moved because the run cannot prove it held
 --   the lock to the end (the lock no longer ours, or a newer fencing token handed out);
