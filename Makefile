@@ -84,9 +84,10 @@ dashboard: ## Generate the Grafana dashboard config/grafana/lockedcron.json (hac
 	cd hack/dashboard && $(GO) run . -o ../../config/grafana/lockedcron.json
 
 .PHONY: test-monitoring
-test-monitoring: ## promtool tests of the alert rules; the dashboard's queries checked against the metrics.
+test-monitoring: ## promtool tests of the alert rules; the dashboard's queries checked against the metrics; bench-lock runs its cycles once.
 	hack/test-rules.sh
 	cd hack/dashboard && $(GO) vet ./... && $(GO) test ./... -count=1
+	cd test/bench/lock && $(GO) vet ./... && $(GO) test ./... -count=1
 
 ##@ Demo and local cluster
 

@@ -96,16 +96,18 @@ func scriptImpl(c *redis.Client, name, acquireSrc, finishSrc string) impl {
 	return impl{
 		name: name,
 		cycle: func(key string) func(context.Context) error {
-			keysA := []string{lock.LockKey(key), lock.FenceKey(key), lock.RunKey(key, occ), lock.LastKey(key)}
 			return func(ctx context.Context) error {
 				token, err := lock.NewToken()
 				if err != nil {
 					return err
 				}
+				// As lock.Acquire passes them (older scripts read the first four).
+				keysA := []string{lock.LockKey(key), lock.FenceKey(key), lock.RunKey(key, occ), lock.LastKey(key),
+					lock.FinishKey(key, token)}
 				keysF := []string{lock.LockKey(key), lock.RunKey(key, occ), lock.FenceKey(key), lock.LastKey(key), lock.FinishKey(key, token)}
 				value := token + " bench"
 				res, err := acquire.Run(ctx, c, keysA, value, ttl.Milliseconds(), lock.DefaultRetention.Milliseconds(),
-					token, "bench", time.Now().UnixMilli()).Slice()
+					token, "bench", time.Now().UnixMilli(), "").Slice()
 				if err != nil {
 					return err
 				}
