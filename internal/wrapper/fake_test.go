@@ -3,6 +3,7 @@ package wrapper_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -182,5 +183,27 @@ func TestSignalBeforeStartAborts(t *testing.T) {
 	rep, code := wrapper.Run(context.Background(), fakeCfg(t), []string{"true"}, wrapper.Deps{Locker: blocked, Signals: sigs, Stderr: &syncBuf{}})
 	if code != wrapper.ExitInternal || rep.Outcome != report.Interrupted || !strings.Contains(rep.Message, "interrupted by terminated") {
 		t.Fatalf("%d %+v", code, rep)
+	}
+}
+
+// A fencing counter out of range is not a passing fault: every attempt would be refused
+// the same way. lockwrap stops at the first one and ends Error with the lock's reason
+// (which names the key and the fix); the command does not run.
+func TestFenceOutOfRangeIsNotRetried(t *testing.T) {
+	calls := 0
+	locker := fakeLocker{acquire: func(context.Context) error {
+		calls++
+		return fmt.Errorf("%w: lockedcron:{k}:fence holds \"1e300\"", lock.ErrFenceOutOfRange)
+	}}
+	cfg := fakeCfg(t, "--contention", "retry", "--retry-attempts", "5", "--retry-backoff", "10ms", "--retry-max-backoff", "10ms")
+	dir := t.TempDir()
+	ran := dir + "/ran"
+	rep, code := wrapper.Run(context.Background(), cfg, []string{"touch", ran}, wrapper.Deps{Locker: locker, Stderr: &syncBuf{}})
+	if calls != 1 || rep.Attempts != 1 || code == 0 || rep.Outcome != report.Error ||
+		!strings.Contains(rep.Message, "lockedcron:{k}:fence") {
+		t.Fatalf("calls %d, attempts %d, code %d, outcome %s, message %q", calls, rep.Attempts, code, rep.Outcome, rep.Message)
+	}
+	if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the command ran: %v", err)
 	}
 }

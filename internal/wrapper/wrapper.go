@@ -754,7 +754,7 @@ func acquire(ctx context.Context, cfg config.Config, token string, l Locker, rep
 			return g, sentAt, nil
 		}
 		if errors.Is(err, lock.ErrSuppressed) || errors.Is(err, lock.ErrNotEnoughReplicas) || errors.Is(err, lock.ErrBlackout) ||
-			cfg.Contention != config.ContentionRetry || ctx.Err() != nil {
+			errors.Is(err, lock.ErrFenceOutOfRange) || cfg.Contention != config.ContentionRetry || ctx.Err() != nil {
 			return nil, time.Time{}, err
 		}
 		if cfg.RetryAttempts > 0 && attempt >= cfg.RetryAttempts {

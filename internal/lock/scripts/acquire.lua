@@ -28,6 +28,8 @@
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"blackout", <since ms>, <reason>}       the job's blackout began after the run was
 --                                            made (KEYS[6], ARGV[8]); nothing is written
+--   {"fence", <the counter's text>}          the fencing counter (KEYS[2]) is at or past 2^53
+--                                            (not ours: nextFence); nothing is written
 --   {"acquired", <fencing token>, <recovered 0|1>, <took over 0|1>,
 --    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>,
 --    <last success: occurrence, finishedAt, fence, holder, watermark ("" each when none)>}
@@ -96,14 +98,24 @@ local function grant(fence, recovered, tookover)
   return reply
 end
 
+-- Lua numbers are doubles: at 2^53 a counter + 1 is the counter again, and fences would stop
+-- increasing. Ours never get there (the server's time in µs: 1.8e15 in 2026, 2^53 in the
+-- year 2255), so a counter at or past it was written by someone else.
+local fenceLimit = 9007199254740992 -- 2^53
+
 -- nextFence returns and stores max(counter + 1, server time in µs): SET … GET stores the
 -- time and reads the counter in one command (Redis ≥ 6.2; GET and SET before that), and
--- only a counter ahead of the clock needs a second SET.
+-- only a counter ahead of the clock needs a second SET. A counter at or past fenceLimit is
+-- left as it was (its text put back) and nextFence returns nil and that text.
 local function nextFence()
   local t = redis.pcall('TIME')
   if t.err then
     table.insert(problems, 'time')
-    local fence = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
+    local prev = redis.call('GET', KEYS[2])
+    if (tonumber(prev) or 0) >= fenceLimit then
+      return nil, prev
+    end
+    local fence = (tonumber(prev) or 0) + 1
     redis.call('SET', KEYS[2], string.format('%d', fence))
     return fence
   end
@@ -112,9 +124,15 @@ local function nextFence()
   local prev = redis.pcall('SET', KEYS[2], string.format('%d', now), 'GET')
   if type(prev) == 'table' and prev.err then
     prev = redis.call('GET', KEYS[2]) -- a Redis without SET … GET
+    if (tonumber(prev) or 0) >= fenceLimit then
+      return nil, prev
+    end
     if (tonumber(prev) or 0) + 1 <= now then
       redis.call('SET', KEYS[2], string.format('%d', now))
     end
+  elseif (tonumber(prev) or 0) >= fenceLimit then
+    redis.call('SET', KEYS[2], prev)
+    return nil, prev
   end
   local fence = (tonumber(prev) or 0) + 1
   if fence <= now then
@@ -202,7 +220,11 @@ end
 
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ttl) then
   -- The lock was free.
-  local fence = nextFence()
+  local fence, counter = nextFence()
+  if not fence then
+    redis.call('DEL', KEYS[1])
+    return {'fence', counter}
+  end
   local recovered = 0
   if state == 'running' then
     if redis.call('HGET', KEYS[3], 'token') == ARGV[4] then
@@ -227,8 +249,11 @@ if cur == ARGV[1] then
   end
   -- The entry vanished (evicted) or a stale run wrote its failure there since: nobody saw
   -- our first fence. The entry is ours again, with a new fence, and the lock a whole ttl.
+  local fence, counter = nextFence()
+  if not fence then
+    return {'fence', counter}
+  end
   redis.call('PEXPIRE', KEYS[1], ttl)
-  local fence = nextFence()
   local recovered = 0
   if state == 'running' then
     recovered = 1
@@ -244,7 +269,10 @@ if ARGV[5] == '' or holder ~= ARGV[5] or state ~= 'running' or entryToken ~= tok
     or redis.call('HGET', KEYS[3], 'holder') ~= ARGV[5] then
   return {'held', cur}
 end
+local fence, counter = nextFence()
+if not fence then
+  return {'fence', counter}
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-local fence = nextFence()
 writeLedger(fence, 1, state, 1)
 return grant(fence, 1, 1)
