@@ -84,6 +84,32 @@ func TestFenceCounterPastExactCountingIsRefused(t *testing.T) {
 		}
 	})
 
+	t.Run("an ACL user without TIME", func(t *testing.T) {
+		const key = "notime"
+		s.Do("ACL", "SETUSER", "notime", "on", ">pw", "resetkeys", "~lockedcron:*", "-@all",
+			"+evalsha", "+eval", "+get", "+set", "+del", "+hset", "+hget", "+pexpire")
+		narrow := lock.New(client(t, lock.ClientConfig{URL: s.URL(), Username: "notime", Password: "pw"}))
+		c.Set(ctx, lock.FenceKey(key), "9007199254740991", 0)
+		a, err := narrow.Acquire(ctx, lock.Request{Key: key, Occurrence: occ, Holder: "a", TTL: time.Minute})
+		if err != nil || a.Fence != 9007199254740992 || !strings.Contains(strings.Join(a.Warnings, " "), "+time") {
+			t.Fatalf("last exact fence, counted without TIME: %v %+v", err, a)
+		}
+		if err := a.Finish(ctx, lock.StateSucceeded); err != nil {
+			t.Fatal(err)
+		}
+		next := occ.Add(time.Minute)
+		_, err = narrow.Acquire(ctx, lock.Request{Key: key, Occurrence: next, Holder: "b", TTL: time.Minute})
+		if !errors.Is(err, lock.ErrFenceOutOfRange) {
+			t.Fatalf("acquire past 2^53 without TIME: %v", err)
+		}
+		if v := c.Get(ctx, lock.FenceKey(key)).Val(); v != "9007199254740992" {
+			t.Fatalf("counter %q after the refusal", v)
+		}
+		if n := c.Exists(ctx, lock.LockKey(key), lock.RunKey(key, next)).Val(); n != 0 {
+			t.Fatalf("the refused acquire left %d of lock and entry", n)
+		}
+	})
+
 	t.Run("our own call again after the entry vanished", func(t *testing.T) {
 		const key = "resent"
 		token, err := lock.NewToken()

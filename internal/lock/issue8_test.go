@@ -416,7 +416,7 @@ func TestDurabilityWarnings(t *testing.T) {
 func TestDurabilityWithoutInfoAndTime(t *testing.T) {
 	s := redistest.Start(t, redistest.WithPersistence())
 	s.Do("ACL", "SETUSER", "narrow", "on", ">pw", "resetkeys", "~lockedcron:*", "-@all",
-		"+evalsha", "+eval", "+get", "+set", "+incr", "+del", "+hset", "+hget", "+pexpire")
+		"+evalsha", "+eval", "+get", "+set", "+del", "+hset", "+hget", "+pexpire")
 	c := client(t, lock.ClientConfig{URL: s.URL(), Username: "narrow", Password: "pw"})
 	ctx := ctxT(t)
 	l := lock.New(c)

@@ -80,7 +80,7 @@ func TestInspectAsTheDocumentedACLUser(t *testing.T) {
 	s := redistest.Start(t)
 	s.Do("ACL", "SETUSER", "lockwrap", "on", ">s3cret", "resetkeys", "~lockedcron:*", "-@all",
 		"+evalsha", "+eval", "+wait", "+hget", "+ping",
-		"+get", "+set", "+incr", "+del", "+hset", "+pexpire", "+time", "+info")
+		"+get", "+set", "+del", "+hset", "+pexpire", "+time", "+info")
 	ctx := ctxT(t)
 	acl := client(t, lock.ClientConfig{URL: s.URL(), Username: "lockwrap", Password: "s3cret"})
 	lease, err := lock.New(acl).Acquire(ctx, lock.Request{Key: "team-a/report", Occurrence: occ, Holder: "c1/ns/pod-1", TTL: time.Minute})
