@@ -1020,4 +1020,32 @@ func TestRunWithAHandledIdAsksTheSameOrIsRefused(t *testing.T) {
 	if r.code != plugin.ExitGeneric || !strings.Contains(r.errOut, "--id fix-2 was refused already (not an occurrence of spec.schedule)") {
 		t.Errorf("a refused id asked again: exit %d, stderr %q; want %d, saying it was refused", r.code, r.errOut, plugin.ExitGeneric)
 	}
+	// Asked again as it was refused, it asks for nothing new either: the controller handles
+	// an id once. It printed "run requested" and exited 0 (with --wait: the old refusal, as
+	// if the controller had just refused it, "request again when …" and all).
+	for _, wait := range [][]string{nil, {"--wait", "--timeout", "20s"}} {
+		r = kl(time.Time{}, append([]string{"run", "report", "-n", e.ns, "--id", "fix-2", "--occurrence", "2026-11-30T02:30:00Z"}, wait...)...)
+		r.expect(t, plugin.ExitRefused, "run fix-2 of "+e.ns+"/report was refused at ", "(not an occurrence of spec.schedule)", "choose a new --id")
+	}
+
+	// An earlier id, not the last one, whose pod is kept: the controller records it with
+	// that pod, as the pod was built, and runs nothing. Asked with other qualifiers, --wait
+	// followed the old pod and exited 0 as if the occurrence had been run again (helper-101).
+	if !succeededRequestPod(ctx, t, job, "fix-0") {
+		return
+	}
+	for _, args := range [][]string{
+		{"--occurrence", "2026-11-30T02:00:00Z", "--wait", "--timeout", "20s"},
+		{"--fail-fast"},
+	} {
+		r := kl(time.Time{}, append([]string{"run", "report", "-n", e.ns, "--id", "fix-0"}, args...)...)
+		r.expect(t, plugin.ExitGeneric, "--id fix-0 was handled already as a run of its own, contention Wait (its pod "+runpod.ManualName(job.Name, "fix-0")+" is kept)")
+	}
+	must(t, k8s.Get(ctx, client.ObjectKeyFromObject(e.job), job))
+	if id := job.Annotations[v1alpha1.AnnotationRunRequest]; id != "fix-1" {
+		t.Errorf("a refused command wrote the run request: %q", id)
+	}
+	if r := kl(time.Time{}, "run", "report", "-n", e.ns, "--id", "fix-0"); r.code != plugin.ExitOK {
+		t.Errorf("an earlier id with the qualifiers its pod was built with: exit %d, stderr %q; want it accepted", r.code, r.errOut)
+	}
 }

@@ -151,15 +151,8 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	if rr := current.Status.LastRunRequest; rr != nil && rr.ID == id && !sameRequest(rr, occText, contention) {
-		// The controller handles an id once: the patch would change the qualifiers and
-		// nothing else, and --wait would follow the run the id had, as if it were this one.
-		if rr.Refused != "" {
-			return exitf(ExitGeneric, "--id %s was refused already (%s): the same id asks for nothing new; choose a new --id for %s",
-				id, rr.Refused, describeRequest(occ, contention))
-		}
-		return exitf(ExitGeneric, "--id %s was handled already as %s: the same id asks for nothing new; choose a new --id for %s, or leave --occurrence and --fail-fast as they were to follow it",
-			id, describeRequest(rr.Occurrence, rr.Contention), describeRequest(occ, contention))
+	if err := handledAlready(ctx, c, current, id, occ, occText, contention); err != nil {
+		return err
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationRunRequest:    id,
@@ -362,19 +355,67 @@ func (o *Options) removedLastLook(ctx context.Context, c client.Client, job *v1a
 		res.ID, j.Namespace, j.Name, v1alpha1.AnnotationRunRequest, o.RemovedGrace)
 }
 
+// handledAlready refuses, before anything is written, a request with an id the controller
+// has handled and will not handle again: the controller handles an id once, so the patch
+// would ask for nothing new, and --wait would follow the run the id had as if it were this
+// one (occ: the asked occurrence, occText its RFC 3339 text). That is the last request handled (status.lastRunRequest) asked again with other
+// qualifiers, or asked again as it was refused; and an earlier id whose pod is kept, asked
+// with qualifiers other than those its pod was built with (the controller records such an
+// id with its pod; once the pod is gone, the id is a request again).
+func handledAlready(ctx context.Context, c client.Client, job *v1alpha1.LockedCronJob, id string, occ *metav1.Time, occText, contention string) error {
+	if rr := job.Status.LastRunRequest; rr != nil && rr.ID == id {
+		switch {
+		case rr.Refused != "" && !sameRequest(rr, occText, contention):
+			return exitf(ExitGeneric, "--id %s was refused already (%s): the same id asks for nothing new; choose a new --id for %s",
+				id, rr.Refused, describeRequest(occ, contention))
+		case rr.Refused != "":
+			return exitf(ExitRefused, "run %s of %s/%s was refused at %s (%s); the controller handles an id once: choose a new --id to ask again",
+				id, job.Namespace, job.Name, rr.HandledAt.UTC().Format(time.RFC3339), rr.Refused)
+		case !sameRequest(rr, occText, contention):
+			return exitf(ExitGeneric, "--id %s was handled already as %s: the same id asks for nothing new; choose a new --id for %s, or leave --occurrence and --fail-fast as they were to follow it",
+				id, describeRequest(rr.Occurrence, rr.Contention), describeRequest(occ, contention))
+		}
+		return nil
+	}
+	pod, err := requestPodOf(ctx, c, job, id)
+	if err != nil || pod == nil {
+		return err
+	}
+	m := runpod.ManualRunOf(pod)
+	was := &v1alpha1.RunRequest{ID: id, Contention: m.Contention}
+	if !m.Occurrence.IsZero() {
+		was.Occurrence = &metav1.Time{Time: m.Occurrence}
+	}
+	if sameRequest(was, occText, contention) {
+		return nil
+	}
+	return exitf(ExitGeneric, "--id %s was handled already as %s (its pod %s is kept): the same id asks for nothing new; choose a new --id for %s, or leave --occurrence and --fail-fast as they were to follow it",
+		id, describeRequest(was.Occurrence, was.Contention), pod.Name, describeRequest(occ, contention))
+}
+
 // requestPod is the name of the pod the controller made for run request id of job, ""
-// when there is none: runpod.ManualName, labelled with the id and controlled by the job.
+// when there is none.
 func requestPod(ctx context.Context, c client.Client, job *v1alpha1.LockedCronJob, id string) (string, error) {
-	var pod corev1.Pod
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: runpod.ManualName(job.Name, id)}, &pod); {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case err != nil:
-		return "", exitf(ExitGeneric, "reading the pod of run %s: %w", id, err)
-	case pod.Labels[runpod.LabelRunRequest] != id || !metav1.IsControlledBy(&pod, job):
-		return "", nil
+	pod, err := requestPodOf(ctx, c, job, id)
+	if err != nil || pod == nil {
+		return "", err
 	}
 	return pod.Name, nil
+}
+
+// requestPodOf is the pod the controller made for run request id of job, nil when there
+// is none: runpod.ManualName, labelled with the id and controlled by the job.
+func requestPodOf(ctx context.Context, c client.Client, job *v1alpha1.LockedCronJob, id string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: runpod.ManualName(job.Name, id)}, pod); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, exitf(ExitGeneric, "reading the pod of run %s: %w", id, err)
+	case pod.Labels[runpod.LabelRunRequest] != id || !metav1.IsControlledBy(pod, job):
+		return nil, nil
+	}
+	return pod, nil
 }
 
 // fromRecent takes the outcome of a pod that is gone from status.recent.
