@@ -358,6 +358,26 @@ func TestTakeoverOfOwnCrashedPredecessor(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Same holder, another occurrence's live lock: not a crashed predecessor of this
+	// occurrence (one holder identity for every occurrence, as a VM crontab's --holder). The
+	// holder crashed in occ, its lock expired; it now runs occ+1; a retry of occ, finding the
+	// lock held by its own holder and occ's entry running, must not take occ+1's lock over:
+	// the lock's token is not occ's entry's (helper-103: no test failed without that check).
+	vm1 := lock.Request{Key: "vm", Occurrence: occ, Holder: "vm-1", TTL: time.Minute, Token: "t1"}
+	if _, err := l.Acquire(ctx, vm1); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, lock.LockKey("vm")) // crashed; its lock expired
+	vm2 := lock.Request{Key: "vm", Occurrence: occ.Add(time.Minute), Holder: "vm-1", TTL: time.Minute, Token: "t2"}
+	if _, err := l.Acquire(ctx, vm2); err != nil {
+		t.Fatal(err)
+	}
+	retry := vm1
+	retry.Token = "t3"
+	if g, err := l.Acquire(ctx, retry); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("a retry of occurrence 1 took the lock from occurrence 2's live run: %+v, %v (lock now %q)", g, err, c.Get(ctx, lock.LockKey("vm")).Val())
+	}
+
 	// Same holder but no running entry of this lock's token: held.
 	c.Del(ctx, lock.RunKey("oom", occ))
 	if _, err := l.Acquire(ctx, req); !errors.Is(err, lock.ErrNotObtained) {

@@ -39,6 +39,15 @@ func TestLateAcquireAfterItsRunFailedTakesNothing(t *testing.T) {
 	if st := c.HGet(ctx, lock.RunKey("late", occ), "state").Val(); st != string(lock.StateFailed) {
 		t.Errorf("the entry is %q after the late copy, want A's %q", st, lock.StateFailed)
 	}
+	// Later still: the finish key's life (2×ttl) is over, the failed entry (retention) is
+	// not. The entry's own token says the run ended.
+	c.Del(ctx, lock.FinishKey("late", "t1"))
+	if g, err := l.Acquire(ctx, req); !errors.As(err, &serr) || serr.State != lock.SuppressedEnded {
+		t.Errorf("the late copy once the finish key expired: %+v, %v; want it suppressed as ended", g, err)
+	}
+	if v := c.Get(ctx, lock.LockKey("late")).Val(); v != "" {
+		t.Errorf("the late copy left the lock held once the finish key expired: %q", v)
+	}
 	again := req
 	again.Holder, again.Token = "cl/ns/pod/uid2", "t2"
 	if g, err := l.Acquire(ctx, again); !errors.Is(err, lock.ErrSuppressed) {

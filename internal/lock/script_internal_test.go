@@ -75,6 +75,17 @@ func TestFenceIsServerTimeOrCounter(t *testing.T) {
 	if b.Fence != ahead+1 {
 		t.Fatalf("fence %d after a stored %d", b.Fence, ahead)
 	}
+	// Stored, so the next one is higher still (not the clock's, an hour behind).
+	if got := c.Get(ctx, FenceKey("f")).Val(); got != strconv.FormatInt(ahead+1, 10) {
+		t.Fatalf("fence key %q after handing out %d", got, ahead+1)
+	}
+	if err := b.Finish(ctx, StateSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.Acquire(ctx, Request{Key: "f", Occurrence: time.Unix(180, 0), TTL: time.Second})
+	if err != nil || n.Fence != ahead+2 {
+		t.Fatalf("the fence after %d: %v %+v", ahead+1, err, n)
+	}
 }
 
 // The lock is ours (an attempt whose reply was lost) but the entry is not: evicted, it is
