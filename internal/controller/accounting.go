@@ -292,14 +292,21 @@ func backlogReason(pod *corev1.Pod) string {
 	return msg + "; at most one pod per job waits to start"
 }
 
+// holdsPodsBack is the Ready=False reasons under which a pass makes no pod for a due
+// occurrence. (A refused schedule, or one that never fires, has no occurrences of the
+// schedule in force: those came after it was fixed.)
+var holdsPodsBack = map[string]bool{ReasonInvalidTemplate: true, ReasonPodCreateRefused: true, ReasonInvalidBlackout: true}
+
 // missedReason says why occurrences that were due did not start, as a cause (record) and
-// a message: what held them back in the previous pass (its conditions), or the deadline.
+// a message: what held them back in the previous pass (its conditions, those that stop
+// pod creation), or the deadline.
 func missedReason(p *pass) (cause, reason string) {
 	prev := p.job.Status.Conditions
-	if c := meta.FindStatusCondition(prev, ConditionLockBackendReady); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(prev, ConditionLockBackendReady); c != nil && c.Status == metav1.ConditionFalse &&
+		(&backendError{reason: c.Reason}).blocking() {
 		return c.Reason, fmt.Sprintf("held back while the lock backend was not ready (%s: %s)", c.Reason, c.Message)
 	}
-	if c := meta.FindStatusCondition(prev, ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(prev, ConditionReady); c != nil && c.Status == metav1.ConditionFalse && holdsPodsBack[c.Reason] {
 		return c.Reason, fmt.Sprintf("held back (%s: %s)", c.Reason, c.Message)
 	}
 	if dl := startingDeadline(p.job); dl != nil {

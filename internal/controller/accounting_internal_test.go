@@ -148,6 +148,17 @@ func TestMissedReason(t *testing.T) {
 			"SecretNotFound", "held back while the lock backend was not ready (SecretNotFound: Secret ns/redis not found)"},
 		{"pod creation was forbidden", []metav1.Condition{cond(ConditionReady, ReasonInvalidTemplate, `creating pod j-1: pods "j-1" is forbidden: exceeded quota`)}, nil,
 			ReasonInvalidTemplate, `held back (InvalidTemplate: creating pod j-1: pods "j-1" is forbidden: exceeded quota)`},
+		{"pod creation was refused", []metav1.Condition{cond(ConditionReady, ReasonPodCreateRefused, "creating pod j-1: admission webhook denied")}, nil,
+			ReasonPodCreateRefused, "held back (PodCreateRefused: creating pod j-1: admission webhook denied)"},
+		{"the blackouts were invalid", []metav1.Condition{cond(ConditionReady, ReasonInvalidBlackout, "spec.blackouts[0]: bad")}, nil,
+			ReasonInvalidBlackout, "held back (InvalidBlackout: spec.blackouts[0]: bad)"},
+		// Conditions that hold no pod back (helper-100): the manager could not reach Redis,
+		// which pods may still reach (lockwrap is the authority); the schedule refused
+		// before the one in force, whose occurrences came after it was fixed.
+		{"Redis unreachable from the manager", []metav1.Condition{cond(ConditionLockBackendReady, ReasonRedisUnreachable, "Redis at r:6379: connection refused")}, &deadline,
+			CauseStartingDeadline, "not started within startingDeadlineSeconds (1m0s): the controller was down or busy"},
+		{"the schedule refused before it was fixed", []metav1.Condition{cond(ConditionReady, ReasonInvalidSchedule, "spec.schedule: bad")}, nil,
+			CauseSuperseded, "superseded by a later occurrence before it started: the controller was down or busy"},
 		{"nothing held it back, with a deadline", nil, &deadline, CauseStartingDeadline, "not started within startingDeadlineSeconds (1m0s): the controller was down or busy"},
 		{"nothing held it back, no deadline", nil, nil, CauseSuperseded, "superseded by a later occurrence before it started: the controller was down or busy"},
 	} {
