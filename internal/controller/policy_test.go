@@ -181,12 +181,21 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 		// The request's qualifiers are part of it.
 		err = request(noPods, `"`+v1alpha1.AnnotationRunContention+`":"`+v1alpha1.ManualContentionFailFast+`"`)
 		Expect(err).To(HaveOccurred(), "a user who may not create pods changed a pending request")
-		// Removing a request or a qualifier, or leaving them as they are, makes no pod: not
-		// checked.
+		// Removing a qualifier of a request not yet handled changes what it runs (an
+		// occurrence again, unless it succeeded, becomes a run of its own; FailFast becomes
+		// Wait): checked (helper-101: it was not).
 		Expect(request(both, `"`+v1alpha1.AnnotationRunOccurrence+`":"2026-11-30T02:00:00Z"`)).To(Succeed())
+		Expect(request(both, `"`+v1alpha1.AnnotationRunContention+`":"`+v1alpha1.ManualContentionFailFast+`"`)).To(Succeed())
+		for _, q := range []string{v1alpha1.AnnotationRunOccurrence, v1alpha1.AnnotationRunContention} {
+			err = request(noPods, `"`+q+`":null`)
+			Expect(err).To(HaveOccurred(), "a user who may not create pods removed %s from a pending request", q)
+			Expect(err.Error()).To(ContainSubstring("user no-pods may not create pods in namespace " + ns))
+		}
+		// Removing the request, or leaving it as it is, makes no pod: not checked; nor is
+		// removing a qualifier once no request is there.
 		Expect(request(noPods, `"team":"a"`)).To(Succeed())
-		Expect(request(noPods, `"`+v1alpha1.AnnotationRunOccurrence+`":null`)).To(Succeed())
 		Expect(request(noPods, `"`+v1alpha1.AnnotationRunRequest+`":null`)).To(Succeed())
+		Expect(request(noPods, `"`+v1alpha1.AnnotationRunOccurrence+`":null`)).To(Succeed())
 	})
 
 	It("rejects a user who may not list the workloads a rollout guard names, naming the kind", func() {

@@ -148,13 +148,13 @@ func readWorkloads(ctx context.Context, c client.Client, ns string, refs []black
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("reading %s %s/%s: %s", ref.Kind, ns, ref.Name, apierrors.ReasonForError(err))
+				return nil, fmt.Errorf("reading %s %s/%s: %w", ref.Kind, ns, ref.Name, err)
 			}
 			out[i] = []metav1.Object{one}
 			continue
 		}
 		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: ref.Selector}); err != nil {
-			return nil, fmt.Errorf("listing %ss in %s: %s", ref.Kind, ns, apierrors.ReasonForError(err))
+			return nil, fmt.Errorf("listing %ss in %s: %w", ref.Kind, ns, err)
 		}
 		switch l := list.(type) {
 		case *appsv1.DeploymentList:

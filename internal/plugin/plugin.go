@@ -278,9 +278,9 @@ func apiError(err error, ns, name string) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return exitf(ExitNotFound, "lockedcronjob %s/%s not found", ns, name)
-	case apierrors.IsForbidden(err):
-		return exitf(ExitGeneric, "lockedcronjob %s/%s: forbidden: %s", ns, name, apierrors.ReasonForError(err))
 	}
+	// Anything else as the API server said it (a refusal names the missing permission,
+	// or what an admission policy requires): printed on one line (errorLine).
 	var x *ExitError
 	if errors.As(err, &x) {
 		return err
@@ -306,9 +306,6 @@ func (o *Options) jobs(ctx context.Context, c client.Client, ns string, args []s
 		opts = append(opts, client.InNamespace(ns))
 	}
 	if err := c.List(ctx, &list, opts...); err != nil {
-		if apierrors.IsForbidden(err) {
-			return nil, exitf(ExitGeneric, "listing lockedcronjobs: forbidden: %s", apierrors.ReasonForError(err))
-		}
 		return nil, exitf(ExitGeneric, "listing lockedcronjobs: %w", err)
 	}
 	if len(list.Items) == 0 {

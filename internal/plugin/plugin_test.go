@@ -355,6 +355,15 @@ func TestErrors(t *testing.T) {
 	if r = kl(time.Time{}, "history", "report", "-n", e.ns, "--as", "alice"); r.code != 0 {
 		t.Fatalf("history as alice: %v", r)
 	}
+	// What the API server says when it refuses is printed, not its reason alone
+	// ("forbidden: Forbidden"): which permission is missing, or what an admission policy
+	// says (the run-request policy names pods/create and why) (helper-101).
+	for _, args := range [][]string{{"run", "report"}, {"suspend", "report"}} {
+		r = kl(time.Time{}, append(args, "-n", e.ns, "--as", "alice")...)
+		if r.code != plugin.ExitGeneric || !strings.Contains(r.errOut, `User "alice" cannot patch resource "lockedcronjobs"`) {
+			t.Errorf("%v as alice, who may not patch: %v", args, r)
+		}
+	}
 
 	// A Secret without url, then a Redis that is not there.
 	sec := &corev1.Secret{}

@@ -32,7 +32,7 @@ func (o *Options) redisFor(ctx context.Context, c client.Client, job *v1alpha1.L
 			return nil, exitf(ExitSecret, "cannot read Secret %s: not found (spec.lock.redis.secretRef of lockedcronjob %s/%s)",
 				ref, job.Namespace, job.Name)
 		}
-		return nil, exitf(ExitSecret, "cannot read Secret %s: %s", ref, apierrors.ReasonForError(err))
+		return nil, exitf(ExitSecret, "cannot read Secret %s: %w", ref, err)
 	}
 	if len(s.Data[runpod.SecretKeyURL]) == 0 {
 		return nil, exitf(ExitSecret, "Secret %s has no key %q (the Redis URL)", ref, runpod.SecretKeyURL)

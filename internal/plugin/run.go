@@ -151,8 +151,10 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	if err := handledAlready(ctx, c, current, id, occ, occText, contention); err != nil {
-		return err
+	if f.id != "" { // a generated id is new
+		if err := handledAlready(ctx, c, current, id, occ, occText, contention); err != nil {
+			return err
+		}
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationRunRequest:    id,
@@ -377,8 +379,13 @@ func handledAlready(ctx context.Context, c client.Client, job *v1alpha1.LockedCr
 		}
 		return nil
 	}
+	// With the user's own rights: one who may request runs but not read pods is not
+	// checked here (the request is followed as it is).
 	pod, err := requestPodOf(ctx, c, job, id)
-	if err != nil || pod == nil {
+	if apierrors.IsForbidden(err) || pod == nil {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	m := runpod.ManualRunOf(pod)
