@@ -689,7 +689,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	plan := sched.Plan(schedule.Input{Earliest: earliest(job, st), Now: p.now, StartingDeadline: deadline})
 	if plan.Next.IsZero() {
 		st.NextScheduleTime = nil
-		p.setCondition(ConditionReady, false, ReasonScheduleNeverFires, fmt.Sprintf("spec.schedule %q has no occurrence in the next five years", job.Spec.Schedule))
+		p.setCondition(ConditionReady, false, ReasonScheduleNeverFires, fmt.Sprintf("spec.schedule %q never fires: no date it names exists (as 31 February); fix spec.schedule", job.Spec.Schedule))
 	} else {
 		st.NextScheduleTime = &metav1.Time{Time: plan.Next}
 		p.setCondition(ConditionReady, true, ReasonScheduled, "next occurrence "+plan.Next.UTC().Format(time.RFC3339))

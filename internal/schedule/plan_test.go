@@ -268,3 +268,25 @@ func BenchmarkPlanLongGap(b *testing.B) {
 		})
 	}
 }
+
+// An occurrence more than five years after the last one (or after the job's creation) is
+// due when it comes, and the plan's next occurrence is it, not "never" (helper-100: the
+// controller set ScheduleNeverFires, ran nothing on the day, and never moved on).
+func TestPlanBeyondFiveYears(t *testing.T) {
+	for _, c := range []struct{ spec, earliest, now, due, next string }{
+		{"0 0 29 2 */7", "2026-06-01T00:00:00Z", "2032-02-29T00:00:10Z", "2032-02-29T00:00:00Z", "2060-02-29T00:00:00Z"},
+		{"0 0 29 2 *", "2096-02-29T00:00:00Z", "2104-02-29T00:00:10Z", "2104-02-29T00:00:00Z", "2108-02-29T00:00:00Z"},
+		{"0 0 29 2 */7", "2026-06-01T00:00:00Z", "2031-06-01T00:00:00Z", "", "2032-02-29T00:00:00Z"},
+	} {
+		s := mustParse(t, c.spec, "")
+		p := s.Plan(Input{Earliest: mustTime(c.earliest), Now: mustTime(c.now)})
+		due := ""
+		if p.Due != nil {
+			due = rfc(*p.Due)[0]
+		}
+		if due != c.due || rfc(p.Next)[0] != c.next || p.Missed != 0 {
+			t.Errorf("%q (%s, %s]: due %q, next %v, missed %d; want due %q, next %s, none missed",
+				c.spec, c.earliest, c.now, due, p.Next, p.Missed, c.due, c.next)
+		}
+	}
+}

@@ -141,7 +141,11 @@ const countLimit = 1000
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // allHours is the hour bit set that selects every hour of the day.
-const allHours = uint64(1)<<24 - 1
+const (
+	allHours    = uint64(1)<<24 - 1
+	allMonths   = uint64(1)<<13 - 2 // bits 1–12
+	allWeekdays = uint64(1)<<7 - 1  // bits 0–6, Sunday first
+)
 
 // Schedule is a parsed schedule in its time zone. The zero value is not
 // usable; get one from Parse. A Schedule is immutable and safe for concurrent use.
@@ -157,6 +161,8 @@ type Schedule struct {
 	// wallClock selects cron(8)'s fixed-time (wall-clock appointment)
 	// semantics: neither the minute nor the hour field begins with "*".
 	wallClock bool
+	// fires: the spec has an occurrence at all (firesAtAll).
+	fires bool
 
 	// every is the period of "@every", whole seconds; its occurrences are
 	// the Unix epoch + k·every.
@@ -250,6 +256,7 @@ func (s *Schedule) setSpec(spec *cron.SpecSchedule, fixedTime bool) *Schedule {
 	naive.Location = time.UTC
 	s.naive = &naive
 	s.wallClock = fixedTime
+	s.fires = firesAtAll(&naive)
 	return s
 }
 
@@ -295,10 +302,10 @@ func (s *Schedule) String() string { return s.text }
 func (s *Schedule) Has(t time.Time) bool { return s.Next(t.Add(-time.Nanosecond)).Equal(t) }
 
 // Next returns the first occurrence strictly after t, in the schedule's zone,
-// or the zero time if the schedule never fires again (e.g. "59 23 31 2 *";
-// like robfig/cron, a spec schedule that does not fire within five years of t
-// is treated as never firing). For "@every d" it is the first instant
-// epoch + k·d strictly after t.
+// or the zero time if the schedule never fires (e.g. "59 23 31 2 *"). Unlike
+// robfig/cron's, it finds occurrences more than five years apart ("0 0 29 2 *"
+// across 2100; a 29 February that is a Sunday, 28 or 40 years apart): see
+// naiveNext. For "@every d" it is the first instant epoch + k·d strictly after t.
 func (s *Schedule) Next(t time.Time) time.Time {
 	switch {
 	case s.every > 0:
@@ -306,7 +313,7 @@ func (s *Schedule) Next(t time.Time) time.Time {
 	case !s.wallClock:
 		return s.nextInterval(t)
 	default:
-		w := s.naive.Next(highWater(t.In(s.loc)))
+		w := s.naiveNext(highWater(t.In(s.loc)))
 		if w.IsZero() {
 			return time.Time{}
 		}
@@ -340,14 +347,13 @@ func (s *Schedule) Upcoming(t time.Time, n int) []time.Time {
 func (s *Schedule) nextInterval(t time.Time) time.Time {
 	from := t.In(s.loc) // looking for instants > from
 	// A period per iteration; a zone changes offset a few times a year, so
-	// this bound is never reached before the naive search gives up at five
-	// years.
-	for range 64 {
+	// this bound is reached only past the 400 years naiveNext looks ahead.
+	for range 1024 {
 		first := from.Add(time.Nanosecond)
 		_, off := first.Zone()
-		_, end := first.ZoneBounds()
+		end := zoneEnd(first)
 		shift := time.Duration(off) * time.Second
-		w := s.naive.Next(from.UTC().Add(shift))
+		w := s.naiveNext(from.UTC().Add(shift))
 		if w.IsZero() {
 			return time.Time{}
 		}
@@ -357,6 +363,69 @@ func (s *Schedule) nextInterval(t time.Time) time.Time {
 		from = end.Add(-time.Nanosecond)
 	}
 	return time.Time{}
+}
+
+// naiveNext is robfig's SpecSchedule.Next (of the naive, UTC, schedule) without its
+// five-year horizon: it searches on, five years at a time, through the 400 years after
+// which the Gregorian calendar, weekdays included, repeats. Zero means the schedule
+// never fires (fires, computed once by Parse, says so without the search).
+func (s *Schedule) naiveNext(w time.Time) time.Time {
+	if !s.fires {
+		return time.Time{}
+	}
+	// robfig searches the years w.Year() to w.Year()+5: each step starts within the
+	// last one's span, so no time is skipped.
+	for range 81 {
+		if n := s.naive.Next(w); !n.IsZero() {
+			return n
+		}
+		w = w.AddDate(5, 0, 0)
+	}
+	return time.Time{}
+}
+
+// firesAtAll reports whether a spec schedule has an occurrence at all: a day it fires on
+// (its hours, minutes and seconds are never empty). With day-of-month and day-of-week
+// ORed (neither starred), any weekday of an allowed month will do. ANDed, a date of an
+// allowed month that exists (29 February in leap years) will: over 400 years every date
+// falls on every weekday.
+func firesAtAll(spec *cron.SpecSchedule) bool {
+	if spec.Dom&starBit == 0 && spec.Dow&starBit == 0 {
+		return spec.Month&allMonths != 0 && spec.Dow&allWeekdays != 0
+	}
+	if spec.Dow&allWeekdays == 0 {
+		return false
+	}
+	days := [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
+	for m := 1; m <= 12; m++ {
+		if spec.Month&(1<<uint(m)) != 0 && spec.Dom&(uint64(1)<<uint(days[m]+1)-2) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// zoneEnd is when t's period of constant UTC offset ends (zero: never), as ZoneBounds
+// says, corrected where Go's answer is behind t: beyond its zone table (2037 on) Go ends
+// each year's last period at 00:00 UTC on 31 December, also for the instants after it
+// up to the new year in the zone, which stopped the walk of nextInterval there. The
+// period is then the one two days on, if its offset is t's (it goes on), else it ends
+// where that one starts.
+func zoneEnd(t time.Time) time.Time {
+	_, end := t.ZoneBounds()
+	if end.IsZero() || end.After(t) {
+		return end
+	}
+	later := t.Add(48 * time.Hour)
+	start, next := later.ZoneBounds()
+	_, off := t.Zone()
+	if _, loff := later.Zone(); loff == off {
+		return next
+	}
+	if start.After(t) {
+		return start
+	}
+	return later
 }
 
 // naive returns t's wall-clock reading in its own location, as a UTC time.
@@ -713,13 +782,18 @@ func (s *Schedule) MinGap(from time.Time) time.Duration {
 }
 
 // minGapFrom is the shortest time between consecutive occurrences after from, among at
-// most gapSamples of them, and none after until (zero: no bound).
+// most gapSamples of them, and none after until (zero: 400 years on).
 func (s *Schedule) minGapFrom(from, until time.Time) time.Duration {
 	var gap time.Duration
+	// Past 400 years the calendar repeats: a schedule that fires every 28 years or so
+	// (a 29 February that is a Sunday) has shown its gaps by then.
+	if horizon := from.AddDate(400, 0, 0); until.IsZero() || until.After(horizon) {
+		until = horizon
+	}
 	prev := s.Next(from)
 	for i := 1; i < gapSamples && !prev.IsZero(); i++ {
 		next := s.Next(prev)
-		if next.IsZero() || (!until.IsZero() && next.After(until)) {
+		if next.IsZero() || next.After(until) {
 			break
 		}
 		if d := next.Sub(prev); gap == 0 || d < gap {

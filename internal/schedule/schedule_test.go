@@ -165,6 +165,34 @@ func TestNextEdges(t *testing.T) {
 			t.Error(diff)
 		}
 	})
+	// More than five years apart (robfig's SpecSchedule.Next looks five years ahead and
+	// gives up): an occurrence was taken for none, and the controller dropped it, said the
+	// schedule never fires, and stayed there (helper-100). Fixed-time and interval
+	// schedules, in UTC and a zone with daylight saving time.
+	t.Run("further apart than five years", func(t *testing.T) {
+		for _, c := range []struct{ spec, tz, from, want string }{
+			{"0 0 29 2 *", "", "2096-03-01T00:00:00Z", "2104-02-29T00:00:00Z"},   // 2100 is no leap year
+			{"0 0 29 2 */7", "", "2026-06-01T00:00:00Z", "2032-02-29T00:00:00Z"}, // a 29 February that is a Sunday
+			{"0 0 29 2 */7", "", "2032-02-29T00:00:00Z", "2060-02-29T00:00:00Z"}, // the next: 28 years on
+			{"0 0 29 2 */7", "Europe/Berlin", "2032-02-29T00:00:00+01:00", "2060-02-29T00:00:00+01:00"},
+			{"0 0 29 2 */7", "", "2088-02-29T00:00:00Z", "2128-02-29T00:00:00Z"},                         // 40 years on
+			{"*/30 * 29 2 */7", "America/New_York", "2026-06-01T00:00:00Z", "2032-02-29T00:00:00-05:00"}, // an interval schedule
+			{"*/30 * 29 2 */7", "America/New_York", "2088-02-29T23:59:00-05:00", "2128-02-29T00:00:00-05:00"},
+			// Not far apart, but past Go's zone table: its zone periods there end a year at
+			// 00:00 UTC on 31 December, for the hours after it too, and the walk through
+			// them stopped: "never".
+			{"*/30 * 31 12 *", "America/New_York", "2088-12-30T18:00:00-05:00", "2088-12-31T00:00:00-05:00"},
+		} {
+			s := mustParse(t, c.spec, c.tz)
+			got := s.Next(mustTime(c.from))
+			if rfc(got)[0] != c.want {
+				t.Errorf("%q in %q: Next(%s) = %v, want %s", c.spec, c.tz, c.from, got, c.want)
+			}
+			if !got.IsZero() && !s.Has(got) {
+				t.Errorf("%q in %q: Has(%v) is false", c.spec, c.tz, got)
+			}
+		}
+	})
 	t.Run("input zone does not matter, output is in the schedule's zone", func(t *testing.T) {
 		s := mustParse(t, "0 9 * * *", "America/New_York")
 		tokyo, _ := time.LoadLocation("Asia/Tokyo")
