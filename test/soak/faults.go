@@ -14,8 +14,8 @@ import (
 type FaultKind string
 
 const (
-	// FaultHolderPodDeleted deletes the pod holding the lock (or, when the host loop holds
-	// it, a running pod of the key).
+	// FaultHolderPodDeleted deletes the pod holding the lock (waiting, until the faults
+	// end, for a moment a pod holds it: not while the host loop does).
 	FaultHolderPodDeleted FaultKind = "holder-pod-deleted"
 	// FaultJobKill9 SIGKILLs a running job process on the host (a pod's or the host loop's).
 	FaultJobKill9 FaultKind = "job-kill-9"

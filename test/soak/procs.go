@@ -83,7 +83,9 @@ func killJobRun(jobBins []string, key string, logf func(string, ...any)) (*check
 		return nil, ""
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return nil, fmt.Sprintf("SIGKILL job pid %d, %s %s: %v", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339), err)
+		// Not landed (the job had exited): the caller tries another run.
+		logf("soak: job-kill-9: SIGKILL pid %d, %s %s: %v", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339), err)
+		return nil, ""
 	}
 	return &run, fmt.Sprintf("SIGKILL job pid %d, %s %s", pid, run.Holder, run.Occurrence.UTC().Format(time.RFC3339))
 }

@@ -135,7 +135,8 @@ type soak struct {
 	hostProcs map[int]bool // process group ids of running host lockwraps
 	faults    map[FaultKind]int
 	faultLog  []string
-	kills     []checker.Kill // the runs job-kill-9 hit
+	kills     []checker.Kill    // the runs job-kill-9 hit
+	deleted   []checker.Deleted // the holders whose pods holder-pod-deleted deleted
 }
 
 func TestSoak(t *testing.T) {
@@ -649,6 +650,7 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 	}
 	h.Contenders = append(h.Contenders, checker.Contender{Name: hostName, Key: mainKey, Scheduled: slices.Clone(s.hostOccs)})
 	h.Kills = slices.Clone(s.kills)
+	h.Deleted = slices.Clone(s.deleted)
 	s.mu.Unlock()
 	for _, c := range cons {
 		var job v1alpha1.LockedCronJob
@@ -672,7 +674,8 @@ func (s *soak) history(ctx context.Context, cons []contender) checker.History {
 		for at := sched.Next(from); !at.After(to); at = sched.Next(at) {
 			occs = append(occs, at)
 		}
-		h.Contenders = append(h.Contenders, checker.Contender{Name: c.ns, Key: c.key, Scheduled: occs, Counters: ptr.To(job.Status.Counters)})
+		h.Contenders = append(h.Contenders, checker.Contender{Name: c.ns, Key: c.key, Scheduled: occs, Counters: ptr.To(job.Status.Counters),
+			Blackout: job.Spec.Blackout != nil})
 	}
 	return h
 }
@@ -737,7 +740,11 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 	case FaultOperatorDeleted:
 		err := s.cs.CoreV1().Pods("lockedcron-system").DeleteCollection(ctx, metav1.DeleteOptions{},
 			metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lockedcron"})
-		note = fmt.Sprintf("operator pod deleted (err %v)", err)
+		if err != nil {
+			s.t.Logf("soak: operator-pod-deleted: %v", err) // not landed
+		} else {
+			note = "operator pod deleted"
+		}
 	case FaultAPIServerRestart:
 		// One restart at a time: two overlapping ones both stop the same kube-apiserver
 		// and both start one; the second cannot bind its port, and the first outlives
@@ -764,8 +771,14 @@ func (s *soak) deleteHolderPod(ctx context.Context) string {
 	_, holder, _ := strings.Cut(v, " ")
 	parts := strings.Split(holder, "/") // <cluster>/<namespace>/<pod>/<pod uid>
 	if len(parts) == 4 && strings.HasPrefix(parts[1], "soak-") {
-		err := s.cs.CoreV1().Pods(parts[1]).Delete(ctx, parts[2], metav1.DeleteOptions{})
-		return fmt.Sprintf("deleted holder %s (err %v)", holder, err)
+		if err := s.cs.CoreV1().Pods(parts[1]).Delete(ctx, parts[2], metav1.DeleteOptions{}); err != nil {
+			s.t.Logf("soak: holder-pod-deleted: deleting %s: %v", holder, err)
+			return "" // not landed: tried again
+		}
+		s.mu.Lock()
+		s.deleted = append(s.deleted, checker.Deleted{Key: mainKey, Holder: holder})
+		s.mu.Unlock()
+		return "deleted holder " + holder
 	}
 	return "" // the host loop holds it, or nobody
 }

@@ -46,18 +46,25 @@ var toxics = []struct{ name, json string }{
 	{"reset_peer", `{"name":"reset_peer","type":"reset_peer","stream":"upstream","attributes":{"timeout":300}}`},
 }
 
-// inject adds the fault's toxic for d and removes it; it returns what it did.
+// inject adds the fault's toxic for d and removes it; it returns what it did, "" when it
+// could not add it (not landed). Each fault's toxic has a name of its own, so that two
+// faults at once that pick the same kind both land.
 func (l *toxicLink) inject(f Fault) string {
 	tx := toxics[int(f.At/time.Millisecond)%len(toxics)]
-	if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(tx.json)); err != nil {
-		return fmt.Sprintf("toxiproxy %s: %v", tx.name, err)
+	name := toxicName(tx.name, f)
+	js := strings.Replace(tx.json, `"name":"`+tx.name+`"`, `"name":"`+name+`"`, 1)
+	if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		return ""
 	}
 	time.Sleep(f.For)
-	if err := l.proxy.Toxics.RemoveToxic(context.Background(), tx.name); err != nil {
+	if err := l.proxy.Toxics.RemoveToxic(context.Background(), name); err != nil {
 		return fmt.Sprintf("toxiproxy %s for %v (removing it: %v)", tx.name, f.For, err)
 	}
 	return fmt.Sprintf("toxiproxy %s on the host loop's link to Redis for %v", tx.name, f.For)
 }
+
+// toxicName is the name of fault f's toxic of kind name.
+func toxicName(name string, f Fault) string { return fmt.Sprintf("%s-%d", name, f.At.Milliseconds()) }
 
 // TestToxicsBreakTheHostLink: each toxic the soak injects does to a Redis client what it
 // says (slows it, cuts it, resets it), and the link works again once it is removed.
@@ -82,9 +89,14 @@ func TestToxicsBreakTheHostLink(t *testing.T) {
 				t.Fatalf("before the toxic: %v", err)
 			}
 			done := make(chan string)
-			go func() { done <- link.inject(Fault{At: time.Duration(i) * time.Millisecond, For: 3 * time.Second}) }()
+			f := Fault{At: time.Duration(i) * time.Millisecond, For: 3 * time.Second}
+			go func() { done <- link.inject(f) }()
+			// A second fault picking the same toxic while the first is in place lands too
+			// (it was refused, "toxic already exists", and still counted as landed).
+			again := make(chan string)
+			go func() { again <- link.inject(Fault{At: f.At + time.Duration(len(toxics))*time.Millisecond, For: time.Second}) }()
 			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-				return link.proxy.Toxics.GetToxic(tx.name) != nil, nil
+				return link.proxy.Toxics.GetToxic(toxicName(tx.name, f)) != nil, nil
 			}); err != nil {
 				t.Fatalf("toxic %s never in place", tx.name)
 			}
@@ -98,6 +110,9 @@ func TestToxicsBreakTheHostLink(t *testing.T) {
 				t.Errorf("PING under %s answered after %v, want an error", tx.name, took)
 			}
 			t.Logf("%s", <-done)
+			if note := <-again; note == "" {
+				t.Errorf("a second %s fault while the first was in place did not land", tx.name)
+			}
 			if err := client().Ping(ctx).Err(); err != nil {
 				t.Errorf("after the toxic is removed: %v", err)
 			}

@@ -26,6 +26,11 @@
 //   - Early: no run starts before its occurrence. A pod prepared ahead
 //     (prepareAheadSeconds) exists before its instant; its lockwrap waits for the instant
 //     (the soak's node and host share one clock).
+//   - Lost: a contender that stood back stood back for a run that happened. An "already
+//     done" (SuppressedDuplicate) names a run of that occurrence on the audit list; a skip
+//     names a holder that ran, reported, or whose pod the soak deleted; a job counts
+//     occurrences skipped for a blackout only if it has one. Otherwise the occurrence was
+//     lost: nobody ran it, and the contenders were told it was taken care of.
 //   - Accounting: each contender decides each occurrence it was scheduled for exactly once;
 //     a run a contender reports has its audit record and the reverse; a skip names the
 //     holder; a contender's counters equal its reports, and account for every occurrence
@@ -84,6 +89,8 @@ type Contender struct {
 	// Scheduled are the occurrences it was due to decide over the soak.
 	Scheduled []time.Time
 	Counters  *v1alpha1.Counters
+	// Blackout: the LockedCronJob has a spec.blackout.
+	Blackout bool
 }
 
 // History is everything the checker is given.
@@ -93,6 +100,14 @@ type History struct {
 	Contenders []Contender
 	// Kills are the runs the soak SIGKILLed (job-kill-9).
 	Kills []Kill
+	// Deleted are the holders whose pods the soak deleted (holder-pod-deleted).
+	Deleted []Deleted
+}
+
+// Deleted is a holder whose pod the soak deleted while it held the key's lock.
+type Deleted struct {
+	Key    string
+	Holder string
 }
 
 // Kill is one run of a job the soak SIGKILLed, named as its audit records name it.
@@ -110,6 +125,7 @@ const (
 	KindOverlap    Kind = "Overlap"
 	KindToken      Kind = "TokenOrder"
 	KindEarly      Kind = "Early"
+	KindLost       Kind = "Lost"
 	KindAccounting Kind = "Accounting"
 	KindCounters   Kind = "Counters"
 )
@@ -429,6 +445,8 @@ func checkAccounting(h History, execs []Execution, stat func(string) *KeyStats) 
 		}
 	}
 
+	out = append(out, checkLost(h, execs)...)
+
 	occs := map[string]map[int64]bool{}
 	for _, c := range h.Contenders {
 		s := stat(c.Key)
@@ -493,6 +511,42 @@ func checkAccounting(h History, execs []Execution, stat func(string) *KeyStats) 
 		s.NotRun = s.Scheduled - s.Executed
 		if s.NotRun < 0 {
 			add(KindAccounting, key, "%d occurrences ran that no contender was scheduled for", -s.NotRun)
+		}
+	}
+	return out
+}
+
+// checkLost finds contenders that stood back for a run that did not happen.
+func checkLost(h History, execs []Execution) []Violation {
+	var out []Violation
+	add := func(key, format string, args ...any) {
+		out = append(out, Violation{Kind: KindLost, Key: key, Message: fmt.Sprintf(format, args...)})
+	}
+	type keyHolder struct{ key, holder string }
+	ran := map[runID]bool{}
+	known := map[keyHolder]bool{}
+	for _, e := range execs {
+		ran[e.id()] = true
+		known[keyHolder{e.Key, e.Holder}] = true
+	}
+	for _, d := range h.Decisions {
+		known[keyHolder{d.Key, d.Holder}] = true
+	}
+	for _, d := range h.Deleted {
+		known[keyHolder{d.Key, d.Holder}] = true
+	}
+	for _, d := range h.Decisions {
+		occ := d.Occurrence.UTC().Format(time.RFC3339)
+		switch {
+		case d.Outcome == report.SuppressedDuplicate && !ran[runIDOf(d.Key, d.HeldBy, d.Occurrence)]:
+			add(d.Key, "%s was told occurrence %s was done already (by %q), but the audit list has no run of it by that holder", d.Contender, occ, d.HeldBy)
+		case d.Outcome == report.SkippedContention && d.HeldBy != "" && !known[keyHolder{d.Key, d.HeldBy}]:
+			add(d.Key, "%s skipped %s behind %q, a holder that never ran, reported, or had its pod deleted", d.Contender, occ, d.HeldBy)
+		}
+	}
+	for _, c := range h.Contenders {
+		if c.Counters != nil && !c.Blackout && c.Counters.SkippedBlackout > 0 {
+			add(c.Key, "%s counted %d occurrences skipped for a blackout, but it has no spec.blackout", c.Name, c.Counters.SkippedBlackout)
 		}
 	}
 	return out

@@ -141,6 +141,14 @@ func kinds(r Result) []Kind {
 
 func TestCleanHistoryPasses(t *testing.T) {
 	w := clean()
+	// A skip behind a holder whose pod the soak deleted before it reported is no loss.
+	w.h.Deleted = append(w.h.Deleted, Deleted{Key: "k", Holder: "ns-a/deleted"})
+	for i, d := range w.h.Decisions {
+		if d.Contender == "vm" && d.Outcome == report.SkippedContention {
+			w.h.Decisions[i].HeldBy = "ns-a/deleted"
+			break
+		}
+	}
 	r := Check(w.h, 10*time.Second)
 	if !r.OK() {
 		t.Fatalf("clean history: %v", r.Violations)
@@ -207,6 +215,39 @@ func TestPlantedViolationsAreCaught(t *testing.T) {
 			w.counter["ns-b"].SkippedContention--
 			w.counter["ns-b"].Missed++
 		}, []Kind{KindCounters}, "skippedContention"},
+		// Lost occurrences (helper-103: each of these passed): every contender stood back
+		// for a run nobody made.
+		{"lost: told the occurrence was done, nobody ran it", func(w *world) {
+			at := w.h.Executions[5].Occurrence
+			w.h.Executions = slices.Delete(w.h.Executions, 5, 6)
+			w.h.Decisions = slices.DeleteFunc(w.h.Decisions, func(d Decision) bool { return d.Occurrence.Equal(at) })
+			for _, c := range []string{"ns-a", "ns-b", "vm"} {
+				w.decide(c, at, Decision{Outcome: report.SuppressedDuplicate, HeldBy: "ns-a/ghost"})
+			}
+			for _, k := range w.counter {
+				k.SkippedContention-- // the skips dropped above
+			}
+		}, []Kind{KindLost}, `was told occurrence 2026-11-30T12:00:10Z was done already (by "ns-a/ghost")`},
+		{"lost: every contender skipped behind a holder that never was", func(w *world) {
+			at := w.h.Executions[5].Occurrence
+			winner := w.h.Executions[5].Holder
+			w.h.Executions = slices.Delete(w.h.Executions, 5, 6)
+			w.h.Decisions = slices.DeleteFunc(w.h.Decisions, func(d Decision) bool { return d.Holder == winner })
+			w.decide(strings.SplitN(winner, "/", 2)[0], at, Decision{Outcome: report.SkippedContention, HeldBy: "nobody-ever/ran"})
+			for i, d := range w.h.Decisions {
+				if d.Occurrence.Equal(at) {
+					w.h.Decisions[i].HeldBy = "nobody-ever/ran"
+				}
+			}
+			if k := w.counter[strings.SplitN(winner, "/", 2)[0]]; k != nil {
+				k.Runs--
+				k.Succeeded--
+			}
+		}, []Kind{KindLost}, `skipped 2026-11-30T12:00:10Z behind "nobody-ever/ran"`},
+		{"lost: counted skipped for a blackout the job does not have", func(w *world) {
+			w.counter["ns-a"].SkippedBlackout++
+			w.h.Contenders[0].Scheduled = append(w.h.Contenders[0].Scheduled, t0.Add(100*time.Second))
+		}, []Kind{KindLost}, "ns-a counted 1 occurrences skipped for a blackout, but it has no spec.blackout"},
 		{"a skip that names no holder", func(w *world) {
 			for i, d := range w.h.Decisions {
 				if d.Outcome == report.SkippedContention {
