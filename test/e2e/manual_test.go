@@ -10,6 +10,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -104,13 +106,21 @@ var _ = Describe("manual runs on a real cluster", Ordered, func() {
 
 	It("makes one run for two requests with the same id", func() {
 		// The same id again: removed and set again, with another contention (each a
-		// change the controller is woken by).
+		// change the controller is woken by). Its pod, counted, is gone first (history
+		// limits prune such pods): with it kept, a second pod could not have been made
+		// under its name anyway, and the spec could not fail.
+		var first corev1.Pod
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: j.ns, Name: manualPod}, &first)).To(Succeed())
+		Expect(k8s.Delete(ctx, &first)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: j.ns, Name: manualPod}, &corev1.Pod{}))
+		}, time.Minute, 250*time.Millisecond).Should(BeTrue())
 		annotate(v1alpha1.AnnotationRunRequest + "-")
 		annotate(v1alpha1.AnnotationRunRequest+"=fix-1", v1alpha1.AnnotationRunContention+"=FailFast")
 		Consistently(func(g Gomega) {
 			var pods corev1.PodList
 			g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelRunRequest: "fix-1"})).To(Succeed())
-			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items).To(BeEmpty(), "a pod made for fix-1 again")
 			n := 0
 			for _, r := range runs(j.label) {
 				if r.Pod == manualPod {

@@ -94,7 +94,9 @@ func TestToxicsBreakTheHostLink(t *testing.T) {
 			// A second fault picking the same toxic while the first is in place lands too
 			// (it was refused, "toxic already exists", and still counted as landed).
 			again := make(chan string)
-			go func() { again <- link.inject(Fault{At: f.At + time.Duration(len(toxics))*time.Millisecond, For: time.Second}) }()
+			go func() {
+				again <- link.inject(Fault{At: f.At + time.Duration(len(toxics))*time.Millisecond, For: time.Second})
+			}()
 			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 				return link.proxy.Toxics.GetToxic(toxicName(tx.name, f)) != nil, nil
 			}); err != nil {
