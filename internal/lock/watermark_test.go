@@ -204,7 +204,7 @@ func TestCrashBeforeFinishLeavesTheWatermark(t *testing.T) {
 	if ok, _ := lock.Succeeded(r.ctx, r.c, r.key, req.Occurrence); ok {
 		t.Fatal("succeeded without a finish")
 	}
-	time.Sleep(400 * time.Millisecond) // the lock expires
+	waitUntil(t, func() bool { return r.c.Exists(r.ctx, lock.LockKey(r.key)).Val() == 0 }) // the lock expires
 	next, err := r.l.Acquire(r.ctx, r.req(1, "b"))
 	if err != nil {
 		t.Fatal(err)
