@@ -670,11 +670,15 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		j := job{ns: scenario("redis"), name: "redis", key: "e2e/redis-" + suffix,
 			schedule: "*/5 * * * * *", ttl: "10s", kill: "2s", sleep: "1s", label: "redis-" + suffix}
 		apply(j)
-		backend := func() *metav1.Condition {
-			return meta.FindStatusCondition(get(j).Status.Conditions, "LockBackendReady")
+		// The condition, or an empty one before the first pass set it (not a nil to panic on).
+		backend := func() metav1.Condition {
+			if c := meta.FindStatusCondition(get(j).Status.Conditions, "LockBackendReady"); c != nil {
+				return *c
+			}
+			return metav1.Condition{}
 		}
 		Eventually(func() int { return len(runs(j.label)) }, 2*time.Minute, time.Second).Should(BeNumerically(">=", 1))
-		Expect(backend().Status).To(Equal(metav1.ConditionTrue))
+		Eventually(func() metav1.ConditionStatus { return backend().Status }, time.Minute, 500*time.Millisecond).Should(Equal(metav1.ConditionTrue))
 
 		// Stop Redis between runs: the audit list lives in this Redis too, so a job still
 		// running at the stop could not write its end record (lockwrap would stop it before
@@ -705,7 +709,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 			}
 		}()
 		Eventually(func() string {
-			if c := backend(); c != nil && c.Status == metav1.ConditionFalse {
+			if c := backend(); c.Status == metav1.ConditionFalse {
 				return c.Reason
 			}
 			return ""
