@@ -689,7 +689,7 @@ func (r *LockedCronJobReconciler) schedule(ctx context.Context, p *pass, berr *b
 	plan := sched.Plan(schedule.Input{Earliest: earliest(job, st), Now: p.now, StartingDeadline: deadline})
 	if plan.Next.IsZero() {
 		st.NextScheduleTime = nil
-		p.setCondition(ConditionReady, false, ReasonScheduleNeverFires, fmt.Sprintf("spec.schedule %q never fires: no date it names exists (as 31 February); fix spec.schedule", job.Spec.Schedule))
+		p.setCondition(ConditionReady, false, ReasonScheduleNeverFires, fmt.Sprintf("spec.schedule %q never fires: no date it names exists (as 31 February), or every time it names falls where the clocks of spec.timeZone skip ahead; fix spec.schedule", job.Spec.Schedule))
 	} else {
 		st.NextScheduleTime = &metav1.Time{Time: plan.Next}
 		p.setCondition(ConditionReady, true, ReasonScheduled, "next occurrence "+plan.Next.UTC().Format(time.RFC3339))
@@ -1074,8 +1074,9 @@ func (r *LockedCronJobReconciler) Close() {
 	}
 }
 
-// scheduleGaps keeps each schedule's MinGap (about a millisecond to find), by its text and
-// zone: jobs share schedules, and a job's passes its own.
+// scheduleGaps keeps each schedule's MinGap (a few milliseconds to find, up to ~20 for one
+// whose times the zone's clocks skip), by its text and zone: jobs share schedules, and a
+// job's passes its own.
 type scheduleGaps struct {
 	mu   sync.Mutex
 	gaps map[string]time.Duration

@@ -191,6 +191,13 @@ var _ = Describe("Admission policy (config/policy): a LockedCronJob grants nothi
 			Expect(err).To(HaveOccurred(), "a user who may not create pods removed %s from a pending request", q)
 			Expect(err.Error()).To(ContainSubstring("user no-pods may not create pods in namespace " + ns))
 		}
+		// Once the controller has handled the request, its qualifiers change nothing:
+		// removing one (a clean-up) is not checked.
+		var handled v1alpha1.LockedCronJob
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(job), &handled)).To(Succeed())
+		handled.Status.LastRunRequest = &v1alpha1.RunRequest{ID: "fix-2", Contention: v1alpha1.ManualContentionFailFast, HandledAt: metav1.Now()}
+		Expect(k8sClient.Status().Update(ctx, &handled)).To(Succeed())
+		Expect(request(noPods, `"`+v1alpha1.AnnotationRunContention+`":null`)).To(Succeed())
 		// Removing the request, or leaving it as it is, makes no pod: not checked; nor is
 		// removing a qualifier once no request is there.
 		Expect(request(noPods, `"team":"a"`)).To(Succeed())

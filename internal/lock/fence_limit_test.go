@@ -62,6 +62,36 @@ func TestFenceCounterPastExactCountingIsRefused(t *testing.T) {
 		}
 	})
 
+	// Not numbers Lua counts on: "nan" compares false with everything, so it passed a
+	// ">= 2^53" test and the fence handed out was NaN (stored and returned as
+	// -9223372036854775808) (helper-104).
+	for _, forged := range []string{"nan", "-nan", "inf"} {
+		t.Run("free lock, "+forged, func(t *testing.T) {
+			key := "free-" + forged
+			c.Set(ctx, lock.FenceKey(key), forged, 0)
+			refused(t, key, lock.Request{Key: key, Occurrence: occ, Holder: "a", TTL: time.Minute}, forged)
+			if n := c.Exists(ctx, lock.LockKey(key), lock.RunKey(key, occ)).Val(); n != 0 {
+				t.Fatalf("the refused acquire left %d of lock and entry", n)
+			}
+		})
+	}
+	// A key of another type: the acquire failed with WRONGTYPE after taking the lock,
+	// which stayed for its ttl with no ledger entry.
+	t.Run("free lock, a hash", func(t *testing.T) {
+		const key = "hash"
+		c.HSet(ctx, lock.FenceKey(key), "x", "1")
+		_, err := l.Acquire(ctx, lock.Request{Key: key, Occurrence: occ, Holder: "a", TTL: time.Minute})
+		if !errors.Is(err, lock.ErrFenceOutOfRange) || !strings.Contains(err.Error(), "is not a string") {
+			t.Fatalf("acquire with a hash for a counter: %v", err)
+		}
+		if n := c.Exists(ctx, lock.LockKey(key), lock.RunKey(key, occ)).Val(); n != 0 {
+			t.Fatalf("the refused acquire left %d of lock and entry", n)
+		}
+		if typ := c.Type(ctx, lock.FenceKey(key)).Val(); typ != "hash" {
+			t.Fatalf("the counter key is a %s after the refusal", typ)
+		}
+	})
+
 	t.Run("takeover of a crashed predecessor", func(t *testing.T) {
 		const key = "takeover"
 		req := lock.Request{Key: key, Occurrence: occ, Holder: "pod-1", TTL: time.Minute}

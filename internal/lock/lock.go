@@ -77,9 +77,9 @@ var (
 	ErrBlackout = errors.New("lock: held back by a blackout that began after the run was made")
 	// ErrNotRecorded: Finish could not record the outcome because the occurrence's ledger
 	// entry belongs to another run.
-	// ErrFenceOutOfRange: the key's fencing counter holds a value at or past 2^53, which
-	// lockedcron never writes and past which the scripts cannot count by one. Nothing was
-	// taken or written.
+	// ErrFenceOutOfRange: the key's fencing counter holds a value the scripts cannot count
+	// on by one (at or past 2^53, not a number, not a string), which lockedcron never
+	// writes. Nothing was taken or written.
 	ErrFenceOutOfRange = errors.New("lock: fencing counter out of range")
 	ErrNotRecorded     = errors.New("lock: ledger not recorded: the occurrence's entry belongs to another run")
 )
@@ -412,11 +412,15 @@ func (l *Locker) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	case "blackout":
 		return nil, &BlackoutError{Since: time.UnixMilli(num(res, 1)), Reason: str(res, 2)}
 	case "fence":
-		return nil, fmt.Errorf("%w: %s holds %q, at or past 2^53, where the lock's scripts (Lua numbers) "+
-			"stop counting by one and fences would repeat. lockedcron never writes such a value (its fences "+
+		what := fmt.Sprintf("holds %q, which the lock's scripts (Lua numbers) cannot count on by one: at or past 2^53, "+
+			"or not a number", str(res, 1))
+		if str(res, 1) == "WRONGTYPE" {
+			what = "is not a string (a hash, a list, …)"
+		}
+		return nil, fmt.Errorf("%w: %s %s, so fences could repeat. lockedcron never writes such a value (its fences "+
 			"are the server's time in µs): find who wrote the key, then delete it; the next fence is then "+
 			"the server's time again, above every fence lockedcron handed out unless that clock went back",
-			ErrFenceOutOfRange, FenceKey(req.Key), str(res, 1))
+			ErrFenceOutOfRange, FenceKey(req.Key), what)
 	case "acquired":
 	default:
 		return nil, fmt.Errorf("lock: acquire %q: unexpected reply %v", req.Key, res)

@@ -1036,6 +1036,9 @@ func TestRunWithAHandledIdAsksTheSameOrIsRefused(t *testing.T) {
 		r = kl(time.Time{}, append([]string{"run", "report", "-n", e.ns, "--id", "fix-2", "--occurrence", "2026-11-30T02:30:00Z"}, wait...)...)
 		r.expect(t, plugin.ExitRefused, "run fix-2 of "+e.ns+"/report was refused at ", "(not an occurrence of spec.schedule)", "choose a new --id")
 	}
+	// As --wait -o json shows a refusal, for scripts that read it.
+	r = kl(time.Time{}, "run", "report", "-n", e.ns, "--id", "fix-2", "--occurrence", "2026-11-30T02:30:00Z", "--wait", "-o", "json")
+	r.expect(t, plugin.ExitRefused, `"refused": "not an occurrence of spec.schedule"`, `"exitCode": 95`)
 
 	// An earlier id, not the last one, whose pod is kept: the controller records it with
 	// that pod, as the pod was built, and runs nothing. Asked with other qualifiers, --wait

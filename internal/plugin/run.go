@@ -65,7 +65,9 @@ and run-request-contention; the controller creates one pod per id, never two, an
 goes through the same Redis lock as the scheduled runs, so it never overlaps one.
 
 --id makes the request idempotent: running the same command again with the same id asks for
-nothing new (and with --wait follows the same run). Without --id a new id is generated.
+nothing new (and with --wait follows the same run; a refused one shows its refusal, exit 95).
+The same id with another --occurrence or --fail-fast is refused (exit 90). Without --id a new
+id is generated.
 --occurrence re-runs a scheduled occurrence (RFC 3339), refused if the ledger says it
 succeeded. The run waits for the lock (bounded) unless --fail-fast.
 
@@ -151,6 +153,22 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	structured := o.Output == "json" || o.Output == "yaml"
+	if rr := current.Status.LastRunRequest; f.id != "" && rr != nil && rr.ID == id && rr.Refused != "" && sameRequest(rr, occText, contention) {
+		// Asked again as it was refused: the controller handles an id once, so nothing
+		// would be asked. The refusal is shown as --wait shows one, and when it was.
+		code := ExitRefused
+		res := RunResult{Namespace: ns, Name: name, ID: id, Occurrence: occText, Contention: contention, Refused: rr.Refused, ExitCode: &code}
+		if structured {
+			if err := printData(o.Out, o.Output, res); err != nil {
+				return err
+			}
+		} else {
+			printRun(o.Out, res)
+		}
+		return exitf(ExitRefused, "run %s of %s/%s was refused at %s (%s); the controller handles an id once: choose a new --id to ask again",
+			id, ns, name, rr.HandledAt.UTC().Format(time.RFC3339), rr.Refused)
+	}
 	if f.id != "" { // a generated id is new
 		if err := handledAlready(ctx, c, current, id, occ, occText, contention); err != nil {
 			return err
@@ -170,7 +188,6 @@ func (o *Options) run(ctx context.Context, name string, f runFlags) error {
 		return apiError(err, ns, name)
 	}
 	res := RunResult{Namespace: ns, Name: name, ID: id, Occurrence: occText, Contention: contention}
-	structured := o.Output == "json" || o.Output == "yaml"
 	if !f.wait {
 		if structured {
 			return printData(o.Out, o.Output, res)
@@ -360,19 +377,17 @@ func (o *Options) removedLastLook(ctx context.Context, c client.Client, job *v1a
 // handledAlready refuses, before anything is written, a request with an id the controller
 // has handled and will not handle again: the controller handles an id once, so the patch
 // would ask for nothing new, and --wait would follow the run the id had as if it were this
-// one (occ: the asked occurrence, occText its RFC 3339 text). That is the last request handled (status.lastRunRequest) asked again with other
-// qualifiers, or asked again as it was refused; and an earlier id whose pod is kept, asked
-// with qualifiers other than those its pod was built with (the controller records such an
-// id with its pod; once the pod is gone, the id is a request again).
+// one (occ: the asked occurrence, occText its RFC 3339 text). That is the last request
+// handled (status.lastRunRequest) asked again with other qualifiers (asked again as it was
+// refused, run shows the refusal); and an earlier id whose pod is kept, asked with
+// qualifiers other than those its pod was built with (the controller records such an id
+// with its pod; once the pod is gone, the id is a request again).
 func handledAlready(ctx context.Context, c client.Client, job *v1alpha1.LockedCronJob, id string, occ *metav1.Time, occText, contention string) error {
 	if rr := job.Status.LastRunRequest; rr != nil && rr.ID == id {
 		switch {
 		case rr.Refused != "" && !sameRequest(rr, occText, contention):
 			return exitf(ExitGeneric, "--id %s was refused already (%s): the same id asks for nothing new; choose a new --id for %s",
 				id, rr.Refused, describeRequest(occ, contention))
-		case rr.Refused != "":
-			return exitf(ExitRefused, "run %s of %s/%s was refused at %s (%s); the controller handles an id once: choose a new --id to ask again",
-				id, job.Namespace, job.Name, rr.HandledAt.UTC().Format(time.RFC3339), rr.Refused)
 		case !sameRequest(rr, occText, contention):
 			return exitf(ExitGeneric, "--id %s was handled already as %s: the same id asks for nothing new; choose a new --id for %s, or leave --occurrence and --fail-fast as they were to follow it",
 				id, describeRequest(rr.Occurrence, rr.Contention), describeRequest(occ, contention))
@@ -382,11 +397,13 @@ func handledAlready(ctx context.Context, c client.Client, job *v1alpha1.LockedCr
 	// With the user's own rights: one who may request runs but not read pods is not
 	// checked here (the request is followed as it is).
 	pod, err := requestPodOf(ctx, c, job, id)
-	if apierrors.IsForbidden(err) || pod == nil {
+	switch {
+	case apierrors.IsForbidden(err):
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		return err
+	case pod == nil:
+		return nil
 	}
 	m := runpod.ManualRunOf(pod)
 	was := &v1alpha1.RunRequest{ID: id, Contention: m.Contention}

@@ -346,6 +346,7 @@ func (s *Schedule) Upcoming(t time.Time, n int) []time.Time {
 // Australia/Lord_Howe's 30 minutes.)
 func (s *Schedule) nextInterval(t time.Time) time.Time {
 	from := t.In(s.loc) // looking for instants > from
+	var n naiveMemo
 	// A period per iteration; a zone changes offset a few times a year, so
 	// this bound is reached only past the 400 years naiveNext looks ahead.
 	for range 1024 {
@@ -353,7 +354,7 @@ func (s *Schedule) nextInterval(t time.Time) time.Time {
 		_, off := first.Zone()
 		end := zoneEnd(first)
 		shift := time.Duration(off) * time.Second
-		w := s.naiveNext(from.UTC().Add(shift))
+		w := n.next(s, from.UTC().Add(shift))
 		if w.IsZero() {
 			return time.Time{}
 		}
@@ -382,6 +383,32 @@ func (s *Schedule) naiveNext(w time.Time) time.Time {
 		w = w.AddDate(5, 0, 0)
 	}
 	return time.Time{}
+}
+
+// naiveMemo keeps nextInterval's walk from searching the same years once per period of
+// its zone: a sparse schedule (a 29 February that is a Sunday) has one occurrence in 28
+// years or more, and a zone changes offset twice a year (three times past 2037, see
+// zoneEnd). It holds the last full search: no naive time matches in (from, w), and w does
+// (zero: none for the 400 years searched, so never).
+type naiveMemo struct{ from, w time.Time }
+
+// next is s.naiveNext(a), from the last search where that answers it.
+func (m *naiveMemo) next(s *Schedule, a time.Time) time.Time {
+	switch {
+	case m.from.IsZero():
+	case !a.Before(m.from) && (m.w.IsZero() || a.Before(m.w)):
+		return m.w
+	case a.Before(m.from) && m.from.Sub(a) < 24*365*time.Hour:
+		// A period after a fall back starts earlier on the wall clock than the last one:
+		// what lies in (a, m.from] is looked at with one robfig search (it covers the
+		// years a.Year() to a.Year()+5); after that, m holds.
+		if r := s.naive.Next(a); !r.IsZero() && !r.After(m.from) {
+			return r
+		}
+		return m.w
+	}
+	m.from, m.w = a, s.naiveNext(a)
+	return m.w
 }
 
 // firesAtAll reports whether a spec schedule has an occurrence at all: a day it fires on

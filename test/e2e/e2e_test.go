@@ -684,8 +684,10 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		// running at the stop could not write its end record (lockwrap would stop it before
 		// its lock expires, but the audit could not show when), and the overlap check would
 		// have no end to go by. Killing a holder mid-run is the holder-deleted spec's subject.
+		var before []audit.Run // it persists (AOF)
 		Eventually(func() bool {
-			for _, r := range runs(j.label) {
+			before = runs(j.label) // read in the moment found: a run begun after it would be unfinished here
+			for _, r := range before {
 				if !r.Finished {
 					return false
 				}
@@ -699,7 +701,6 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 			}
 			return true
 		}, time.Minute, 100*time.Millisecond).Should(BeTrue(), "a moment with no run in progress")
-		before := runs(j.label) // it persists (AOF)
 		out, err := redisCtl("stop")
 		Expect(err).NotTo(HaveOccurred(), out)
 		restarted := false

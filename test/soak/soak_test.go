@@ -136,7 +136,7 @@ type soak struct {
 	faults    map[FaultKind]int
 	faultLog  []string
 	kills     []checker.Kill    // the runs job-kill-9 hit
-	deleted   []checker.Deleted // the holders whose pods holder-pod-deleted deleted
+	deleted   []checker.Deleted // the holders whose pods holder-pod-deleted deleted, or the controller withdrew ahead
 }
 
 func TestSoak(t *testing.T) {
@@ -393,9 +393,18 @@ func (s *soak) watchPods(ctx context.Context, keyOf map[string]string) {
 		if pod == nil || keyOf[pod.Namespace] == "" {
 			return
 		}
-		if d, ok := decisionOf(pod, keyOf[pod.Namespace]); ok {
+		if d, ok, withdrawn := decisionOf(pod, keyOf[pod.Namespace]); ok {
 			s.mu.Lock()
 			s.decisions[pod.Namespace+"/"+pod.Name] = d
+			s.mu.Unlock()
+		} else if withdrawn.Holder != "" {
+			// Its lockwrap may have taken the lock before the kubelet's SIGTERM (the
+			// instant passed as the pod was withdrawn) and let it go unstarted: a skip
+			// behind it is behind a holder that was there.
+			s.mu.Lock()
+			if !slices.Contains(s.deleted, withdrawn) {
+				s.deleted = append(s.deleted, withdrawn)
+			}
 			s.mu.Unlock()
 		}
 		s.holdPod(ctx, pod)
@@ -450,12 +459,13 @@ func (s *soak) releasePods(ctx context.Context, ns string) {
 	}
 }
 
-// decisionOf reads a finished pod's report.
-func decisionOf(pod *corev1.Pod, key string) (checker.Decision, bool) {
+// decisionOf reads a finished pod's report; withdrawn names the holder of a pod withdrawn
+// ahead of its instant, whose report is no decision.
+func decisionOf(pod *corev1.Pod, key string) (d checker.Decision, ok bool, withdrawn checker.Deleted) {
 	name := pod.Annotations[runpod.AnnotationWrappedContainer]
 	occ, err := time.Parse(time.RFC3339, pod.Annotations[runpod.AnnotationScheduledTime])
 	if err != nil {
-		return checker.Decision{}, false
+		return checker.Decision{}, false, checker.Deleted{}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name != name || cs.State.Terminated == nil || cs.State.Terminated.Message == "" {
@@ -463,18 +473,18 @@ func decisionOf(pod *corev1.Pod, key string) (checker.Decision, bool) {
 		}
 		rep, err := report.Decode([]byte(cs.State.Terminated.Message))
 		if err != nil {
-			return checker.Decision{}, false
+			return checker.Decision{}, false, checker.Deleted{}
 		}
 		d := fromReport(pod.Namespace, key, occ, rep)
 		if _, ahead := pod.Annotations[runpod.AnnotationWithdrawnAhead]; ahead && !d.Ran() && rep.StartedAt == "" {
 			// Withdrawn before its instant (prepareAheadSeconds; the soak's suspension at its
 			// end), and its job did not start: no decision of its job. The controller
 			// releases it uncounted and decides the occurrence as if it had never been.
-			return checker.Decision{}, false
+			return checker.Decision{}, false, checker.Deleted{Key: key, Holder: rep.Holder}
 		}
-		return d, true
+		return d, true, checker.Deleted{}
 	}
-	return checker.Decision{}, false
+	return checker.Decision{}, false, checker.Deleted{}
 }
 
 func fromReport(contender, key string, occ time.Time, rep report.Report) checker.Decision {
@@ -738,13 +748,16 @@ func (s *soak) inject(ctx context.Context, f Fault) {
 	case FaultNetworkToxic:
 		note = s.toxic.inject(f)
 	case FaultOperatorDeleted:
-		err := s.cs.CoreV1().Pods("lockedcron-system").DeleteCollection(ctx, metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lockedcron"})
-		if err != nil {
-			s.t.Logf("soak: operator-pod-deleted: %v", err) // not landed
-		} else {
-			note = "operator pod deleted"
-		}
+		// Tried again until it lands: a kube-apiserver restart at the same time refuses it.
+		note = untilHit(s.faultsEnd, func() string {
+			err := s.cs.CoreV1().Pods("lockedcron-system").DeleteCollection(ctx, metav1.DeleteOptions{},
+				metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=lockedcron"})
+			if err != nil {
+				s.t.Logf("soak: operator-pod-deleted: %v (tried again)", err)
+				return ""
+			}
+			return "operator pod deleted"
+		})
 	case FaultAPIServerRestart:
 		// One restart at a time: two overlapping ones both stop the same kube-apiserver
 		// and both start one; the second cannot bind its port, and the first outlives

@@ -28,8 +28,9 @@
 --   {"held", <current lock value>}           someone else holds the lock
 --   {"blackout", <since ms>, <reason>}       the job's blackout began after the run was
 --                                            made (KEYS[6], ARGV[8]); nothing is written
---   {"fence", <the counter's text>}          the fencing counter (KEYS[2]) is at or past 2^53
---                                            (not ours: nextFence); nothing is written
+--   {"fence", <the counter's text>}          the fencing counter (KEYS[2]) cannot be counted
+--                                            on (at or past 2^53, "nan", another type: not
+--                                            ours, see nextFence); nothing is written
 --   {"acquired", <fencing token>, <recovered 0|1>, <took over 0|1>,
 --    <aof_enabled "0"|"1"|"">, <maxmemory_policy or "">, <problems, "," separated>,
 --    <last success: occurrence, finishedAt, fence, holder, watermark ("" each when none)>}
@@ -100,19 +101,35 @@ end
 
 -- Lua numbers are doubles: at 2^53 a counter + 1 is the counter again, and fences would stop
 -- increasing. Ours never get there (the server's time in µs: 1.8e15 in 2026, 2^53 in the
--- year 2255), so a counter at or past it was written by someone else.
+-- year 2255), so a counter at or past it was written by someone else. So was one that is
+-- not a number Lua can count on ("nan": it compares false with everything) or not a string.
 local fenceLimit = 9007199254740992 -- 2^53
+
+-- unusable reports whether the counter's text prev cannot be counted on by one.
+local function unusable(prev)
+  local n = tonumber(prev) or 0
+  return not (n < fenceLimit)
+end
+
+-- wrongType: the counter key holds a hash, a list, … (a pcall's error reply).
+local function wrongType(r)
+  return type(r) == 'table' and r.err and string.find(r.err, 'WRONGTYPE', 1, true)
+end
 
 -- nextFence returns and stores max(counter + 1, server time in µs): SET … GET stores the
 -- time and reads the counter in one command (Redis ≥ 6.2; GET and SET before that), and
--- only a counter ahead of the clock needs a second SET. A counter at or past fenceLimit is
--- left as it was (its text put back) and nextFence returns nil and that text.
+-- only a counter ahead of the clock needs a second SET. A counter that is unusable is left
+-- as it was (its text put back; a ttl on it is not kept) and nextFence returns nil and that
+-- text ('WRONGTYPE' for a key of another type, which is not touched).
 local function nextFence()
   local t = redis.pcall('TIME')
   if t.err then
     table.insert(problems, 'time')
-    local prev = redis.call('GET', KEYS[2])
-    if (tonumber(prev) or 0) >= fenceLimit then
+    local prev = redis.pcall('GET', KEYS[2])
+    if wrongType(prev) then
+      return nil, 'WRONGTYPE'
+    end
+    if unusable(prev) then
       return nil, prev
     end
     local fence = (tonumber(prev) or 0) + 1
@@ -122,15 +139,18 @@ local function nextFence()
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   -- %d: a plain integer (tostring would give 1.7e+15).
   local prev = redis.pcall('SET', KEYS[2], string.format('%d', now), 'GET')
+  if wrongType(prev) then
+    return nil, 'WRONGTYPE'
+  end
   if type(prev) == 'table' and prev.err then
     prev = redis.call('GET', KEYS[2]) -- a Redis without SET … GET
-    if (tonumber(prev) or 0) >= fenceLimit then
+    if unusable(prev) then
       return nil, prev
     end
     if (tonumber(prev) or 0) + 1 <= now then
       redis.call('SET', KEYS[2], string.format('%d', now))
     end
-  elseif (tonumber(prev) or 0) >= fenceLimit then
+  elseif unusable(prev) then
     redis.call('SET', KEYS[2], prev)
     return nil, prev
   end

@@ -100,11 +100,12 @@ type History struct {
 	Contenders []Contender
 	// Kills are the runs the soak SIGKILLed (job-kill-9).
 	Kills []Kill
-	// Deleted are the holders whose pods the soak deleted (holder-pod-deleted).
+	// Deleted are the holders whose pods were deleted without a decision: by the soak
+	// (holder-pod-deleted), or withdrawn by the controller ahead of their instant.
 	Deleted []Deleted
 }
 
-// Deleted is a holder whose pod the soak deleted while it held the key's lock.
+// Deleted is a holder whose pod was deleted, perhaps while it held the key's lock.
 type Deleted struct {
 	Key    string
 	Holder string
@@ -538,6 +539,9 @@ func checkLost(h History, execs []Execution) []Violation {
 	for _, d := range h.Decisions {
 		occ := d.Occurrence.UTC().Format(time.RFC3339)
 		switch {
+		case d.Outcome == report.SuppressedDuplicate && failedInOurName(d):
+			// An earlier pod of this name failed it (its entry says so; its run may have
+			// failed before the job wrote a record): not run again, by design.
 		case d.Outcome == report.SuppressedDuplicate && !ran[runIDOf(d.Key, d.HeldBy, d.Occurrence)]:
 			add(d.Key, "%s was told occurrence %s was done already (by %q), but the audit list has no run of it by that holder", d.Contender, occ, d.HeldBy)
 		case d.Outcome == report.SkippedContention && d.HeldBy != "" && !known[keyHolder{d.Key, d.HeldBy}]:
@@ -550,6 +554,13 @@ func checkLost(h History, execs []Execution) []Violation {
 		}
 	}
 	return out
+}
+
+// failedInOurName: d was suppressed because an earlier holder of its own name (its holder
+// up to the last "/": the pod's name, without its UID) failed the occurrence.
+func failedInOurName(d Decision) bool {
+	i, j := strings.LastIndex(d.Holder, "/"), strings.LastIndex(d.HeldBy, "/")
+	return strings.Contains(d.Message, "it failed in") && i > 0 && j > 0 && d.Holder[:i] == d.HeldBy[:j] && d.Holder != d.HeldBy
 }
 
 // checkCounters compares a LockedCronJob's counters with its reports: the outcomes only a

@@ -415,3 +415,31 @@ func TestRunKilledAfterItsEndRecordMayRunAgain(t *testing.T) {
 		}
 	}
 }
+
+// "Already run" by an earlier pod of the same name, which failed it (its run may have failed
+// before its job wrote a record): not run again, by design (the ledger's "it failed in …,
+// an earlier pod of this name"), and no loss. The same suppression naming another pod's
+// holder, or saying the occurrence succeeded, needs a run on the audit list.
+func TestSuppressedAfterAnEarlierPodOfOurNameFailedIsNoLoss(t *testing.T) {
+	at := t0.Add(100 * time.Second)
+	for _, tc := range []struct {
+		name, heldBy, message string
+		lost                  bool
+	}{
+		{"failed in an earlier pod of this name", "cl/ns-b/pod-100/uid-1", "lock: occurrence already run: it failed in cl/ns-b/pod-100/uid-1, an earlier pod of this name; a pod made again under that name does not run it again", false},
+		{"failed in a pod of another name", "cl/ns-a/pod-100/uid-1", "lock: occurrence already run: it failed in cl/ns-a/pod-100/uid-1, an earlier pod of this name; a pod made again under that name does not run it again", true},
+		{"succeeded, by nobody on the audit list", "cl/ns-b/pod-100/uid-1", "lock: occurrence already succeeded: by cl/ns-b/pod-100/uid-1", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := clean()
+			w.h.Contenders[1].Scheduled = append(w.h.Contenders[1].Scheduled, at)
+			w.counter["ns-b"].DuplicatesSuppressed++
+			w.h.Decisions = append(w.h.Decisions, Decision{Contender: "ns-b", Key: "k", Occurrence: at,
+				Holder: "cl/ns-b/pod-100/uid-2", HeldBy: tc.heldBy, Outcome: report.SuppressedDuplicate, Message: tc.message})
+			r := Check(w.h, 10*time.Second)
+			if got := slices.Contains(kinds(r), KindLost); got != tc.lost {
+				t.Fatalf("lost %v, want %v: %v", got, tc.lost, r.Violations)
+			}
+		})
+	}
+}
