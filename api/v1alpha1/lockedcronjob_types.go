@@ -80,6 +80,17 @@ type LockedCronJobSpec struct {
 	// +optional
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
+	// BackoffLimit, with template.spec.restartPolicy OnFailure, is how many times a failed
+	// attempt of an occurrence is restarted in its pod: after backoffLimit+1 failed
+	// attempts the occurrence is counted Failed (with its last attempt's report) and its
+	// pod is deleted, as a Job's backoffLimit ends a Job. 0 runs each occurrence once. Not
+	// used with restartPolicy Never (one attempt per occurrence).
+	// +kubebuilder:default=6
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
 	// Lock is the Redis lock every run takes before the job starts.
 	Lock LockSpec `json:"lock"`
 

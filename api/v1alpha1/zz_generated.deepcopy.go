@@ -285,6 +285,11 @@ func (in *LockedCronJobSpec) DeepCopyInto(out *LockedCronJobSpec) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.BackoffLimit != nil {
+		in, out := &in.BackoffLimit, &out.BackoffLimit
+		*out = new(int32)
+		**out = **in
+	}
 	in.Lock.DeepCopyInto(&out.Lock)
 	in.Contention.DeepCopyInto(&out.Contention)
 	if in.Blackout != nil {
