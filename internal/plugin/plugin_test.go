@@ -525,6 +525,8 @@ func TestRunRequests(t *testing.T) {
 
 // controller plays the controller's part for one request: it waits for the annotation,
 // then either refuses it or creates a pod and ends it with the given report and code.
+// controller plays the controller for one run request: refused (refuse), or its pod made
+// and ended with rep and exitCode (exitCode < 0: counted and deleted before it ended).
 func controller(t *testing.T, e *env, refuse string, rep *report.Report, exitCode int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -568,6 +570,18 @@ func controller(t *testing.T, e *env, refuse string, rep *report.Report, exitCod
 			t.Error(err)
 			return
 		}
+		if exitCode < 0 {
+			// Given up between attempts (spec.backoffLimit): counted in status.recent,
+			// marked, and deleted while it runs, never finished.
+			job.Status.Recent = []v1alpha1.RunRecord{{Pod: req.Pod, Occurrence: metav1.NewTime(occ), Outcome: string(rep.Outcome), Message: rep.Message, Trigger: v1alpha1.TriggerManual}}
+			pod.Labels = map[string]string{runpod.LabelCounted: "true"}
+			for _, err := range []error{k8s.Status().Update(ctx, job), k8s.Update(ctx, pod), k8s.Delete(ctx, pod)} {
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			return
+		}
 		msg, _ := report.Encode(*rep)
 		phase := corev1.PodSucceeded
 		if exitCode != 0 {
@@ -602,6 +616,10 @@ func TestRunWait(t *testing.T) {
 		{"missed", "", report.Report{Outcome: report.Missed}, 0, plugin.ExitMissed, []string{"Missed"}},
 		{"lock lost", "", report.Report{Outcome: report.LockLost, ExitCode: 0, LockLost: true}, 0, plugin.ExitLockLost, []string{"LockLost"}},
 		{"error", "", report.Report{Outcome: report.Error, Message: "redis unreachable"}, 70, plugin.ExitNotRun, []string{"redis unreachable"}},
+		// exit -1: the controller counts the pod and deletes it before it ends (a crash
+		// loop past spec.backoffLimit): status.recent says how it ended.
+		{"given up between attempts", "", report.Report{Outcome: report.Failed, Message: "attempt 3; gave up after 3 failed attempts (restartPolicy OnFailure, spec.backoffLimit 2); its pod is deleted"}, -1, 1,
+			[]string{"Outcome:       Failed", "gave up after 3 failed attempts"}},
 		{"refused", "occurrence 2026-11-30T06:00:00Z already succeeded", report.Report{}, 0, plugin.ExitRefused,
 			[]string{"Refused:       occurrence 2026-11-30T06:00:00Z already succeeded"}},
 	}

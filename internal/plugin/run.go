@@ -325,8 +325,16 @@ func (o *Options) followPod(ctx context.Context, c client.WithWatch, job *v1alph
 	pod := &corev1.Pod{}
 	pod.Namespace, pod.Name = job.Namespace, req.Pod
 	var final *corev1.Pod
+	counted := false
 	err := watchUntil(ctx, c, &corev1.PodList{}, pod, func(ev watch.EventType, obj client.Object) (bool, error) {
 		p := obj.(*corev1.Pod)
+		if p.Labels[runpod.LabelCounted] == "true" && !runstatus.Finished(p) {
+			// Counted before it ended, to be deleted: given up between attempts
+			// (spec.backoffLimit), or never started. status.recent has its outcome; what
+			// its kubelet makes of the deletion does not matter.
+			counted = true
+			return true, nil
+		}
 		if runstatus.Finished(p) {
 			final = p
 			return true, nil
@@ -337,7 +345,7 @@ func (o *Options) followPod(ctx context.Context, c client.WithWatch, job *v1alph
 		return false, nil
 	})
 	var x *ExitError
-	if errors.As(err, &x) && x.Code == ExitNotFound {
+	if counted || errors.As(err, &x) && x.Code == ExitNotFound {
 		// Already gone (counted and cleaned up): status.recent has its outcome.
 		return o.fromRecent(ctx, c, job, res)
 	}
