@@ -47,6 +47,9 @@ type job struct {
 	tty bool
 	// sidecar adds a regular container "proxy" that runs on after the job (an hour).
 	sidecar bool
+	// backoffLimit, when set, runs the pod with restartPolicy OnFailure under this
+	// spec.backoffLimit.
+	backoffLimit string
 }
 
 func (j job) ref() types.NamespacedName { return types.NamespacedName{Namespace: j.ns, Name: j.name} }
@@ -93,6 +96,10 @@ func (j job) manifest() string {
         imagePullPolicy: Never
         command: ["/usr/local/bin/e2e-job", "--sleep=1h", "--termination-log=/dev/null"]`
 	}
+	restart, backoff := "Never", ""
+	if j.backoffLimit != "" {
+		restart, backoff = "OnFailure", "\n  backoffLimit: "+j.backoffLimit
+	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
@@ -120,10 +127,10 @@ spec:
       secretRef:
         name: redis
   successfulRunsHistoryLimit: 100
-  failedRunsHistoryLimit: 100
+  failedRunsHistoryLimit: 100%[18]s
   template:
     spec:
-      restartPolicy: Never
+      restartPolicy: %[19]s
       terminationGracePeriodSeconds: 5%[12]s
       containers:
       - name: job
@@ -140,7 +147,7 @@ spec:
         - name: POD_NAMESPACE
           valueFrom:
             fieldRef: {fieldPath: metadata.namespace}%[17]s
-%[14]s`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra, configMap, envFrom, tty, sidecar)
+%[14]s`, j.ns, j.name, j.key, j.schedule, j.ttl, j.sleep, j.label, podRedis, kill, nsLabels, containerSec, podSec, extra, configMap, envFrom, tty, sidecar, backoff, restart)
 }
 
 // deployAPI makes the namespace and a Deployment "api" in it, and waits for its rollout:
@@ -572,6 +579,38 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Expect(c.Succeeded).To(Equal(int64(len(rs))), "%+v", c)
 		Expect(c.Failed+c.Interrupted+c.SkippedContention+c.DuplicatesSuppressed).To(BeZero(), "%+v", c)
 		Expect(get(j).Status.LastSuccess).NotTo(BeNil())
+	})
+
+	It("gives up an OnFailure job after spec.backoffLimit restarts: counted Failed once, its pod deleted, no further attempt", func() {
+		// One occurrence, 20 s from now (a yearly schedule with seconds). The job exits 3
+		// every time; the kubelet restarts it once (backoffLimit 1) after its back-off
+		// (10 s); after the second failure the controller counts the occurrence and
+		// deletes the pod before a third attempt. It used to restart it until its
+		// deadline (days).
+		at := time.Now().UTC().Add(20 * time.Second)
+		j := job{ns: scenario("backoff"), name: "backoff", key: "e2e/backoff-" + suffix,
+			schedule: fmt.Sprintf("%d %d %d %d %d *", at.Second(), at.Minute(), at.Hour(), at.Day(), int(at.Month())),
+			ttl: "10s", kill: "2s", sleep: "1s", label: "backoff-" + suffix, args: []string{"--exit=3"}, backoffLimit: "1"}
+		apply(j)
+		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 3*time.Minute, time.Second).
+			Should(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
+		rec := get(j).Status.Recent[0]
+		Expect(rec.Message).To(ContainSubstring("gave up after 2 failed attempts (restartPolicy OnFailure, spec.backoffLimit 1)"))
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty(), "the given-up pod is deleted")
+		}, time.Minute, time.Second).Should(Succeed())
+		// The pod is gone: every attempt it made is in the audit. Two, of one occurrence,
+		// one after the other, each ended.
+		rs := runs(j.label)
+		Expect(rs).To(HaveLen(2), "attempts: %+v", rs)
+		Expect(rs[0].Occurrence).To(Equal(rs[1].Occurrence))
+		Expect(audit.Overlaps(rs, time.Now())).To(BeEmpty())
+		for _, r := range rs {
+			Expect(r.Finished).To(BeTrue(), "attempt of %s never ended", r.Occurrence)
+		}
+		Expect(get(j).Status.Counters).To(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
 	})
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {
