@@ -196,7 +196,7 @@ func (a *AllowedHosts) Resolve(ctx context.Context, lookup func(context.Context,
 // go-redis dials later — Sentinel-reported masters and Cluster nodes included — in
 // its dialer, which dials the address it checked.
 func NewGuardedClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, error) {
-	o, err := guardedOptions(cfg, a)
+	o, err := guardedOptions(cfg, a, false)
 	if err != nil {
 		return nil, err
 	}
@@ -204,8 +204,9 @@ func NewGuardedClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient,
 }
 
 // guardedOptions parses cfg, refuses the URL's hosts a does not allow, and sets the
-// dialer that checks every later address.
-func guardedOptions(cfg ClientConfig, a *AllowedHosts) (*redis.UniversalOptions, error) {
+// dialer that checks every later address (and, with probe, that each server it dials
+// answers PING as Redis does before anything of cfg's is sent to it: probeRedis).
+func guardedOptions(cfg ClientConfig, a *AllowedHosts, probe bool) (*redis.UniversalOptions, error) {
 	o, err := ParseURL(cfg)
 	if err != nil {
 		return nil, err
@@ -213,13 +214,13 @@ func guardedOptions(cfg ClientConfig, a *AllowedHosts) (*redis.UniversalOptions,
 	if err := a.CheckAddrs(o.Addrs); err != nil {
 		return nil, err
 	}
-	o.Dialer = guardedDialer(o, a)
+	o.Dialer = guardedDialer(o, a, probe)
 	return o, nil
 }
 
 // guardedDialer is noHelloDialer with the check: TLS still verifies the host name as
 // written, while TCP goes to the address that was checked.
-func guardedDialer(o *redis.UniversalOptions, a *AllowedHosts) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func guardedDialer(o *redis.UniversalOptions, a *AllowedHosts, probe bool) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 5 * time.Minute}
 	tc := o.TLSConfig
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -235,6 +236,9 @@ func guardedDialer(o *redis.UniversalOptions, a *AllowedHosts) func(ctx context.
 		}
 		if err != nil {
 			return nil, err
+		}
+		if probe {
+			return wrapProbedConn(ctx, c, tc, addr, o.DialTimeout)
 		}
 		return wrapConn(ctx, c, tc, addr)
 	}

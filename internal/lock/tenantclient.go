@@ -55,9 +55,11 @@ var ErrNoMaster = errors.New("no sentinel named the master")
 
 // NewTenantClient is NewGuardedClient for a process serving many tenants: with a Sentinel
 // url, a plain client whose connections go to the master the url's sentinels name (see
-// above).
+// above); and each server it dials must answer PING as Redis does before the url's user
+// name, password or names go to it (probeRedis): a tenant's url may name any host the
+// process can reach.
 func NewTenantClient(cfg ClientConfig, a *AllowedHosts) (redis.UniversalClient, error) {
-	o, err := guardedOptions(cfg, a)
+	o, err := guardedOptions(cfg, a, true)
 	if err != nil {
 		return nil, err
 	}

@@ -12,10 +12,13 @@ import (
 	"testing"
 )
 
+// ping is a PING as RESP.
+const ping = "*1\r\n$4\r\nPING\r\n"
+
 // StartHostile listens on a loopback port until the test ends, as a server that is not
 // Redis, or a hostile one, would: it answers each line a client sends with reply, whatever
-// the command. With endless, it then repeats reply's last byte without end (an endless
-// line). It returns host:port.
+// the command (but a first PING, which it answers +PONG). With endless, it then repeats
+// reply's last byte without end (an endless line). It returns host:port.
 func StartHostile(t testing.TB, reply string, endless bool) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -38,6 +41,14 @@ func StartHostile(t testing.TB, reply string, endless bool) string {
 func answer(c net.Conn, reply string, endless bool) {
 	defer c.Close()
 	r := bufio.NewReader(c)
+	// The manager's and the plugin's clients PING a server before they send it anything
+	// else (lock.probeRedis): a hostile Redis answers that one as Redis does.
+	if head, err := r.Peek(len(ping)); err == nil && string(head) == ping {
+		_, _ = r.Discard(len(ping))
+		if _, err := c.Write([]byte("+PONG\r\n")); err != nil {
+			return
+		}
+	}
 	for {
 		if _, err := r.ReadString('\n'); err != nil { // a piece of the command is enough
 			return
