@@ -457,7 +457,10 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		!deferrable(&job.Status, p.status, podNews(p.active, p.now), latest, func(n string) bool { return p.marked[n] })) {
 		sentOn := job.ResourceVersion
 		job.Status = *p.status
-		if err := r.Status().Update(ctx, &job); err != nil {
+		// Strict: a CRD older than the manager (helm upgrade leaves CRDs as they are)
+		// would prune the fields it does not know, and the accounting they carry with
+		// them, saying so only in a warning; refused, the write names them.
+		if err := r.Status().Update(ctx, &job, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
 			if apierrors.IsConflict(err) {
 				// A newer version is on its way to the cache. Status updates do not bring
 				// us back (the watch filters on generation), so look again shortly: a
@@ -471,6 +474,10 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 				// refuses back (its message names the field). Say so where users look.
 				action, note := statusRejected(&job, err)
 				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, action, "%s", note)
+			} else if fields := unknownFields(err); fields != "" {
+				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, "UpdateStatus", "%s", report.Shorten(fmt.Sprintf(
+					"status not written, and the job's runs not recorded nor its pods counted until it is: the installed LockedCronJob CRD lacks fields this manager writes (%s): the CRD is older than the manager (helm upgrade does not update CRDs). "+
+						"Apply the CRD of the manager's release (kubectl apply --server-side -f dist/chart/crds/ or the release's install.yaml)", fields), maxEventNote-len("…")))
 			} else if answerLost(err) {
 				r.unanswered.keep(&job, sentOn, &p.told) // it may have landed
 			}
@@ -494,6 +501,20 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 8: come back at the next occurrence.
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
+}
+
+// unknownFields names the fields a strict write was refused for ("" if it was not): the
+// API server's "strict decoding error: unknown field \"status.x\", unknown field …".
+func unknownFields(err error) string {
+	if !apierrors.IsBadRequest(err) {
+		return ""
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "unknown field ")
+	if i < 0 {
+		return ""
+	}
+	return msg[i:]
 }
 
 // statusRejected is the StatusRejected Event's action and note for err, a status write

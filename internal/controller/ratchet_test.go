@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"k8s.io/utils/clock"
+
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 )
 
@@ -23,23 +25,7 @@ import (
 var _ = Describe("A job stored before the contention.retry rule", func() {
 	It("keeps its status writes and spec changes elsewhere, and is refused as a new job", func() {
 		const rule = "contention.retry applies only to contention.policy Retry"
-		crdKey := types.NamespacedName{Name: "lockedcronjobs." + v1alpha1.GroupVersion.Group}
-		crd := &unstructured.Unstructured{}
-		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-		Expect(k8sClient.Get(ctx, crdKey, crd)).To(Succeed())
-		original := crd.DeepCopy()
-		// update writes the CRD as it is, changed by change: the rule dropped, or put back.
-		update := func(change func(*unstructured.Unstructured)) {
-			GinkgoHelper()
-			Eventually(func() error {
-				Expect(k8sClient.Get(ctx, crdKey, crd)).To(Succeed())
-				next := original.DeepCopy()
-				next.SetResourceVersion(crd.GetResourceVersion())
-				change(next)
-				return k8sClient.Update(ctx, next)
-			}).Should(Succeed())
-		}
-		restore := func(*unstructured.Unstructured) {}
+		update, restore := editCRD()
 		dropRule := func(u *unstructured.Unstructured) {
 			versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
 			v := versions[0].(map[string]any)
@@ -56,7 +42,6 @@ var _ = Describe("A job stored before the contention.retry rule", func() {
 			versions[0] = v
 			Expect(unstructured.SetNestedSlice(u.Object, versions, "spec", "versions")).To(Succeed())
 		}
-		DeferCleanup(func() { update(restore) })
 
 		ns := newNamespace()
 		stored := func(name string) *v1alpha1.LockedCronJob {
@@ -86,5 +71,56 @@ var _ = Describe("A job stored before the contention.retry rule", func() {
 		j = getJob(old)
 		j.Spec.Contention.Retry.Attempts = 4
 		Expect(k8sClient.Update(ctx, j)).To(MatchError(ContainSubstring(rule)))
+	})
+})
+
+// editCRD returns update, which writes the installed LockedCronJob CRD as it was, changed
+// by change, and restore, a change that leaves it as it was: the CRD is put back so after
+// the spec.
+func editCRD() (update func(change func(*unstructured.Unstructured)), restore func(*unstructured.Unstructured)) {
+	crdKey := types.NamespacedName{Name: "lockedcronjobs." + v1alpha1.GroupVersion.Group}
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	Expect(k8sClient.Get(ctx, crdKey, crd)).To(Succeed())
+	original := crd.DeepCopy()
+	update = func(change func(*unstructured.Unstructured)) {
+		GinkgoHelper()
+		Eventually(func() error {
+			Expect(k8sClient.Get(ctx, crdKey, crd)).To(Succeed())
+			next := original.DeepCopy()
+			next.SetResourceVersion(crd.GetResourceVersion())
+			change(next)
+			return k8sClient.Update(ctx, next)
+		}).Should(Succeed())
+	}
+	restore = func(*unstructured.Unstructured) {}
+	DeferCleanup(func() { update(restore) })
+	return update, restore
+}
+
+// A manager newer than its CRD (helm upgrade does not update CRDs): the API server pruned
+// the status fields the old CRD lacks, and with them the accounting they carry (a
+// withdrawn pod named in status.dueBeforeChange, a handled status.lastRunRequest), saying
+// so only in a warning (helper-107). The write is strict now: refused, and the job's Events
+// say which fields and how to fix it; once the CRD is applied, status is written again.
+var _ = Describe("A manager newer than the installed CRD", func() {
+	It("does not write status with fields the CRD would prune, and says on the job to apply the CRD", func() {
+		update, restore := editCRD()
+		update(func(u *unstructured.Unstructured) {
+			versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+			v := versions[0].(map[string]any)
+			unstructured.RemoveNestedField(v, "schema", "openAPIV3Schema", "properties", "status", "properties", "lockKey")
+			versions[0] = v
+			Expect(unstructured.SetNestedSlice(u.Object, versions, "spec", "versions")).To(Succeed())
+		})
+		startManager(clock.RealClock{})
+		job := newJob(newNamespace(), "old-crd", "* * * * * *")
+		Expect(k8sClient.Create(ctx, job)).To(Succeed())
+		Eventually(func() []string { return eventNotes(job, ReasonStatusRejected) }, 20*time.Second).Should(ContainElement(And(
+			ContainSubstring(`unknown field "status.lockKey"`), ContainSubstring("CRD is older than the manager"))))
+		Expect(getJob(job).Status.LockKey).To(BeEmpty())
+
+		update(restore)
+		Eventually(func() string { return getJob(job).Status.LockKey }, 20*time.Second).Should(Equal(job.Namespace + "/old-crd"))
 	})
 })
