@@ -52,7 +52,7 @@ func run() error {
 		leaderElect, secureMetrics                                                       bool
 		qps, memoryLimitRatio                                                            float64
 		burst, workers                                                                   int
-		leaderElectionNamespace, redisAllowedHosts, watchNamespaces                      string
+		leaderElectionNamespace, leaderElectionID, redisAllowedHosts, watchNamespaces    string
 		pprofAddr                                                                        string
 		leaseDuration, renewDeadline, retryPeriod, reconcileTimeout, minScheduleInterval time.Duration
 	)
@@ -61,6 +61,7 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz probes.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader so that only one manager acts at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's own namespace).")
+	flag.StringVar(&leaderElectionID, "leader-election-id", "lockedcron.scheduling.lockedcron.io", "Name of the leader election Lease: two installations whose Leases share a namespace need different names, or only one of them ever leads. Change it only with every manager of the installation stopped: managers under two names would both lead.")
 	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before it takes the Lease over (a leader that stops gracefully hands the Lease back at once).")
 	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leading (and exits); less than the lease duration.")
 	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second, "How often the leader renews and standbys try to acquire the Lease.")
@@ -148,7 +149,7 @@ func run() error {
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
-		LeaderElectionID:        "lockedcron.scheduling.lockedcron.io",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionConfig:    leCfg,
 		LeaderElectionNamespace: leaderElectionNamespace,
 		// The process exits as soon as the manager stops, so handing the Lease back at

@@ -185,7 +185,8 @@ func managerRBAC(src []byte) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, header, rolePath)
-	b.WriteString(`{{- $fullname := include "lockedcron.fullname" . }}
+	b.WriteString(`{{- include "lockedcron.validate" . }}
+{{- $fullname := include "lockedcron.fullname" . }}
 # The manager's rights. All namespaces: one ClusterRole. With watchNamespaces: the
 # cluster-scoped rules in the ClusterRole and the rest in a Role in each watched namespace.
 apiVersion: rbac.authorization.k8s.io/v1

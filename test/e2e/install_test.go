@@ -343,9 +343,27 @@ var _ = Describe("install and high availability on a real cluster", Ordered, fun
 		}
 		chart := filepath.Join(root, "dist", "chart")
 		Expect(helm("lint", "--strict", chart)).To(ContainSubstring("0 chart(s) failed"))
+		// Values that would install something else than they say are refused, naming the
+		// fix (helper-108): a namespace list given as a string, two managers without leader
+		// election (both would act).
+		for set, want := range map[string]string{
+			"watchNamespaces=team-a":       "watchNamespaces must be a list",
+			"leaderElection.enabled=false": "replicas above 1 need leaderElection.enabled",
+		} {
+			out, err := runScript(helmBin, "template", "t", chart, "--set", set)
+			Expect(err).To(HaveOccurred(), "--set %s rendered:\n%s", set, out)
+			Expect(out).To(ContainSubstring(want))
+		}
+		// A digest pins the manager's image and the wrapper every job pod copies; free text
+		// stays one argument.
+		out := helm("template", "t", chart, "--set", "image.digest=sha256:0123", "--set", "clusterName=a: b", "--set", "hostNetwork=true")
+		Expect(out).To(ContainSubstring(`image: "k8s.local/lockedcron@sha256:0123"`))
+		Expect(out).To(ContainSubstring(`- "--wrapper-image=k8s.local/lockedcron@sha256:0123"`))
+		Expect(out).To(ContainSubstring(`- "--cluster-name=a: b"`))
+		Expect(out).To(ContainSubstring("dnsPolicy: ClusterFirstWithHostNet"))
 
 		// One operator at a time: the suite's own waits at zero replicas meanwhile.
-		out, err := kubectl("-n", operatorNS, "scale", "deployment/"+operatorDep, "--replicas=0")
+		out, err = kubectl("-n", operatorNS, "scale", "deployment/"+operatorDep, "--replicas=0")
 		Expect(err).NotTo(HaveOccurred(), out)
 		DeferCleanup(func() {
 			out, err := kubectl("-n", operatorNS, "scale", "deployment/"+operatorDep, "--replicas=1")

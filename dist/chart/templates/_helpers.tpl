@@ -30,6 +30,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default (printf "%s-controller-manager" (include "lockedcron.fullname" .)) .Values.serviceAccount.name }}
 {{- end }}
 
+{{- /* The image, by digest when image.digest is set; a tag written as a number (1.10)
+is read by YAML as one (1.1): quote it. */}}
 {{- define "lockedcron.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository (toString .Values.image.digest) }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) }}
+{{- end }}
+{{- end }}
+
+{{- /* Values that would install something other than what they say, refused with the fix. */}}
+{{- define "lockedcron.validate" -}}
+{{- if not (kindIs "slice" (default (list) .Values.watchNamespaces)) }}
+{{- fail "watchNamespaces must be a list of namespaces: --set 'watchNamespaces={team-a,team-b}', or a YAML list" }}
+{{- end }}
+{{- if not (kindIs "slice" (default (list) .Values.redisAllowedHosts)) }}
+{{- fail "redisAllowedHosts must be a list: --set 'redisAllowedHosts={redis.internal,10.0.0.0/8}', or a YAML list" }}
+{{- end }}
+{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) }}
+{{- fail "replicas above 1 need leaderElection.enabled: without it every manager acts, and each occurrence would get a pod from each; set replicas: 1 or enable leader election" }}
+{{- end }}
 {{- end }}
