@@ -237,11 +237,16 @@ func containerRestarts(spec corev1.PodSpec, wi int) error {
 }
 
 // reserved refuses, naming the field, what of the template would take lockwrap's names or
-// place: a container named as its init container, a variable of lockwrap's settings
+// place (or could not run it: a pod for another OS): a container named as its init container, a variable of lockwrap's settings
 // (config.Variables, and the others it gives its command: LOCKEDCRON_*) in the wrapped
 // container, which the controller sets from spec, and a mount there at lockwrap's
 // directory or below, which would hide lockwrap or replace it with another file.
 func reserved(spec corev1.PodSpec, wi int) error {
+	// lockwrap's init container and lockwrap are Linux binaries: the API server would
+	// refuse the pod for fields of an init container the template does not have.
+	if spec.OS != nil && spec.OS.Name != corev1.Linux {
+		return fmt.Errorf("spec.template.spec.os.name: %q: every job pod runs lockwrap, a Linux program, in front of its command; remove os.name or set it to linux", spec.OS.Name)
+	}
 	for i, c := range spec.Containers {
 		if c.Name == InitContainerName {
 			return fmt.Errorf("spec.template.spec.containers[%d]: the name %q is reserved for lockwrap's init container; rename the container", i, InitContainerName)

@@ -241,6 +241,7 @@ func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: VolumeName}}
 		}, "spec.template.spec.volumes"},
 		"long name": {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		"a Windows pod": {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.OS = &corev1.PodOS{Name: corev1.Windows} }, "spec.template.spec.os.name"},
 		// The kubelet would keep under 256 bytes of each termination message: no report fits.
 		"too many containers": {func(j *v1alpha1.LockedCronJob) {
 			for i := 0; i < 48; i++ {
