@@ -81,7 +81,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		Expect(pod.CreationTimestamp.Time).NotTo(BeTemporally("<", at), "created before its time")
 		Expect(pod.CreationTimestamp.Time).To(BeTemporally("<", at.Add(5*time.Second)), "created late")
 		Expect(pod.Annotations).To(HaveKeyWithValue(runpod.AnnotationScheduledTime, at.UTC().Format(time.RFC3339)))
-		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{"/lockwrap", "cp", "/lockedcron/lockwrap"}))
+		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{"/lockwrap", "cp", "/lockedcron/lockwrap", "--protocol=1"}))
 		Expect(pod.Spec.Containers[0].Command).To(Equal([]string{"/lockedcron/lockwrap", "--", "/bin/sh", "-c", "echo hi"}))
 		Expect(metav1.IsControlledBy(&pod, getJob(job))).To(BeTrue())
 

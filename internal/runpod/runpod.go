@@ -450,7 +450,7 @@ func installContainer(opts Options) corev1.Container {
 		Name:                     InitContainerName,
 		Image:                    opts.WrapperImage,
 		ImagePullPolicy:          opts.WrapperImagePullPolicy,
-		Command:                  []string{ImageWrapperPath, "cp", WrapperPath},
+		Command:                  []string{ImageWrapperPath, "cp", WrapperPath, fmt.Sprintf("--protocol=%d", config.Protocol)},
 		VolumeMounts:             []corev1.VolumeMount{{Name: VolumeName, MountPath: WrapperDir}},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// Explicit user and group, so that a pod-level securityContext (runAsUser: 0 for

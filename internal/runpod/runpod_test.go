@@ -86,7 +86,7 @@ func TestBuildLiteralPod(t *testing.T) {
 				Name:                     "lockedcron-install",
 				Image:                    "k8s.local/lockedcron:dev",
 				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Command:                  []string{"/lockwrap", "cp", "/lockedcron/lockwrap"},
+				Command:                  []string{"/lockwrap", "cp", "/lockedcron/lockwrap", "--protocol=1"},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron"}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
@@ -240,7 +240,7 @@ func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 		"reserved volume": {func(j *v1alpha1.LockedCronJob) {
 			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: VolumeName}}
 		}, "spec.template.spec.volumes"},
-		"long name": {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		"long name":     {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
 		"a Windows pod": {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.OS = &corev1.PodOS{Name: corev1.Windows} }, "spec.template.spec.os.name"},
 		// The kubelet would keep under 256 bytes of each termination message: no report fits.
 		"too many containers": {func(j *v1alpha1.LockedCronJob) {

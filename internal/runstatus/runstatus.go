@@ -138,6 +138,11 @@ func ResultOf(pod *corev1.Pod) Result {
 			why = ": " + st.Reason + ": " + st.Message
 		case st.Reason != "" || st.Message != "":
 			why = ": " + st.Reason + st.Message
+		default:
+			// The pod says nothing: its containers may (an init container that failed).
+			if w := tracking.WaitingReason(pod); w != "" {
+				why = ": " + w
+			}
 		}
 		if tracking.Started(pod) {
 			// It ran and left no word (its node lost: the pod GC fails it as the kubelet

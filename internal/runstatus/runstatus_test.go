@@ -127,6 +127,12 @@ func TestResultOfNeverStartedIsMissed(t *testing.T) {
 			"pod ended before its job container started: OutOfcpu"},
 		"no word at all": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}},
 			"pod ended before its job container started"},
+		// The pod says nothing; its init container does (lockwrap's install refusing a
+		// controller newer than it: the logs the kubelet kept as its message).
+		"lockwrap's install container refused": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{runpod.AnnotationWrappedContainer: "job"}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: runpod.InitContainerName,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 70, Reason: "Error", Message: "lockwrap: cp: this lockwrap is an older build\n"}}}}}},
+			"pod ended before its job container started: init container " + runpod.InitContainerName + ": exited 70: Error: lockwrap: cp: this lockwrap is an older build"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := ResultOf(c.pod)

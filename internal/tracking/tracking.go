@@ -511,7 +511,16 @@ func WaitingReason(pod *corev1.Pod) string {
 			return s
 		}
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return strings.TrimSuffix(fmt.Sprintf("init container %s: exited %d: %s", cs.Name, t.ExitCode, t.Reason), ": ")
+			// Its message: lockwrap's install container says why it refused (its logs when
+			// it failed without one: FallbackToLogsOnError).
+			msg, _, _ := strings.Cut(strings.TrimSpace(t.Message), "\n")
+			out := fmt.Sprintf("init container %s: exited %d", cs.Name, t.ExitCode)
+			for _, s := range []string{t.Reason, report.TruncateRunes(msg, 400)} {
+				if s != "" {
+					out += ": " + s
+				}
+			}
+			return out
 		}
 	}
 	for _, c := range pod.Status.Conditions {

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,9 +42,15 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 		fmt.Fprintf(stderr, "lockwrap: prctl(PR_SET_DUMPABLE, 0): %v\n", err)
 	}
 	if len(args) > 0 && args[0] == "cp" {
-		if len(args) != 2 {
-			fmt.Fprintln(stderr, "lockwrap: usage: lockwrap cp DEST")
+		if len(args) < 2 || len(args) > 3 {
+			fmt.Fprintln(stderr, "lockwrap: usage: lockwrap cp DEST [--protocol=N]")
 			return ExitInternal
+		}
+		if len(args) == 3 {
+			if err := checkProtocol(args[2]); err != nil {
+				fmt.Fprintf(stderr, "lockwrap: cp: %v\n", err)
+				return ExitInternal
+			}
 		}
 		if err := CopySelf(args[1]); err != nil {
 			fmt.Fprintf(stderr, "lockwrap: cp: %v\n", err)
@@ -290,4 +297,24 @@ func CopySelf(dest string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), dest)
+}
+
+// checkProtocol refuses to install this lockwrap in a pod whose controller gives it
+// settings of a later version than it knows (arg: --protocol=N, config.Protocol): it
+// would ignore them (a prepared pod's --not-before, the allowed Redis hosts …) and run
+// the job all the same. That happens when a node keeps an older image under the tag the
+// controller names. A lockwrap from before this check refuses any such argument (its cp
+// takes DEST only), so it is refused too.
+func checkProtocol(arg string) error {
+	v, ok := strings.CutPrefix(arg, "--protocol=")
+	n, err := strconv.Atoi(v)
+	if !ok || err != nil || n < 1 {
+		return fmt.Errorf("%q: want --protocol=N, N a positive integer", arg)
+	}
+	if n > config.Protocol {
+		return fmt.Errorf("this lockwrap knows the controller's settings up to version %d, and the controller that made this pod gives version %d: "+
+			"the wrapper image is an older build (a node kept an older image under the same tag?); pin the image by digest (the chart's image.digest) "+
+			"or have nodes pull it (--wrapper-image-pull-policy Always)", config.Protocol, n)
+	}
+	return nil
 }

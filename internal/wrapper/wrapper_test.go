@@ -650,4 +650,19 @@ func TestCopySelf(t *testing.T) {
 	if code := wrapper.Main([]string{"cp"}, os.Getenv, &stderr); code != 70 {
 		t.Fatalf("cp without DEST: %d", code)
 	}
+	// The controller passes its settings' version: a lockwrap that knows only older ones
+	// (a node kept an older image under the tag) refuses to install itself, saying why,
+	// instead of running jobs while ignoring settings (helper-107).
+	for arg, want := range map[string]int{"--protocol=1": 0, "--protocol=2": 70, "--protocol=x": 70, "-p=1": 70} {
+		stderr.Reset()
+		dest := t.TempDir()
+		code := wrapper.Main([]string{"cp", dest, arg}, os.Getenv, &stderr)
+		_, err := os.Stat(filepath.Join(dest, "lockwrap"))
+		if code != want || (err == nil) != (want == 0) {
+			t.Errorf("cp %s: exit %d (copied: %v), want %d: %s", arg, code, err == nil, want, stderr.String())
+		}
+		if arg == "--protocol=2" && !strings.Contains(stderr.String(), "older build") {
+			t.Errorf("cp %s does not say why: %s", arg, stderr.String())
+		}
+	}
 }

@@ -92,6 +92,12 @@ func (e *Error) Error() string {
 }
 
 // flagEnv pairs every flag with its variable.
+// Protocol is the version of the settings the controller gives lockwrap (its flags and
+// variables). Raise it with every setting an older lockwrap would ignore to the job's
+// harm: the controller passes its own to the init container (lockwrap cp DEST
+// --protocol=N), and a lockwrap that knows an older version refuses to install itself.
+const Protocol = 1
+
 var flagEnv = []struct{ flag, env string }{
 	{"redis-url", EnvRedisURL},
 	{"redis-username", EnvRedisUsername},
@@ -125,7 +131,7 @@ var flagEnv = []struct{ flag, env string }{
 // Usage lists the command lines, the flags and their variables.
 func Usage() string {
 	var b strings.Builder
-	b.WriteString("usage: lockwrap [flags] -- COMMAND [ARGS...]\n       lockwrap cp DEST\nflags (each also read from its variable; the flag wins):\n")
+	b.WriteString("usage: lockwrap [flags] -- COMMAND [ARGS...]\n       lockwrap cp DEST [--protocol=N]\nflags (each also read from its variable; the flag wins):\n")
 	for _, fe := range flagEnv {
 		fmt.Fprintf(&b, "  --%-20s $%s\n", fe.flag, fe.env)
 	}
