@@ -100,7 +100,7 @@ func (p *pass) track(pods []corev1.Pod) {
 	for _, n := range p.status.CountedPods {
 		pending[n] = true
 	}
-	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job), Decided: decidedUpTo(p.status), BackoffLimit: backoffLimit(p.job)}
+	in := tracking.Input{Now: p.now, StartingDeadline: startingDeadline(p.job), Decided: decidedUpTo(p.status)}
 	for i := range pods {
 		pod := &pods[i]
 		counted := pod.Labels[runpod.LabelCounted] == "true"
@@ -138,15 +138,6 @@ func (p *pass) track(pods []corev1.Pod) {
 			res := runstatus.ResultOf(pod)
 			if note := tracking.AttemptsNote(pod); note != "" && res.Invalid == nil {
 				res.Report.Message = strings.TrimPrefix(res.Report.Message+"; "+note, "; ")
-			}
-			p.count(pod, res)
-		case tracking.GiveUp:
-			// Counted from the status that shows its last attempt's end, before the pod
-			// is deleted (count: doomed), so what the kubelet makes of a pod deleted
-			// between attempts does not matter.
-			res := runstatus.ResultOf(pod)
-			if res.Invalid == nil {
-				res.Report.Message = strings.TrimPrefix(res.Report.Message+"; "+d.Reason, "; ")
 			}
 			p.count(pod, res)
 		case tracking.NeverStarted:
@@ -274,7 +265,7 @@ func (p *pass) settle(pod *corev1.Pod, unmarked bool) {
 			p.history = append(p.history, pod)
 		}
 	case pod.DeletionTimestamp == nil:
-		p.doomed = append(p.doomed, pod) // counted as never started, or given up: it must not run now
+		p.doomed = append(p.doomed, pod) // counted as never started: it must not start now
 	}
 }
 
@@ -394,9 +385,8 @@ func specChangedAt(job *v1alpha1.LockedCronJob, now time.Time) time.Time {
 
 // markCounted, after the status write, labels the pods counted and removes their
 // tracking finalizer in one patch; the next pass drops them from status.countedPods.
-// Then it deletes the counted pods that must not run (again): those that never started,
-// and those given up between attempts (tracking.GiveUp); and the withdrawn ones (their
-// reason noted on them first: tracking counts them from it if they never started).
+// Then it deletes the pods that never started, and the withdrawn ones (their reason
+// noted on them first: tracking counts them from it if they never started).
 func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) error {
 	for _, pod := range p.mark {
 		patch := client.StrategicMergeFrom(pod.DeepCopy())
@@ -411,7 +401,7 @@ func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) erro
 	}
 	for _, pod := range p.doomed {
 		if err := r.Delete(ctx, pod, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting counted pod %s: %w", pod.Name, err)
+			return fmt.Errorf("deleting pod %s that never started: %w", pod.Name, err)
 		}
 	}
 	for _, w := range p.withdrawing {

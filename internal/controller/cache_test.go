@@ -245,8 +245,6 @@ func TestSlimPodStatus(t *testing.T) {
 		"running": {Phase: corev1.PodRunning, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}}},
 		"restarted": {Phase: corev1.PodRunning, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", RestartCount: 1,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}, LastTerminationState: corev1.ContainerState{Terminated: term(3, string(msg))}}}},
-		"between attempts (OnFailure)": {Phase: corev1.PodRunning, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", RestartCount: 2,
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}}, LastTerminationState: corev1.ContainerState{Terminated: term(3, string(msg))}}}},
 		"failed with a report": {Phase: corev1.PodFailed, InitContainerStatuses: initDone, ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: term(3, string(msg))}}}},
 		"evicted": {Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory.", InitContainerStatuses: initDone,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Terminated: term(137, "")}}}},
@@ -263,9 +261,6 @@ func TestSlimPodStatus(t *testing.T) {
 			if ahead {
 				whole.Annotations[runpod.AnnotationWithdrawnAhead] = "suspended"
 			}
-			if strings.Contains(name, "OnFailure") {
-				whole.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
-			}
 			slim := cached(t, whole.DeepCopy())
 			terminatedID := false
 			for _, cs := range append(slices.Clone(slim.Status.InitContainerStatuses), slim.Status.ContainerStatuses...) {
@@ -281,8 +276,7 @@ func TestSlimPodStatus(t *testing.T) {
 				Decisions                    []tracking.Decision
 				Started, JobRan, Stuck, News bool
 				RunningSince, NewsAt         time.Time
-				Attempts, Failed             int32
-				Between                      bool
+				Attempts                     int32
 				Note, Waiting                string
 				Result                       runstatus.Result
 				Finished, Succeeded          bool
@@ -293,15 +287,13 @@ func TestSlimPodStatus(t *testing.T) {
 				for _, now := range []time.Time{occ.Add(time.Second), occ.Add(time.Hour + time.Minute)} {
 					for _, sd := range []*time.Duration{nil, &deadline} {
 						a.Decisions = append(a.Decisions, tracking.Decide(p, occ, tracking.Input{Now: now, StartingDeadline: sd}),
-							tracking.Decide(p, occ, tracking.Input{Now: now, StartingDeadline: sd, Blackout: "window nightly"}),
-							tracking.Decide(p, occ, tracking.Input{Now: now, StartingDeadline: sd, BackoffLimit: ptr.To[int32](1)}))
+							tracking.Decide(p, occ, tracking.Input{Now: now, StartingDeadline: sd, Blackout: "window nightly"}))
 					}
 				}
 				a.Started, a.JobRan, a.Stuck, a.News = tracking.Started(p), tracking.JobRan(p), stuck(p), hasNews(p)
 				a.RunningSince, _ = tracking.RunningSince(p)
 				a.NewsAt, _ = newsAt(p)
 				a.Attempts, a.Note, a.Waiting = tracking.Attempts(p), tracking.AttemptsNote(p), tracking.WaitingReason(p)
-				a.Failed, a.Between = tracking.FailedAttempts(p)
 				a.Result, a.Finished, a.Succeeded, a.State = runstatus.ResultOf(p), runstatus.Finished(p), runstatus.Succeeded(p), stateOf(p)
 				return a
 			}

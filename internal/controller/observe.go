@@ -39,6 +39,7 @@ func observeStatus(job *v1alpha1.LockedCronJob) {
 		LastSchedule: orZero(st.LastScheduleTime),
 		LastSuccess:  orZero(st.LastSuccessfulTime),
 		Active:       st.ActiveCount,
+		Streak:       runstatus.UnsuccessfulStreak(st.Recent),
 		BackendUp:    meta.IsStatusConditionTrue(st.Conditions, ConditionLockBackendReady),
 		LockKey:      st.LockKey,
 	})

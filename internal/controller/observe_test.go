@@ -75,9 +75,16 @@ var _ = Describe("metrics from status", func() {
 		Expect(runs).To(HaveKeyWithValue("outcome=LockLost", 0.0))
 		Expect(runs).To(HaveKeyWithValue("outcome=SkippedBlackout", 0.0))
 		Expect(series("lockedcron_lock_lost_total", ns, "gauges")).To(Equal(map[string]float64{"": 0}))
+		Expect(series("lockedcron_unsuccessful_streak", ns, "gauges")).To(Equal(map[string]float64{"": 0}))
+
+		// A failed occurrence starts a streak; the later success below ends it.
+		occ := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		failed := createPodFor(job, occ.Add(-time.Hour))
+		finishPod(failed, corev1.PodFailed, 1, reportJSON(report.Report{Outcome: report.Failed, Occurrence: occ.Add(-time.Hour).Format(time.RFC3339), Holder: "h", FencingToken: 1, ExitCode: 1}))
+		Eventually(func() map[string]float64 { return series("lockedcron_unsuccessful_streak", ns, "gauges") }).
+			Should(Equal(map[string]float64{"": 1}))
 
 		// A running pod, then a success: active runs and last success follow status.
-		occ := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		pod := createPodFor(job, occ)
 		pod.Status.Phase = corev1.PodRunning // the kubelet's part: a pod that has not started is not news (deferral.go)
 		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
@@ -92,6 +99,7 @@ var _ = Describe("metrics from status", func() {
 			Should(Equal(map[string]float64{"": unix(occ)}))
 		Expect(series("lockedcron_active_runs", ns, "gauges")).To(Equal(map[string]float64{"": 0}))
 		Expect(series("lockedcron_runs_total", ns, "gauges")).To(HaveKeyWithValue("outcome=Succeeded", 1.0))
+		Expect(series("lockedcron_unsuccessful_streak", ns, "gauges")).To(Equal(map[string]float64{"": 0}))
 
 		// A new lock key replaces the info series (one per job).
 		updateJob(job, func(j *v1alpha1.LockedCronJob) { j.Spec.Lock.Key = "other-key" })
@@ -103,7 +111,7 @@ var _ = Describe("metrics from status", func() {
 		Eventually(func() map[string]float64 { return series("lockedcron_next_run_timestamp_seconds", ns, "gauges") }).Should(BeEmpty())
 
 		Expect(k8sClient.Delete(ctx, getJob(job))).To(Succeed())
-		for _, name := range []string{"lockedcron_last_success_timestamp_seconds", "lockedcron_active_runs", "lockedcron_backend_up", "lockedcron_info", "lockedcron_runs_total", "lockedcron_lock_lost_total", "lockedcron_last_schedule_timestamp_seconds"} {
+		for _, name := range []string{"lockedcron_last_success_timestamp_seconds", "lockedcron_active_runs", "lockedcron_backend_up", "lockedcron_info", "lockedcron_runs_total", "lockedcron_lock_lost_total", "lockedcron_last_schedule_timestamp_seconds", "lockedcron_unsuccessful_streak"} {
 			Eventually(func() map[string]float64 { return series(name, ns, "gauges") }).Should(BeEmpty(), "%s after delete", name)
 		}
 	})

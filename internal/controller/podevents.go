@@ -22,8 +22,8 @@ import (
 //     release them (Reconcile of a job that is gone).
 //   - Update: when the pod's state as a pass reads it changes (podState): its phase, its
 //     job starting, news for the status (deferral.go), deletion, the counted label, its
-//     finalizers, a restart of the wrapped container, its failure under restartPolicy
-//     OnFailure (spec.backoffLimit), its end while another container runs on. A kubelet writes a pod's status
+//     finalizers, a restart of the wrapped container, its end while another container
+//     runs on. A kubelet writes a pod's status
 //     four or five times on its way to Running; most of those writes change none of it.
 //     And the note that a prepared pod is withdrawn ahead of its instant.
 //   - Delete and generic events: always.
@@ -49,12 +49,11 @@ type podState struct {
 	withdrawnAhead         bool
 	finalizers             int
 	attempts               int32
-	betweenAttempts        bool // OnFailure: its last attempt failed (tracking.GiveUp)
 }
 
 func stateOf(p *corev1.Pod) podState {
 	_, ahead := p.Annotations[runpod.AnnotationWithdrawnAhead]
-	st := podState{
+	return podState{
 		phase:    p.Status.Phase,
 		started:  tracking.Started(p),
 		news:     hasNews(p),
@@ -67,6 +66,4 @@ func stateOf(p *corev1.Pod) podState {
 		finalizers:     len(p.Finalizers),
 		attempts:       tracking.Attempts(p),
 	}
-	_, st.betweenAttempts = tracking.FailedAttempts(p)
-	return st
 }

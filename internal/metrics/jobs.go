@@ -43,6 +43,7 @@ var (
 	famLastSchedule = jobFamily{NameLastSchedule, "Unix time of the latest occurrence the job decided (started, skipped or missed; status.lastScheduleTime).", dto.MetricType_GAUGE}
 	famLastSuccess  = jobFamily{NameLastSuccess, "Unix time (scheduled time) of the latest occurrence that succeeded (status.lastSuccessfulTime); absent until one has.", dto.MetricType_GAUGE}
 	famActiveRuns   = jobFamily{NameActiveRuns, "Pods of the job's occurrences still running (status.activeCount).", dto.MetricType_GAUGE}
+	famStreak       = jobFamily{NameStreak, "The job's latest occurrences (status.recent, at most 10) that ended without success since its last success: Failed, LockLost, Error, Missed, Interrupted; skips and suppressed duplicates (the lock held, a blackout, already done) neither count nor end it.", dto.MetricType_GAUGE}
 	famBackendUp    = jobFamily{NameBackendUp, "1 when the job's lock backend is usable (Secret read, Redis answered: condition LockBackendReady True), else 0.", dto.MetricType_GAUGE}
 	famInfo         = jobFamily{NameInfo, "Always 1; lock_key is the job's lock key in effect (status.lockKey), to group jobs that share one.", dto.MetricType_GAUGE}
 )
@@ -52,8 +53,10 @@ var (
 type JobState struct {
 	NextRun, LastSchedule, LastSuccess time.Time
 	Active                             int32
-	BackendUp                          bool
-	LockKey                            string
+	// Streak: the latest occurrences that ended without success, since the last success.
+	Streak    int32
+	BackendUp bool
+	LockKey   string
 }
 
 type jobKey struct{ namespace, name string }
@@ -73,6 +76,7 @@ type jobRecord struct {
 	times        [3]float64
 	lockKey      string
 	active       int32
+	streak       int32
 	timesSet     uint8
 	lockLostBorn bool
 	hasState     bool
@@ -148,7 +152,7 @@ func SetJob(namespace, name string, st JobState) (first bool) {
 	defer s.mu.Unlock()
 	r := s.record(namespace, name)
 	first = !r.hasState
-	r.hasState, r.active, r.backendUp, r.lockKey, r.timesSet = true, st.Active, st.BackendUp, st.LockKey, 0
+	r.hasState, r.active, r.streak, r.backendUp, r.lockKey, r.timesSet = true, st.Active, st.Streak, st.BackendUp, st.LockKey, 0
 	for i, t := range []time.Time{st.NextRun, st.LastSchedule, st.LastSuccess} {
 		if !t.IsZero() {
 			r.times[i] = float64(t.UnixNano()) / 1e9
@@ -193,7 +197,7 @@ func (s *jobSeries) snapshot() (snap []snapped, outcomes []*dto.LabelPair) {
 }
 
 // jobFamilies are the per-job families in the order they are served.
-var jobFamilies = []*jobFamily{&famRuns, &famLockLost, &famNextRun, &famLastSchedule, &famLastSuccess, &famActiveRuns, &famBackendUp, &famInfo}
+var jobFamilies = []*jobFamily{&famRuns, &famLockLost, &famNextRun, &famLastSchedule, &famLastSuccess, &famActiveRuns, &famStreak, &famBackendUp, &famInfo}
 
 // families builds every per-job family of every job at once (what the registry gathers:
 // 18 MB at 5,000 jobs, BenchmarkJobSeries); the metrics endpoint writes them a few jobs
@@ -270,6 +274,7 @@ func (sc *scratch) build(snap []snapped, outcomes []*dto.LabelPair, only *jobFam
 				}
 			}
 			emit(&famActiveRuns, pairs, -1, float64(r.active))
+			emit(&famStreak, pairs, -1, float64(r.streak))
 			up := 0.0
 			if r.backendUp {
 				up = 1

@@ -32,6 +32,7 @@ const (
 	NameLastSchedule = "lockedcron_last_schedule_timestamp_seconds"
 	NameLastSuccess  = "lockedcron_last_success_timestamp_seconds"
 	NameActiveRuns   = "lockedcron_active_runs"
+	NameStreak       = "lockedcron_unsuccessful_streak"
 	NameBackendUp    = "lockedcron_backend_up"
 	NameInfo         = "lockedcron_info"
 	// NameReconcileErrors is controller-runtime's own counter of reconcile passes that
@@ -63,6 +64,7 @@ var Families = map[string]Kind{
 	NameLastSchedule:    Gauge,
 	NameLastSuccess:     Gauge,
 	NameActiveRuns:      Gauge,
+	NameStreak:          Gauge,
 	NameBackendUp:       Gauge,
 	NameInfo:            Gauge,
 	NameReconcileErrors: Counter,

@@ -160,18 +160,18 @@ func TestJobSeries(t *testing.T) {
 	AddRuns("ns", "series", "Missed", 3)
 	want := map[string]float64{
 		NameRuns + "{Succeeded}": 0, NameRuns + "{Missed}": 3, NameLockLost: 0,
-		NameNextRun: 1700000000.5, NameActiveRuns: 0, NameBackendUp: 0, NameInfo + "{a}": 1,
+		NameNextRun: 1700000000.5, NameActiveRuns: 0, NameStreak: 0, NameBackendUp: 0, NameInfo + "{a}": 1,
 	}
 	if got := series(); !equal(got, want) {
 		t.Errorf("series:\n got %v\nwant %v", got, want)
 	}
-	if SetJob("ns", "series", JobState{LastSchedule: time.Unix(1700000060, 0), LastSuccess: time.Unix(1700000000, 0), Active: 2, BackendUp: true, LockKey: "b"}) {
+	if SetJob("ns", "series", JobState{LastSchedule: time.Unix(1700000060, 0), LastSuccess: time.Unix(1700000000, 0), Active: 2, Streak: 4, BackendUp: true, LockKey: "b"}) {
 		t.Error("second SetJob of a job: first = true")
 	}
 	AddLockLost("ns", "series", 1)
 	want = map[string]float64{
 		NameRuns + "{Succeeded}": 0, NameRuns + "{Missed}": 3, NameLockLost: 1,
-		NameLastSchedule: 1700000060, NameLastSuccess: 1700000000, NameActiveRuns: 2, NameBackendUp: 1, NameInfo + "{b}": 1,
+		NameLastSchedule: 1700000060, NameLastSuccess: 1700000000, NameActiveRuns: 2, NameStreak: 4, NameBackendUp: 1, NameInfo + "{b}": 1,
 	}
 	if got := series(); !equal(got, want) {
 		t.Errorf("series after a second status:\n got %v\nwant %v", got, want)

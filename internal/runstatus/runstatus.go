@@ -358,6 +358,24 @@ func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
 	}
 }
 
+// UnsuccessfulStreak is how many of the latest records (recent, newest first) ended
+// without success since the last one that succeeded: Failed, LockLost, Error, Missed,
+// Interrupted. The others (the lock held elsewhere, a blackout, already done) neither
+// count nor end the streak: the job did not fail in them. What an alert on "has not
+// succeeded for 3 occurrences" reads, whatever the gaps between the occurrences.
+func UnsuccessfulStreak(recent []v1alpha1.RunRecord) int32 {
+	var n int32
+	for _, r := range recent {
+		switch r.Outcome {
+		case string(report.Succeeded):
+			return n
+		case string(report.Failed), string(report.LockLost), string(report.Error), string(report.Missed), string(report.Interrupted):
+			n++
+		}
+	}
+	return n
+}
+
 // recordRan is when a record's run came: a manual run's request, else its occurrence.
 func recordRan(r v1alpha1.RunRecord) time.Time {
 	if r.RequestedAt != nil {

@@ -408,3 +408,32 @@ func TestOnFailureRunThenAnAttemptThatDidNotRunIsARun(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsuccessfulStreak: the occurrences that ended without success since the last one
+// that succeeded, newest first; skips, blackouts and suppressed duplicates in between
+// neither count nor end it (an alert on three in a row must not depend on the gaps
+// between occurrences, nor fire for a job whose runs another holder made).
+func TestUnsuccessfulStreak(t *testing.T) {
+	rec := func(outcomes ...string) []v1alpha1.RunRecord {
+		var out []v1alpha1.RunRecord
+		for _, o := range outcomes {
+			out = append(out, v1alpha1.RunRecord{Outcome: o})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		recent []v1alpha1.RunRecord
+		want   int32
+	}{
+		{nil, 0},
+		{rec("Succeeded", "Failed", "Failed"), 0},
+		{rec("Failed", "Missed", "Succeeded", "Failed"), 2},
+		{rec("Failed", "SkippedContention", "SkippedBlackout", "SuppressedDuplicate", "LockLost", "Error", "Interrupted", "Succeeded"), 4},
+		{rec("SkippedContention", "SkippedContention"), 0},
+		{rec("Failed", "Failed", "Failed"), 3}, // never succeeded
+	} {
+		if got := UnsuccessfulStreak(c.recent); got != c.want {
+			t.Errorf("%v: %d, want %d", c.recent, got, c.want)
+		}
+	}
+}

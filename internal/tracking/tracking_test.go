@@ -1,7 +1,6 @@
 package tracking
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -382,61 +381,6 @@ func TestDecide(t *testing.T) {
 			}
 			if !got.Recheck.Equal(c.recheck) {
 				t.Errorf("recheck %s, want %s", got.Recheck, c.recheck)
-			}
-		})
-	}
-}
-
-// crashLoop: restartPolicy OnFailure, the wrapped container's attempt restarts+1 ended
-// with code; waiting for its restart (CrashLoopBackOff) when waitingForRestart, else
-// just ended (the kubelet has not yet written its wait).
-func crashLoop(restarts, code int32, waitingForRestart bool) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Spec.RestartPolicy, p.Status.Phase = corev1.RestartPolicyOnFailure, corev1.PodRunning
-		end := &corev1.ContainerStateTerminated{ExitCode: code, Message: `{"v":1,"outcome":"Failed","exitCode":3}`}
-		cs := corev1.ContainerStatus{Name: "job", RestartCount: restarts, State: corev1.ContainerState{Terminated: end}}
-		if waitingForRestart {
-			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
-			cs.LastTerminationState.Terminated = end
-		} else if restarts > 0 {
-			cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: code}
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	}
-}
-
-// TestBackoffLimit: under restartPolicy OnFailure, a pod whose attempts have failed
-// spec.backoffLimit+1 times is given up between attempts (counted, then deleted before
-// the kubelet restarts it), as a Job past its backoffLimit; never while an attempt runs,
-// nor one that succeeded, nor without a limit.
-func TestBackoffLimit(t *testing.T) {
-	late := occ.Add(time.Hour)
-	for _, c := range []struct {
-		name  string
-		pod   *corev1.Pod
-		limit *int32
-		now   time.Time
-		want  Verdict
-	}{
-		{"waiting to restart after its second failure, limit 1", pod(crashLoop(1, 3, true)), ptr.To[int32](1), late, GiveUp},
-		{"its second failure just ended, limit 1", pod(crashLoop(1, 3, false)), ptr.To[int32](1), late, GiveUp},
-		{"its first failure, limit 0: no restart", pod(crashLoop(0, 1, false)), ptr.To[int32](0), late, GiveUp},
-		{"waiting to restart after its second failure, limit 2", pod(crashLoop(1, 3, true)), ptr.To[int32](2), late, Active},
-		{"many failures, no limit", pod(crashLoop(40, 3, true)), nil, late, Active},
-		{"its seventh attempt runs, limit 1: left to run", pod(running(6), func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }), ptr.To[int32](1), late, Active},
-		{"ended 0 while another container runs on, limit 0", pod(crashLoop(0, 0, false), sidecarRunning), ptr.To[int32](0), occ.Add(time.Second), Active},
-		{"restartPolicy Never, still running after its job failed (a sidecar), limit 0", pod(crashLoop(0, 3, false), sidecarRunning, func(p *corev1.Pod) { p.Spec.RestartPolicy = corev1.RestartPolicyNever }),
-			ptr.To[int32](0), occ.Add(time.Second), Active},
-		{"being deleted", pod(crashLoop(3, 3, true), onNode, deleted(late)), ptr.To[int32](1), late, Active},
-		{"prepared ahead, failing before its instant", pod(prepared, crashLoop(3, 3, true)), ptr.To[int32](1), occ.Add(-time.Second), Active},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			got := Decide(c.pod, occ, Input{Now: c.now, BackoffLimit: c.limit})
-			if got.Verdict != c.want {
-				t.Fatalf("verdict %s (%s), want %s", got.Verdict, got.Reason, c.want)
-			}
-			if c.want == GiveUp && !strings.Contains(got.Reason, fmt.Sprintf("spec.backoffLimit %d", *c.limit)) {
-				t.Errorf("reason %q does not name spec.backoffLimit", got.Reason)
 			}
 		})
 	}
