@@ -67,3 +67,15 @@ func (d *DedupeSpec) RetentionDuration() time.Duration {
 
 // Suspended is spec.suspend, false when unset.
 func (s *LockedCronJobSpec) Suspended() bool { return s.Suspend != nil && *s.Suspend }
+
+// DefaultBackoffLimit is spec.backoffLimit when unset (the CRD defaults it to this; an
+// object built without the API server may lack it), as a Job's.
+const DefaultBackoffLimit int32 = 6
+
+// BackoffLimitOrDefault is spec.backoffLimit, or DefaultBackoffLimit when unset.
+func (s *LockedCronJobSpec) BackoffLimitOrDefault() int32 {
+	if s.BackoffLimit == nil {
+		return DefaultBackoffLimit
+	}
+	return *s.BackoffLimit
+}

@@ -81,10 +81,10 @@ type LockedCronJobSpec struct {
 	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
 
 	// BackoffLimit, with template.spec.restartPolicy OnFailure, is how many times a failed
-	// attempt of an occurrence is restarted in its pod: after backoffLimit+1 failed
-	// attempts the occurrence is counted Failed (with its last attempt's report) and its
-	// pod is deleted, as a Job's backoffLimit ends a Job. 0 runs each occurrence once. Not
-	// used with restartPolicy Never (one attempt per occurrence).
+	// attempt of an occurrence is restarted in its pod, as a Job's backoffLimit: lockwrap
+	// counts the attempts in the pod, and the start after backoffLimit+1 failed ones runs
+	// nothing and ends the pod, which is counted with the last failed attempt's report.
+	// 0 runs each occurrence once. Not used with restartPolicy Never (one attempt per pod).
 	// +kubebuilder:default=6
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000

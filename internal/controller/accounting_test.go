@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -526,68 +525,11 @@ var _ = Describe("Accounting: every occurrence counted exactly once", func() {
 		Expect(strings.Count(rec.Message, "attempts")).To(Equal(1))
 	})
 
-	It("gives an OnFailure pod up after spec.backoffLimit restarts: counted Failed once, and deleted between attempts", func() {
-		startManager(clock.RealClock{})
-		ns := newNamespace()
-		job := newJob(ns, "crashloop", rarely)
-		job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
-		job.Spec.BackoffLimit = ptr.To[int32](2)
-		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		occ := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
-		pod := createPodFor(job, occ)
-		failed := func(attempt int32) *corev1.ContainerStateTerminated {
-			now := metav1.Now()
-			return &corev1.ContainerStateTerminated{ExitCode: 3, StartedAt: now, FinishedAt: now,
-				Message: reportJSON(report.Report{Outcome: report.Failed, Holder: "h", FencingToken: int64(attempt), ExitCode: 3, Message: fmt.Sprintf("attempt %d", attempt)})}
-		}
-		// As the kubelet writes it: each attempt runs, fails, and waits to be restarted
-		// (CrashLoopBackOff), the restart count going up when it restarts.
-		setStatus := func(cs corev1.ContainerStatus) {
-			GinkgoHelper()
-			Eventually(func() error {
-				p, err := getPod(ns, pod.Name)
-				if err != nil {
-					return err
-				}
-				cs.Name, cs.Image = "job", "busybox"
-				p.Status.Phase = corev1.PodRunning
-				p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-				return k8sClient.Status().Update(ctx, p)
-			}).Should(Succeed())
-		}
-		crashLoop := func(restarts int32) corev1.ContainerStatus {
-			return corev1.ContainerStatus{RestartCount: restarts, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-				LastTerminationState: corev1.ContainerState{Terminated: failed(restarts + 1)}}
-		}
-		setStatus(corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}})
-		setStatus(crashLoop(0))
-		setStatus(crashLoop(1))
-		// Within its limit: restarted, not counted (a pass given up here would count
-		// "2 failed attempts", and count once).
-		setStatus(corev1.ContainerStatus{RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
-			LastTerminationState: corev1.ContainerState{Terminated: failed(2)}})
-		setStatus(corev1.ContainerStatus{RestartCount: 2, State: corev1.ContainerState{Terminated: failed(3)},
-			LastTerminationState: corev1.ContainerState{Terminated: failed(2)}})
-
-		Eventually(func() v1alpha1.Counters { return getJob(job).Status.Counters }).Should(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
-		rec := getJob(job).Status.Recent[0]
-		Expect(rec.Outcome).To(Equal(string(report.Failed)))
-		Expect(rec.Message).To(ContainSubstring("attempt 3"))
-		Expect(rec.Message).To(ContainSubstring("gave up after 3 failed attempts (restartPolicy OnFailure, spec.backoffLimit 2)"))
-		// Deleted before the kubelet could start a fourth attempt (envtest has no kubelet:
-		// released, it is gone).
-		Eventually(func() bool {
-			_, err := getPod(ns, pod.Name)
-			return apierrors.IsNotFound(err)
-		}).Should(BeTrue(), "the given-up pod is deleted")
-		Expect(getJob(job).Status.Counters).To(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
-	})
-
 	It("defaults spec.backoffLimit to 6, as a Job's", func() {
 		ns := newNamespace()
 		job := newJob(ns, "defaulted", rarely)
 		Expect(k8sClient.Create(ctx, job)).To(Succeed())
-		Expect(getJob(job).Spec.BackoffLimit).To(HaveValue(BeEquivalentTo(DefaultBackoffLimit)))
+		Expect(getJob(job).Spec.BackoffLimit).To(HaveValue(BeEquivalentTo(v1alpha1.DefaultBackoffLimit)))
 	})
 })
 

@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -194,7 +193,7 @@ type pass struct {
 	countedPods []string        // status.countedPods: counted this pass, or not yet marked
 	marked      map[string]bool // pods seen labelled counted (deferrable)
 	mark        []*corev1.Pod   // to label counted and release (after the status write)
-	doomed      []*corev1.Pod   // counted, and must not run (again): to delete
+	doomed      []*corev1.Pod   // counted as never started: to delete
 	history     []*corev1.Pod   // finished and marked: pruned to the history limits
 	// withdrawn: prepared ahead, no longer wanted before their instant: deleted with the
 	// reason noted (runpod.AnnotationWithdrawnAhead), counted only if their job ran.
@@ -819,17 +818,6 @@ func startingDeadline(job *v1alpha1.LockedCronJob) *time.Duration {
 	}
 	d := time.Duration(*job.Spec.StartingDeadlineSeconds) * time.Second
 	return &d
-}
-
-// DefaultBackoffLimit is spec.backoffLimit when unset (the CRD defaults it to this; an
-// object built without the API server may lack it), as a Job's.
-const DefaultBackoffLimit int32 = 6
-
-func backoffLimit(job *v1alpha1.LockedCronJob) *int32 {
-	if job.Spec.BackoffLimit == nil {
-		return ptr.To(DefaultBackoffLimit)
-	}
-	return job.Spec.BackoffLimit
 }
 
 // startOccurrence creates the occurrence's pod. The pod must not start its job after the

@@ -21,6 +21,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
+	"github.com/lockedcron/lockedcron/internal/wrapper/config"
 )
 
 func reportJSON(r report.Report) string {
@@ -81,7 +82,7 @@ var _ = Describe("LockedCronJob controller", func() {
 		Expect(pod.CreationTimestamp.Time).NotTo(BeTemporally("<", at), "created before its time")
 		Expect(pod.CreationTimestamp.Time).To(BeTemporally("<", at.Add(5*time.Second)), "created late")
 		Expect(pod.Annotations).To(HaveKeyWithValue(runpod.AnnotationScheduledTime, at.UTC().Format(time.RFC3339)))
-		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{"/lockwrap", "cp", "/lockedcron/lockwrap", "--protocol=1"}))
+		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{"/lockwrap", "cp", "/lockedcron/lockwrap", fmt.Sprintf("--protocol=%d", config.Protocol)}))
 		Expect(pod.Spec.Containers[0].Command).To(Equal([]string{"/lockedcron/lockwrap", "--", "/bin/sh", "-c", "echo hi"}))
 		Expect(metav1.IsControlledBy(&pod, getJob(job))).To(BeTrue())
 

@@ -65,6 +65,12 @@ const (
 	WrapperPath = WrapperDir + "/lockwrap"
 	// ImageWrapperPath is lockwrap inside the operator's image.
 	ImageWrapperPath = "/lockwrap"
+	// AttemptsVolumeName is the emptyDir, mounted writable at AttemptsDir in the wrapped
+	// container of a pod under restartPolicy OnFailure, where lockwrap counts the
+	// container's attempts (spec.backoffLimit, config.EnvBackoffLimit): it outlives a
+	// container restarted in its pod.
+	AttemptsVolumeName = "lockedcron-attempts"
+	AttemptsDir        = "/lockedcron-attempts"
 
 	// kubeletMessageBytes is what the kubelet keeps of a pod's termination messages, shared
 	// among its containers (MaxPodTerminationMessageLogLength).
@@ -257,8 +263,8 @@ func reserved(spec corev1.PodSpec, wi int) error {
 	for kind, cs := range map[string][]corev1.Container{"containers": spec.Containers, "initContainers": spec.InitContainers} {
 		for i, c := range cs {
 			for j, m := range c.VolumeMounts {
-				if m.Name == VolumeName {
-					return fmt.Errorf("spec.template.spec.%s[%d].volumeMounts[%d]: volume %q is lockwrap's; mount another volume", kind, i, j, VolumeName)
+				if m.Name == VolumeName || m.Name == AttemptsVolumeName {
+					return fmt.Errorf("spec.template.spec.%s[%d].volumeMounts[%d]: volume %q is lockwrap's; mount another volume", kind, i, j, m.Name)
 				}
 			}
 		}
@@ -293,19 +299,19 @@ func reserved(spec corev1.PodSpec, wi int) error {
 	// A relative path is the container root's (the kubelet makes it absolute).
 	under := func(p string) bool {
 		p = path.Clean("/" + p)
-		return p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/")
+		return p == WrapperDir || strings.HasPrefix(p, WrapperDir+"/") || p == AttemptsDir || strings.HasPrefix(p, AttemptsDir+"/")
 	}
 	if under(c.TerminationMessagePath) {
-		return fmt.Errorf("spec.template.spec.containers[%d].terminationMessagePath: %s is in lockwrap's place (%s), where the kubelet would mount the file over it; use another path", wi, c.TerminationMessagePath, WrapperDir)
+		return fmt.Errorf("spec.template.spec.containers[%d].terminationMessagePath: %s is in lockwrap's place (%s, %s), where the kubelet would mount the file over it; use another path", wi, c.TerminationMessagePath, WrapperDir, AttemptsDir)
 	}
 	for j, m := range c.VolumeMounts {
 		if under(m.MountPath) {
-			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d]: mountPath %s is lockwrap's place (%s); mount the volume elsewhere", wi, j, m.MountPath, WrapperDir)
+			return fmt.Errorf("spec.template.spec.containers[%d].volumeMounts[%d]: mountPath %s is lockwrap's place (%s, %s); mount the volume elsewhere", wi, j, m.MountPath, WrapperDir, AttemptsDir)
 		}
 	}
 	for j, d := range c.VolumeDevices {
 		if under(d.DevicePath) {
-			return fmt.Errorf("spec.template.spec.containers[%d].volumeDevices[%d]: devicePath %s is lockwrap's place (%s); use another path", wi, j, d.DevicePath, WrapperDir)
+			return fmt.Errorf("spec.template.spec.containers[%d].volumeDevices[%d]: devicePath %s is lockwrap's place (%s, %s); use another path", wi, j, d.DevicePath, WrapperDir, AttemptsDir)
 		}
 	}
 	return nil
@@ -335,8 +341,8 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	tmpl := job.Spec.Template.DeepCopy()
 	spec := tmpl.Spec
 	for _, v := range spec.Volumes {
-		if v.Name == VolumeName {
-			return nil, fmt.Errorf("spec.template.spec.volumes: the name %q is reserved for lockwrap", VolumeName)
+		if v.Name == VolumeName || v.Name == AttemptsVolumeName {
+			return nil, fmt.Errorf("spec.template.spec.volumes: the name %q is reserved for lockwrap", v.Name)
 		}
 	}
 	for _, c := range spec.InitContainers {
@@ -381,6 +387,17 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 	// workingDir: lockwrap gets it so.
 	reportPath := path.Clean("/" + c.TerminationMessagePath)
 	c.Env = append(c.Env, wrapperEnv(job, occurrence, Holder(opts.ClusterName, job.Namespace, name), reportPath, opts, m)...)
+	if spec.RestartPolicy == corev1.RestartPolicyOnFailure {
+		// The kubelet restarts a failed attempt in the pod, at once the first time (and
+		// after any attempt longer than its back-off remembers): lockwrap counts them
+		// where a restart finds the count, and runs nothing past spec.backoffLimit.
+		spec.Volumes = append(spec.Volumes, corev1.Volume{
+			Name:         AttemptsVolumeName,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Mi"))}},
+		})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: AttemptsVolumeName, MountPath: AttemptsDir})
+		c.Env = append(c.Env, literal(config.EnvBackoffLimit, strconv.Itoa(int(job.Spec.BackoffLimitOrDefault()))), literal(config.EnvAttemptsDir, AttemptsDir))
+	}
 	// The kubelet keeps of each container's termination message its share of 12 KiB
 	// (12288 / the pod's containers and init containers), cutting the rest: a cut report is
 	// no JSON, and its run is counted Error.

@@ -3,6 +3,7 @@ package runpod
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestBuildLiteralPod(t *testing.T) {
 				Name:                     "lockedcron-install",
 				Image:                    "k8s.local/lockedcron:dev",
 				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Command:                  []string{"/lockwrap", "cp", "/lockedcron/lockwrap", "--protocol=1"},
+				Command:                  []string{"/lockwrap", "cp", "/lockedcron/lockwrap", fmt.Sprintf("--protocol=%d", config.Protocol)},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron"}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
@@ -141,6 +142,8 @@ func TestBuildLiteralPod(t *testing.T) {
 					{Name: "LOCKEDCRON_RUN_ID"},
 					{Name: "LOCKEDCRON_REPORT_MAX_BYTES"},
 					{Name: "LOCKEDCRON_WATERMARK_MONOTONIC"},
+					{Name: "LOCKEDCRON_BACKOFF_LIMIT"},
+					{Name: "LOCKEDCRON_ATTEMPTS_DIR"},
 				},
 				VolumeMounts:             []corev1.VolumeMount{{Name: "lockedcron-bin", MountPath: "/lockedcron", ReadOnly: true}},
 				TerminationMessagePath:   "/dev/termination-log",
@@ -214,6 +217,42 @@ func TestBuildWrapsNamedContainerAndDefaults(t *testing.T) {
 	}
 }
 
+// TestBuildBackoffLimit: under restartPolicy OnFailure the wrapped container gets a
+// writable emptyDir of its own where lockwrap counts its attempts, and spec.backoffLimit
+// (6 when unset, as a Job's); under Never neither (one attempt per pod).
+func TestBuildBackoffLimit(t *testing.T) {
+	for name, c := range map[string]struct {
+		policy corev1.RestartPolicy
+		limit  *int32
+		want   string // LOCKEDCRON_BACKOFF_LIMIT, "" when not set
+	}{
+		"OnFailure, the default": {corev1.RestartPolicyOnFailure, nil, "6"},
+		"OnFailure, 0":           {corev1.RestartPolicyOnFailure, ptr.To[int32](0), "0"},
+		"Never":                  {corev1.RestartPolicyNever, ptr.To[int32](3), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := nightly()
+			job.Spec.Template.Spec.RestartPolicy, job.Spec.BackoffLimit = c.policy, c.limit
+			pod, err := Build(job, time.Unix(60, 0), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{}
+			for _, e := range pod.Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			mounted := slices.ContainsFunc(pod.Spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+				return m.Name == AttemptsVolumeName && m.MountPath == AttemptsDir && !m.ReadOnly
+			})
+			volume := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == AttemptsVolumeName && v.EmptyDir != nil })
+			if env[config.EnvBackoffLimit] != c.want || mounted != (c.want != "") || volume != (c.want != "") ||
+				(c.want != "" && env[config.EnvAttemptsDir] != AttemptsDir) {
+				t.Errorf("limit %q (want %q), attempts dir %q, mounted %v, volume %v", env[config.EnvBackoffLimit], c.want, env[config.EnvAttemptsDir], mounted, volume)
+			}
+		})
+	}
+}
+
 // TestBuildKeepsNativeSidecars: an init container restarting Always (a native sidecar,
 // which the pod's end stops) and another container's own restart on failure are accepted.
 func TestBuildKeepsNativeSidecars(t *testing.T) {
@@ -240,7 +279,13 @@ func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 		"reserved volume": {func(j *v1alpha1.LockedCronJob) {
 			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: VolumeName}}
 		}, "spec.template.spec.volumes"},
-		"long name":     {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		"long name": {func(j *v1alpha1.LockedCronJob) { j.Name = strings.Repeat("a", 53) }, "metadata.name"},
+		"the attempts volume's name": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: AttemptsVolumeName}}
+		}, "spec.template.spec.volumes"},
+		"a mount at the attempts' place": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: AttemptsDir + "/x"}}
+		}, "spec.template.spec.containers[0].volumeMounts[0]"},
 		"a Windows pod": {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.OS = &corev1.PodOS{Name: corev1.Windows} }, "spec.template.spec.os.name"},
 		// The kubelet would keep under 256 bytes of each termination message: no report fits.
 		"too many containers": {func(j *v1alpha1.LockedCronJob) {

@@ -62,11 +62,6 @@ const (
 	// withdrawals of prepared pods (runpod.AnnotationWithdrawnAhead, Reason), and it is
 	// then decided as one (Withdrawn, or its report if its job ran after all).
 	WithdrawAhead Verdict = "WithdrawAhead"
-	// GiveUp: restartPolicy OnFailure, and its wrapped container has failed more times
-	// than spec.backoffLimit allows restarts (Reason says so): its last attempt's report
-	// is counted now, from the status that shows it, and the pod is deleted before the
-	// kubelet starts another attempt (as a Job past its backoffLimit).
-	GiveUp Verdict = "GiveUp"
 	// Withdrawn: prepared ahead of its instant and withdrawn before it
 	// (runpod.AnnotationWithdrawnAhead), and its job did not run: released uncounted.
 	// Its occurrence is the schedule's to decide, as if the pod had never been.
@@ -87,9 +82,6 @@ type Input struct {
 	// still to be decided, whatever the pass's clock says (one behind the clock that
 	// decided it: an NTP step back, a new leader on a slower node).
 	Decided time.Time
-	// BackoffLimit is spec.backoffLimit: how many times a failed attempt is restarted under
-	// restartPolicy OnFailure (nil: no limit; the occurrence's deadline ends it).
-	BackoffLimit *int32
 }
 
 // Decision is the verdict for one pod. Recheck, when set, is when the verdict of an
@@ -168,9 +160,6 @@ func Decide(pod *corev1.Pod, occurrence time.Time, in Input) Decision {
 	}
 	if !outlived.IsZero() {
 		return Decision{Verdict: Active, Recheck: outlived}
-	}
-	if why := pastBackoffLimit(pod, in.BackoffLimit); why != "" && !StillPrepared(pod, occurrence, in.Now, in.Decided) {
-		return Decision{Verdict: GiveUp, Reason: why}
 	}
 	if started {
 		return Decision{Verdict: Active}
@@ -427,38 +416,6 @@ func RunningSince(pod *corev1.Pod) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return cs.State.Running.StartedAt.Time, true
-}
-
-// pastBackoffLimit says why a pod under restartPolicy OnFailure is not to be restarted
-// again ("" if it may be): it is between attempts after a failed one (FailedAttempts),
-// and has failed limit+1 times.
-func pastBackoffLimit(pod *corev1.Pod, limit *int32) string {
-	n, between := FailedAttempts(pod)
-	if limit == nil || !between || n <= *limit {
-		return ""
-	}
-	return fmt.Sprintf("gave up after %d failed attempts (restartPolicy OnFailure, spec.backoffLimit %d); its pod is deleted", n, *limit)
-}
-
-// FailedAttempts says, for a pod under restartPolicy OnFailure that is not deleted and
-// whose wrapped container is between attempts after a failed one (ended non-zero, not
-// started again), how many attempts it has made: all of them failed, or it would have
-// ended. The kubelet counts a restart when it makes it, so that is the restart count
-// plus one, whether the container is still terminated or waiting for its restart
-// (CrashLoopBackOff).
-func FailedAttempts(pod *corev1.Pod) (int32, bool) {
-	cs := wrapped(pod)
-	if cs == nil || pod.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || pod.DeletionTimestamp != nil || cs.State.Running != nil {
-		return 0, false
-	}
-	last := cs.State.Terminated
-	if last == nil && cs.State.Waiting != nil {
-		last = cs.LastTerminationState.Terminated
-	}
-	if last == nil || last.ExitCode == 0 {
-		return 0, false
-	}
-	return cs.RestartCount + 1, true
 }
 
 // Attempts is how many times the wrapped container has run (restartPolicy OnFailure

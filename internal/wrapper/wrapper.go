@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -170,6 +171,21 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 			stamp(at), deadline, cfg.NotAfter.UTC().Format(time.RFC3339))
 		fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
 		return rep, 0
+	}
+
+	// A container restarted in its pod (restartPolicy OnFailure) past --backoff-limit runs
+	// nothing more, and exits 0 so that the kubelet stops restarting it: the attempt
+	// before is what the controller counts (the kubelet keeps its report).
+	if cfg.BackoffLimit >= 0 {
+		switch n, err := countAttempt(cfg.AttemptsDir); {
+		case err != nil:
+			warn(&rep, d.Stderr, fmt.Sprintf("--attempts-dir: %v: this attempt is not counted, and --backoff-limit not applied to it", err))
+		case n > cfg.BackoffLimit+1:
+			rep.Message = fmt.Sprintf("not run again: this is attempt %d in this pod, after %d that failed, and the backoff limit is %d (spec.backoffLimit); the command did not run",
+				n, n-1, cfg.BackoffLimit)
+			fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
+			return rep, 0
+		}
 	}
 
 	// Signals before the command starts cancel the acquisition.
@@ -1018,7 +1034,9 @@ var ErrHolderRuns = errors.New("another lockwrap of this holder runs")
 // (LOCKEDCRON_REDIS_*: URL, user, password, CA) reaches the command.
 func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success, wmFile string) []string {
 	env := make([]string, 0, len(base)+8)
+	// A lockwrap the command runs must not count this pod's attempts (--backoff-limit).
 	drop := map[string]bool{config.EnvFencingToken: true, config.EnvOccurrence: true, config.EnvHolder: true, config.EnvRunID: true,
+		config.EnvBackoffLimit: true, config.EnvAttemptsDir: true,
 		config.EnvLastSuccessOccurrence: true, config.EnvLastSuccessAt: true, config.EnvLastSuccessFence: true,
 		config.EnvWatermark: true, config.EnvWatermarkFile: true}
 	for _, kv := range base {
@@ -1054,6 +1072,30 @@ func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success,
 		env = append(env, config.EnvWatermarkFile+"="+wmFile)
 	}
 	return env
+}
+
+// countAttempt counts one more start in dir's file "attempts" and returns the count: the
+// directory outlives the container (an emptyDir of the pod), so a container restarted in
+// its pod counts on from its last attempt. The count is written whole (a new file renamed
+// over the old) before anything runs.
+func countAttempt(dir string) (int, error) {
+	path := filepath.Join(dir, "attempts")
+	n := 0
+	switch b, err := os.ReadFile(path); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	default:
+		if n, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil || n < 0 {
+			return 0, fmt.Errorf("%s holds %q, not a count", path, report.TruncateRunes(string(b), 32))
+		}
+	}
+	n++
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+		return 0, err
+	}
+	return n, os.Rename(tmp, path)
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

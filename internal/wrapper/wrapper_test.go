@@ -653,7 +653,8 @@ func TestCopySelf(t *testing.T) {
 	// The controller passes its settings' version: a lockwrap that knows only older ones
 	// (a node kept an older image under the tag) refuses to install itself, saying why,
 	// instead of running jobs while ignoring settings (helper-107).
-	for arg, want := range map[string]int{"--protocol=1": 0, "--protocol=2": 70, "--protocol=x": 70, "-p=1": 70} {
+	newer := fmt.Sprintf("--protocol=%d", config.Protocol+1)
+	for arg, want := range map[string]int{"--protocol=1": 0, fmt.Sprintf("--protocol=%d", config.Protocol): 0, newer: 70, "--protocol=x": 70, "-p=1": 70} {
 		stderr.Reset()
 		dest := t.TempDir()
 		code := wrapper.Main([]string{"cp", dest, arg}, os.Getenv, &stderr)
@@ -661,8 +662,69 @@ func TestCopySelf(t *testing.T) {
 		if code != want || (err == nil) != (want == 0) {
 			t.Errorf("cp %s: exit %d (copied: %v), want %d: %s", arg, code, err == nil, want, stderr.String())
 		}
-		if arg == "--protocol=2" && !strings.Contains(stderr.String(), "older build") {
+		if arg == newer && !strings.Contains(stderr.String(), "older build") {
 			t.Errorf("cp %s does not say why: %s", arg, stderr.String())
 		}
+	}
+}
+
+// TestBackoffLimitCountsAttemptsInThePod: under restartPolicy OnFailure the kubelet
+// restarts a failed container in its pod, and the controller could stop that only
+// between attempts, which the kubelet does not always leave (the first restart, and every
+// one after an attempt longer than its back-off's memory, come at once: helper-109). The
+// attempts are counted in the pod's emptyDir (--attempts-dir) by lockwrap itself: with
+// --backoff-limit 1, the third start of the same holder runs nothing and exits 0, so that
+// the kubelet stops, and a command the job runs with lockwrap does not count.
+func TestBackoffLimitCountsAttemptsInThePod(t *testing.T) {
+	s := redistest.Start(t)
+	dir := t.TempDir()
+	ran := filepath.Join(t.TempDir(), "ran")
+	// The settings come as the controller gives them, in the environment, which the
+	// command inherits. Each attempt records that it ran, and runs a lockwrap of its own
+	// (another key), which must not count this pod's attempts.
+	env := map[string]string{config.EnvBackoffLimit: "1", config.EnvAttemptsDir: dir}
+	attempt := cmdArgs(flags(s.URL(), "backoff", "pod-1/uid-1"),
+		"sh", "-c", `echo x >> "$1"; "$0" --redis-url "$2" --key nested --holder nested -- true || echo "nested lockwrap failed" >&2; exit 3`, os.Args[0], ran, s.URL())
+	runEnv := func(args []string) (report.Report, int) {
+		cfg, cmd, err := config.Parse(args, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		environ := append(os.Environ(), asLockwrap+"=1")
+		for k, v := range env {
+			environ = append(environ, k+"="+v)
+		}
+		var stderr syncBuf
+		rep, code := wrapper.Run(context.Background(), cfg, cmd, wrapper.Deps{Stderr: &stderr, Environ: environ})
+		t.Logf("lockwrap → %d %+v; stderr: %s", code, rep, stderr.String())
+		return rep, code
+	}
+	for i, want := range []struct {
+		code    int
+		outcome report.Outcome
+	}{{3, report.Failed}, {3, report.Failed}, {0, report.Error}, {0, report.Error}} {
+		rep, code := runEnv(attempt)
+		if code != want.code || rep.Outcome != want.outcome {
+			t.Fatalf("attempt %d: exit %d %+v, want exit %d %s", i+1, code, rep, want.code, want.outcome)
+		}
+		if want.code == 0 && !strings.Contains(rep.Message, "backoff limit is 1") {
+			t.Errorf("attempt %d does not say why it did not run: %q", i+1, rep.Message)
+		}
+	}
+	if b, _ := os.ReadFile(ran); strings.Count(string(b), "x") != 2 {
+		t.Fatalf("the command ran %d times, want 2 (the limit 1 and the first attempt)", strings.Count(string(b), "x"))
+	}
+	// Without a limit, or in another pod's directory, it runs.
+	if rep, code := run(t, nil, cmdArgs(flags(s.URL(), "backoff", "pod-2/uid-2", "--backoff-limit", "1", "--attempts-dir", t.TempDir()), "true")...); code != 0 || rep.Outcome != report.Succeeded {
+		t.Fatalf("another pod: %d %+v", code, rep)
+	}
+	// A count it cannot read is said, and not applied (the run goes on).
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "attempts"), []byte("many"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, code := run(t, nil, cmdArgs(flags(s.URL(), "backoff", "pod-3/uid-3", "--occurrence", occAt(time.Hour), "--backoff-limit", "0", "--attempts-dir", bad), "true")...)
+	if code != 0 || rep.Outcome != report.Succeeded || len(rep.Warnings) == 0 || !strings.Contains(strings.Join(rep.Warnings, " "), "not a count") {
+		t.Fatalf("an unreadable count: %d %+v", code, rep)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/lock"
+	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/test/e2e/jobimage/audit"
 )
@@ -581,12 +582,12 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Expect(get(j).Status.LastSuccess).NotTo(BeNil())
 	})
 
-	It("gives up an OnFailure job after spec.backoffLimit restarts: counted Failed once, its pod deleted, no further attempt", func() {
+	It("stops an OnFailure job after spec.backoffLimit restarts: counted Failed once, no further attempt", func() {
 		// One occurrence, 20 s from now (a yearly schedule with seconds). The job exits 3
-		// every time; the kubelet restarts it once (backoffLimit 1) after its back-off
-		// (10 s); after the second failure the controller counts the occurrence and
-		// deletes the pod before a third attempt. It used to restart it until its
-		// deadline (days).
+		// every time; the kubelet restarts it in its pod (the first time at once, then
+		// after its back-off); lockwrap counts the attempts in the pod's emptyDir, and the
+		// third start (backoffLimit 1) runs nothing and exits 0, which ends the pod. It
+		// used to be restarted until its deadline (days).
 		at := time.Now().UTC().Add(20 * time.Second)
 		j := job{ns: scenario("backoff"), name: "backoff", key: "e2e/backoff-" + suffix,
 			schedule: fmt.Sprintf("%d %d %d %d %d *", at.Second(), at.Minute(), at.Hour(), at.Day(), int(at.Month())),
@@ -595,14 +596,16 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 3*time.Minute, time.Second).
 			Should(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
 		rec := get(j).Status.Recent[0]
-		Expect(rec.Message).To(ContainSubstring("gave up after 2 failed attempts (restartPolicy OnFailure, spec.backoffLimit 1)"))
-		Eventually(func(g Gomega) {
-			var pods corev1.PodList
-			g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
-			g.Expect(pods.Items).To(BeEmpty(), "the given-up pod is deleted")
-		}, time.Minute, time.Second).Should(Succeed())
-		// The pod is gone: every attempt it made is in the audit. Two, of one occurrence,
-		// one after the other, each ended.
+		Expect(rec.Outcome).To(Equal(string(report.Failed)))
+		Expect(rec.Message).To(ContainSubstring("after 3 attempts (restartPolicy OnFailure)"))
+		Expect(rec.Message).To(ContainSubstring("not run again: this is attempt 3 in this pod, after 2 that failed, and the backoff limit is 1"))
+		var pods corev1.PodList
+		Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+		Expect(pods.Items).To(HaveLen(1))
+		pod := pods.Items[0]
+		Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded), "the last attempt exits 0: the pod ends, kept as history")
+		// Every attempt the pod made is in the audit: two, of one occurrence, one after
+		// the other, each ended.
 		rs := runs(j.label)
 		Expect(rs).To(HaveLen(2), "attempts: %+v", rs)
 		Expect(rs[0].Occurrence).To(Equal(rs[1].Occurrence))
@@ -610,7 +613,6 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		for _, r := range rs {
 			Expect(r.Finished).To(BeTrue(), "attempt of %s never ended", r.Occurrence)
 		}
-		Expect(get(j).Status.Counters).To(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
 	})
 
 	It("lets a job longer than its TTL finish under renewal, with no second run", func() {

@@ -76,6 +76,11 @@ type Config struct {
 	// WatermarkMonotonic refuses a watermark smaller than the stored one (numerically
 	// when both are integers, else byte-wise); the run still succeeds, with a warning.
 	WatermarkMonotonic bool
+	// BackoffLimit (-1: none) is how many times a failed attempt may be started again in
+	// the same place (a container restarted in its pod: restartPolicy OnFailure); the
+	// attempts are counted in a file in AttemptsDir, which outlives the container.
+	BackoffLimit int
+	AttemptsDir  string
 }
 
 // Error is a bad input: it names the flag (and the variable) at fault.
@@ -91,13 +96,14 @@ func (e *Error) Error() string {
 	return e.Flag + ": " + e.Msg
 }
 
-// flagEnv pairs every flag with its variable.
 // Protocol is the version of the settings the controller gives lockwrap (its flags and
 // variables). Raise it with every setting an older lockwrap would ignore to the job's
 // harm: the controller passes its own to the init container (lockwrap cp DEST
 // --protocol=N), and a lockwrap that knows an older version refuses to install itself.
-const Protocol = 1
+// 2: --backoff-limit and --attempts-dir.
+const Protocol = 2
 
+// flagEnv pairs every flag with its variable.
 var flagEnv = []struct{ flag, env string }{
 	{"redis-url", EnvRedisURL},
 	{"redis-username", EnvRedisUsername},
@@ -126,6 +132,8 @@ var flagEnv = []struct{ flag, env string }{
 	{"termination-log", EnvTerminationLog},
 	{"report-max-bytes", EnvReportMaxBytes},
 	{"watermark-monotonic", EnvWatermarkMonotonic},
+	{"backoff-limit", EnvBackoffLimit},
+	{"attempts-dir", EnvAttemptsDir},
 }
 
 // Usage lists the command lines, the flags and their variables.
@@ -296,6 +304,8 @@ func parseAt(args []string, getenv func(string) string, now time.Time) (Config, 
 	fs.StringVar(&cfg.TerminationLog, "termination-log", DefaultTerminationLog, "")
 	fs.IntVar(&cfg.ReportMaxBytes, "report-max-bytes", report.MaxBytes, "")
 	fs.BoolVar(&cfg.WatermarkMonotonic, "watermark-monotonic", false, "")
+	fs.IntVar(&cfg.BackoffLimit, "backoff-limit", -1, "")
+	fs.StringVar(&cfg.AttemptsDir, "attempts-dir", "", "")
 
 	// The termination log first, from whatever is there, so a report can be written even
 	// when the rest does not parse (within the variable's limit, if it is one).
@@ -513,6 +523,12 @@ func (cfg *Config) validate(now time.Time) error {
 	}
 	if cfg.RetryMaxBackoff < cfg.RetryBackoff {
 		return bad("retry-max-backoff", "%v is less than --retry-backoff %v", cfg.RetryMaxBackoff, cfg.RetryBackoff)
+	}
+	if cfg.BackoffLimit < -1 {
+		return &Error{Flag: "--backoff-limit", Msg: fmt.Sprintf("%d: give 0 or more ($%s), or leave it out for no limit", cfg.BackoffLimit, EnvBackoffLimit)}
+	}
+	if cfg.BackoffLimit >= 0 && cfg.AttemptsDir == "" {
+		return &Error{Flag: "--backoff-limit", Msg: fmt.Sprintf("needs --attempts-dir ($%s), a directory that outlives the container (an emptyDir of the pod), to count the attempts in", EnvAttemptsDir)}
 	}
 	if !cfg.NotBefore.IsZero() && !cfg.NotAfter.IsZero() && cfg.NotBefore.After(cfg.NotAfter) {
 		return &Error{Flag: "--not-before", Msg: fmt.Sprintf("%s is after --not-after %s: the command could never start; give a --not-before at or before --not-after ($%s, $%s)",

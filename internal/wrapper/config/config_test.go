@@ -32,6 +32,7 @@ func TestParseDefaultsAndEnv(t *testing.T) {
 		Contention: ContentionRetry, RetryAttempts: 4, RetryBackoff: DefaultRetryBackoff,
 		RetryMaxBackoff: DefaultRetryMaxBack, OnLost: OnLostTerminate, KillGrace: DefaultKillGrace,
 		DedupeRetention: lock.DefaultRetention, TerminationLog: DefaultTerminationLog, ReportMaxBytes: report.MaxBytes,
+		BackoffLimit: -1,
 	}
 	if d := cmp.Diff(want, cfg, cmpopts.EquateEmpty()); d != "" {
 		t.Fatalf("config (-want +got):\n%s", d)
@@ -110,6 +111,9 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--key"), nil, "-key"},
 		{append(base, "--not-before", "06:00:00.5", "--", "x"), nil, "--not-before"},
 		{append(base, "--", "x"), map[string]string{EnvNotBefore: "soon"}, "--not-before"},
+		{append(base, "--backoff-limit", "-2", "--attempts-dir", "/tmp", "--", "x"), nil, "--backoff-limit"},
+		{append(base, "--", "x"), map[string]string{EnvBackoffLimit: "6"}, "--backoff-limit"}, // nowhere to count
+		{append(base, "--", "x"), map[string]string{EnvBackoffLimit: "six", EnvAttemptsDir: "/tmp"}, "--backoff-limit"},
 	} {
 		_, _, err := parseAt(tc.args, env(tc.env), now)
 		var e *Error

@@ -69,6 +69,14 @@ const (
 	// EnvWatermarkMonotonic: --watermark-monotonic (true|false).
 	EnvWatermarkMonotonic = "LOCKEDCRON_WATERMARK_MONOTONIC"
 
+	// EnvBackoffLimit and EnvAttemptsDir: --backoff-limit and --attempts-dir. With a limit,
+	// lockwrap counts its starts in a file in the directory (an emptyDir of the pod: it
+	// outlives a container restarted by restartPolicy OnFailure), and a start past
+	// limit+1 runs nothing: it reports that the limit was reached and exits 0, so that the
+	// kubelet stops restarting it (the controller passes spec.backoffLimit).
+	EnvBackoffLimit = "LOCKEDCRON_BACKOFF_LIMIT"
+	EnvAttemptsDir  = "LOCKEDCRON_ATTEMPTS_DIR"
+
 	// EnvRunMark is the prefix of a variable set for the child only, named for the run:
 	// EnvRunMark + "_" + 32 random hex digits, "=1". Every process that carries it in its
 	// environment is the run's, and is killed before the run is recorded and the lock
