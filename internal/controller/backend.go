@@ -221,6 +221,8 @@ func pingProblem(err error) string {
 		redisErr  redis.Error
 	)
 	switch {
+	case errors.Is(err, lock.ErrDenied):
+		return lock.ErrDenied.Error()
 	case errors.Is(err, lock.ErrNotRedis):
 		return "did not answer PING as Redis does (not a Redis server?); nothing the Secret holds was sent to it"
 	case errors.Is(err, lock.ErrReplyTooLarge):

@@ -63,6 +63,10 @@ func startTLS(ctx context.Context, c net.Conn, tc *tls.Config, addr string) (net
 // sent to it (probeRedis).
 var ErrNotRedis = errors.New("the server did not answer PING as Redis does")
 
+// ErrDenied: Redis refused the connection (-DENIED): it runs in protected mode, which
+// answers only clients on its own host until it has a password or is told otherwise.
+var ErrDenied = errors.New("Redis refused the connection (-DENIED: protected mode, which admits only clients on its own host): give it a password (requirepass, or an ACL user) or set protected-mode no, and bind it to an address the pods reach")
+
 // pingCmd is PING as RESP: three lines no other service acts on.
 var pingCmd = []byte("*1\r\n$4\r\nPING\r\n")
 
@@ -100,16 +104,21 @@ func probeRedis(ctx context.Context, c net.Conn, timeout time.Duration) error {
 		return err
 	}
 	// One byte at a time up to CRLF, so that nothing after the line is read away from
-	// go-redis; a Redis reply to PING is short.
+	// go-redis. A Redis reply to PING is short, but for the protected mode's refusal
+	// (-DENIED, a kilobyte of advice).
 	var line []byte
 	b := make([]byte, 1)
-	for len(line) < 256 {
+	for len(line) < 4096 {
 		if _, err := c.Read(b); err != nil {
 			return err
 		}
 		line = append(line, b[0])
 		if bytes.HasSuffix(line, []byte("\r\n")) {
-			if isPingReply(line[:len(line)-2]) {
+			l := line[:len(line)-2]
+			switch {
+			case bytes.HasPrefix(l, []byte("-DENIED ")):
+				return ErrDenied
+			case isPingReply(l):
 				return nil
 			}
 			break

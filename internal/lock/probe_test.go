@@ -104,6 +104,21 @@ func TestTenantClientSendsNothingOfTheURLToAServiceThatIsNotRedis(t *testing.T) 
 		})
 	}
 
+	// Redis in protected mode refuses with a kilobyte of advice: said as such, not as a
+	// server that is not Redis (helper-109).
+	denied := startLineService(t, "", "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. "+strings.Repeat("In this mode connections are only accepted from the loopback interface. ", 14)+"\r\n")
+	dc, err := NewTenantClient(ClientConfig{URL: "redis://u:p@" + denied.addr + "/?dial_timeout=1s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	if err := dc.Ping(context.Background()).Err(); !errors.Is(err, ErrDenied) {
+		t.Errorf("protected mode: %v, want ErrDenied", err)
+	}
+	if strings.Contains(denied.received(), "auth") {
+		t.Errorf("a server that refused was sent AUTH: %q", denied.received())
+	}
+
 	// Redis answers PING with +PONG, -NOAUTH when it wants credentials first, -NOPERM
 	// when its default user may not PING: then the client authenticates and works as
 	// before.

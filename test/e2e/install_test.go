@@ -349,9 +349,14 @@ var _ = Describe("install and high availability on a real cluster", Ordered, fun
 		for set, want := range map[string]string{
 			"watchNamespaces=team-a":       "watchNamespaces must be a list",
 			"leaderElection.enabled=false": "replicas above 1 need leaderElection.enabled",
+			"image.tag=1.10":               "is a number in the values", // as a values file's unquoted tag: 1.1
 		} {
-			out, err := runScript(helmBin, "template", "t", chart, "--set", set)
-			Expect(err).To(HaveOccurred(), "--set %s rendered:\n%s", set, out)
+			args := []string{"template", "t", chart, "--set", set}
+			if set == "image.tag=1.10" {
+				args = []string{"template", "t", chart, "--set-json", "image.tag=1.10"}
+			}
+			out, err := runScript(helmBin, args...)
+			Expect(err).To(HaveOccurred(), "%v rendered:\n%s", args, out)
 			Expect(out).To(ContainSubstring(want))
 		}
 		// A digest pins the manager's image and the wrapper every job pod copies; free text

@@ -48,6 +48,9 @@ is read by YAML as one (1.1): quote it. */}}
 {{- if not (kindIs "slice" (default (list) .Values.redisAllowedHosts)) }}
 {{- fail "redisAllowedHosts must be a list: --set 'redisAllowedHosts={redis.internal,10.0.0.0/8}', or a YAML list" }}
 {{- end }}
+{{- if kindIs "float64" .Values.image.tag }}
+{{- fail (printf "image.tag %v is a number in the values (YAML reads 1.10 as 1.1, 20240101 as 2.0240101e+07): quote it, tag: \"1.10\"" .Values.image.tag) }}
+{{- end }}
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) }}
 {{- fail "replicas above 1 need leaderElection.enabled: without it every manager acts, and each occurrence would get a pod from each; set replicas: 1 or enable leader election" }}
 {{- end }}
