@@ -162,13 +162,22 @@ func SetJob(namespace, name string, st JobState) (first bool) {
 	return first
 }
 
-// Forget drops the series of a deleted LockedCronJob (the histograms are its
-// namespace's).
+// Forget drops the series of a deleted LockedCronJob, and its namespace's histograms
+// when it was the namespace's last job (short-lived namespaces, a CI's or a preview's,
+// kept 52 series each until the manager restarted: helper-110).
 func Forget(namespace, name string) {
 	s := jobs
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.jobs, jobKey{namespace, name})
+	for k := range s.jobs {
+		if k.namespace == namespace {
+			return
+		}
+	}
+	for _, h := range []*prometheus.HistogramVec{LockWait, LockHold, ScheduleLag, StartLag} {
+		h.DeleteLabelValues(namespace)
+	}
 }
 
 // snapped is a job's record as a scrape copied it.

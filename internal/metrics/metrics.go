@@ -79,7 +79,7 @@ var (
 	// LockWait is how long pods waited for the lock (contention Retry), per namespace.
 	LockWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    NameLockWait,
-		Help:    "Time a pod waited before it acquired the lock or gave up.",
+		Help:    "Time a pod waited before it acquired the lock or gave up, for runs that tried more than once (a first attempt that got the lock or was skipped waited for nothing and is not observed).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 	}, namespaceLabels)
 

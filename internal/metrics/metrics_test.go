@@ -105,7 +105,6 @@ func TestStartLagAndForget(t *testing.T) {
 		t.Fatal("no start lag series")
 	}
 	Forget("startlag", "gone")
-	t.Cleanup(func() { Forget("startlag", "stays") })
 	for name, f := range gather(t) {
 		for _, m := range f.GetMetric() {
 			if l := labelsOf(m); l["namespace"] == "startlag" && l["name"] == "gone" {
@@ -113,8 +112,24 @@ func TestStartLagAndForget(t *testing.T) {
 			}
 		}
 	}
-	if n := len(gather(t)[NameLockHold].GetMetric()); n == 0 {
+	inNamespace := func(name string) int {
+		n := 0
+		for _, m := range gather(t)[name].GetMetric() {
+			if labelsOf(m)["namespace"] == "startlag" {
+				n++
+			}
+		}
+		return n
+	}
+	if inNamespace(NameLockHold) == 0 {
 		t.Error("Forget of one job dropped its namespace's histograms")
+	}
+	// Its last job gone, the namespace's histograms go too.
+	Forget("startlag", "stays")
+	for _, name := range []string{NameLockWait, NameLockHold, NameScheduleLag, NameStartLag} {
+		if n := inNamespace(name); n != 0 {
+			t.Errorf("%s: %d series of a namespace without jobs", name, n)
+		}
 	}
 }
 
