@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -1024,6 +1025,16 @@ func (r *LockedCronJobReconciler) SetupWithManager(mgr ctrl.Manager) (err error)
 	}
 	r.markers = newBlackoutMarkers(r.Clock.Now, r.markerClient)
 	if err := mgr.Add(r.markers); err != nil {
+		return err
+	}
+	// Started when this manager is elected, as the reconciler is: when it began to lead,
+	// for the alerts on what a new leader counts in its first pass (its counters' series
+	// born above 0, never scraped at 0).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		metrics.LeadingSince.Set(float64(r.Clock.Now().UnixNano()) / 1e9)
+		<-ctx.Done()
+		return nil
+	})); err != nil {
 		return err
 	}
 	if r.MaxConcurrentReconciles <= 0 {

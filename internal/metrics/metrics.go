@@ -33,6 +33,7 @@ const (
 	NameLastSuccess  = "lockedcron_last_success_timestamp_seconds"
 	NameActiveRuns   = "lockedcron_active_runs"
 	NameStreak       = "lockedcron_unsuccessful_streak"
+	NameLeadingSince = "lockedcron_leading_since_timestamp_seconds"
 	NameBackendUp    = "lockedcron_backend_up"
 	NameInfo         = "lockedcron_info"
 	// NameReconcileErrors is controller-runtime's own counter of reconcile passes that
@@ -65,6 +66,7 @@ var Families = map[string]Kind{
 	NameLastSuccess:     Gauge,
 	NameActiveRuns:      Gauge,
 	NameStreak:          Gauge,
+	NameLeadingSince:    Gauge,
 	NameBackendUp:       Gauge,
 	NameInfo:            Gauge,
 	NameReconcileErrors: Counter,
@@ -107,8 +109,16 @@ var (
 	}, namespaceLabels)
 )
 
+// LeadingSince is when this manager was elected leader (Unix seconds; 0 on a standby):
+// a counter's series a new leader makes may be born above 0 in its first pass, never
+// scraped at 0, and the alerts on increase() see those only with it.
+var LeadingSince = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: NameLeadingSince,
+	Help: "Unix time this manager became the leader; 0 while it is a standby.",
+})
+
 func init() {
-	crmetrics.Registry.MustRegister(LockWait, LockHold, ScheduleLag, StartLag)
+	crmetrics.Registry.MustRegister(LockWait, LockHold, ScheduleLag, StartLag, LeadingSince)
 	// Whatever gathers controller-runtime's registry gathers the per-job families too, all
 	// at once (a metrics server without Filter serves them so). Every package's init has
 	// run before the manager starts its metrics server.

@@ -385,8 +385,21 @@ func recordRan(r v1alpha1.RunRecord) time.Time {
 }
 
 // Succeeded reports whether a finished pod counts against successfulRunsHistoryLimit
-// (its pod succeeded: the job ran fine, or the pod rightly did not run it).
-func Succeeded(pod *corev1.Pod) bool { return pod.Status.Phase == corev1.PodSucceeded }
+// (its pod succeeded: the job ran fine, or the pod rightly did not run it). A pod under
+// restartPolicy OnFailure whose last start ran nothing past spec.backoffLimit ends
+// Succeeded (lockwrap exits 0 so that the kubelet stops), but its occurrence failed: it
+// is kept among the failed ones (helper-111).
+func Succeeded(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodSucceeded {
+		return false
+	}
+	res := ResultOf(pod)
+	switch res.Report.Outcome {
+	case report.Failed, report.LockLost, report.Error:
+		return res.Invalid != nil
+	}
+	return true
+}
 
 // Prune picks the finished, counted pods to delete so that at most keepOK succeeded and
 // keepFailed failed pods remain, the oldest runs first (by occurrence, or a manual run's

@@ -239,6 +239,26 @@ func TestPruneOldestBeyondLimits(t *testing.T) {
 	}
 }
 
+// An OnFailure pod whose last start ran nothing past spec.backoffLimit (exit 0, so the
+// pod Succeeded) failed its occurrence: it is history among the failed pods, not pruned
+// for successes (helper-111).
+func TestPruneKeepsAGivenUpPodAmongTheFailed(t *testing.T) {
+	givenUp := finishedPod("given-up", t0, corev1.PodSucceeded, `{"v":1,"outcome":"Error","message":"not run again: this is attempt 8 in this pod"}`)
+	givenUp.Status.ContainerStatuses[1].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 3, Message: `{"v":1,"outcome":"Failed","exitCode":3}`}
+	if Succeeded(givenUp) {
+		t.Fatal("a given-up pod counts as succeeded")
+	}
+	ok := finishedPod("ok", t0.Add(time.Minute), corev1.PodSucceeded, `{"v":1,"outcome":"Succeeded"}`)
+	skipped := finishedPod("skipped", t0.Add(2*time.Minute), corev1.PodSucceeded, `{"v":1,"outcome":"SkippedContention"}`)
+	var got []string
+	for _, p := range Prune([]*corev1.Pod{givenUp, ok, skipped}, 0, 5, t0.Add(time.Hour)) {
+		got = append(got, p.Name)
+	}
+	if d := cmp.Diff([]string{"ok", "skipped"}, got); d != "" {
+		t.Errorf("pruned (-want +got):\n%s", d)
+	}
+}
+
 // A pod being deleted (one the controller counted before it ended, another container of
 // it running on) is going: it takes no place among the kept ones, and the user's last
 // failed run is not pruned for it.

@@ -441,8 +441,17 @@ func AttemptsNote(pod *corev1.Pod) string {
 		// The kubelet keeps the attempt before the last one: say what it was.
 		if rep, err := report.Decode([]byte(prev.Message)); err == nil {
 			note += fmt.Sprintf("; the attempt before: %s, exit %d", rep.Outcome, prev.ExitCode)
+			if rep.Outcome != report.Failed && rep.Outcome != report.LockLost && rep.Message != "" {
+				// It did not run the job (a run is the record's own report: runstatus.ResultOf):
+				// what kept it from running, which the last start past spec.backoffLimit
+				// does not say (helper-111).
+				note += ": " + report.TruncateRunes(rep.Message, 300)
+			}
 		} else {
 			note += fmt.Sprintf("; the attempt before exited %d", prev.ExitCode)
+			if prev.Reason != "" && prev.Reason != "Error" {
+				note += " (" + prev.Reason + ")" // OOMKilled: lockwrap killed with the job, no report
+			}
 		}
 	}
 	return note

@@ -396,6 +396,20 @@ func TestAttempts(t *testing.T) {
 		{"never started", pod(waiting("ContainerCreating", "")), 0, ""},
 		{"first attempt", pod(running(0)), 1, ""},
 		{"third attempt after two failures", pod(running(2)), 3, "after 3 attempts (restartPolicy OnFailure), counted once; the attempt before exited 3"},
+		// Past spec.backoffLimit after attempts that did not run the job: the last start
+		// ran nothing and says so; what kept the one before from running is kept.
+		{"the start past the backoff limit after an Error", pod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodSucceeded
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", RestartCount: 2,
+				State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: `{"v":1,"outcome":"Error","message":"not run again"}`}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 70, Message: `{"v":1,"outcome":"Error","message":"redis: connection refused"}`}}}}
+		}), 3, "after 3 attempts (restartPolicy OnFailure), counted once; the attempt before: Error, exit 70: redis: connection refused"},
+		{"the attempt before killed with its lockwrap (OOM)", pod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodSucceeded
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", RestartCount: 1,
+				State:                corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: `{"v":1,"outcome":"Error","message":"not run again"}`}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+		}), 2, "after 2 attempts (restartPolicy OnFailure), counted once; the attempt before exited 137 (OOMKilled)"},
 		{"finished after a restart", pod(func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodSucceeded
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", RestartCount: 1, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}},
