@@ -571,8 +571,8 @@ func controller(t *testing.T, e *env, refuse string, rep *report.Report, exitCod
 			return
 		}
 		if exitCode < 0 {
-			// Given up between attempts (spec.backoffLimit): counted in status.recent,
-			// marked, and deleted while it runs, never finished.
+			// Counted before it ended (its job never started): in status.recent,
+			// marked, and deleted, never finished.
 			job.Status.Recent = []v1alpha1.RunRecord{{Pod: req.Pod, Occurrence: metav1.NewTime(occ), Outcome: string(rep.Outcome), Message: rep.Message, Trigger: v1alpha1.TriggerManual}}
 			pod.Labels = map[string]string{runpod.LabelCounted: "true"}
 			for _, err := range []error{k8s.Status().Update(ctx, job), k8s.Update(ctx, pod), k8s.Delete(ctx, pod)} {
@@ -616,10 +616,10 @@ func TestRunWait(t *testing.T) {
 		{"missed", "", report.Report{Outcome: report.Missed}, 0, plugin.ExitMissed, []string{"Missed"}},
 		{"lock lost", "", report.Report{Outcome: report.LockLost, ExitCode: 0, LockLost: true}, 0, plugin.ExitLockLost, []string{"LockLost"}},
 		{"error", "", report.Report{Outcome: report.Error, Message: "redis unreachable"}, 70, plugin.ExitNotRun, []string{"redis unreachable"}},
-		// exit -1: the controller counts the pod and deletes it before it ends (a crash
-		// loop past spec.backoffLimit): status.recent says how it ended.
-		{"given up between attempts", "", report.Report{Outcome: report.Failed, Message: "attempt 3; gave up after 3 failed attempts (restartPolicy OnFailure, spec.backoffLimit 2); its pod is deleted"}, -1, 1,
-			[]string{"Outcome:       Failed", "gave up after 3 failed attempts"}},
+		// exit -1: the controller counts the pod and deletes it before it ends (counted
+		// missed, its job never started): status.recent says how it ended.
+		{"counted before it ended", "", report.Report{Outcome: report.Missed, Message: "its job had not started by 2026-11-30T06:01:00Z (startingDeadlineSeconds)"}, -1, plugin.ExitMissed,
+			[]string{"Outcome:       Missed", "startingDeadlineSeconds"}},
 		{"refused", "occurrence 2026-11-30T06:00:00Z already succeeded", report.Report{}, 0, plugin.ExitRefused,
 			[]string{"Refused:       occurrence 2026-11-30T06:00:00Z already succeeded"}},
 	}

@@ -329,9 +329,9 @@ func (o *Options) followPod(ctx context.Context, c client.WithWatch, job *v1alph
 	err := watchUntil(ctx, c, &corev1.PodList{}, pod, func(ev watch.EventType, obj client.Object) (bool, error) {
 		p := obj.(*corev1.Pod)
 		if p.Labels[runpod.LabelCounted] == "true" && !runstatus.Finished(p) {
-			// Counted before it ended, to be deleted: given up between attempts
-			// (spec.backoffLimit), or never started. status.recent has its outcome; what
-			// its kubelet makes of the deletion does not matter.
+			// Counted before it ended, to be deleted (it never started, or its kubelet
+			// never ended it). status.recent has its outcome; what its kubelet makes of
+			// the deletion does not matter.
 			counted = true
 			return true, nil
 		}
