@@ -181,8 +181,7 @@ func Run(ctx context.Context, cfg config.Config, cmd []string, d Deps) (rep repo
 		case err != nil:
 			warn(&rep, d.Stderr, fmt.Sprintf("--attempts-dir: %v: this attempt is not counted, and --backoff-limit not applied to it", err))
 		case n > cfg.BackoffLimit+1:
-			rep.Message = fmt.Sprintf("not run again: this is attempt %d in this pod, after %d that failed, and the backoff limit is %d (spec.backoffLimit); the command did not run",
-				n, n-1, cfg.BackoffLimit)
+			rep.Message = notRunAgain(n, cfg.BackoffLimit)
 			fmt.Fprintf(d.Stderr, "lockwrap: %s\n", rep.Message)
 			return rep, 0
 		}
@@ -1072,6 +1071,27 @@ func childEnv(base []string, cfg config.Config, fence int64, last *lock.Success,
 		env = append(env, config.EnvWatermarkFile+"="+wmFile)
 	}
 	return env
+}
+
+// notRunAgain is the report's message of a start past the backoff limit.
+func notRunAgain(n, limit int) string {
+	return fmt.Sprintf("not run again: this is attempt %d in this pod, after %d that failed, and the backoff limit is %d (spec.backoffLimit); the command did not run",
+		n, n-1, limit)
+}
+
+// pastLimitFromEnv counts a start whose settings did not parse (so Run, which counts the
+// others, is not reached) from the backoff variables the controller sets, when they are
+// usable, and reports whether it is past the limit (with the count and the limit): a bad
+// setting that fails every start (a Secret's url that does not parse) is restarted under
+// restartPolicy OnFailure as any other failure is, and stops at the same limit.
+func pastLimitFromEnv(getenv func(string) string) (n, limit int, past bool) {
+	limit, err := strconv.Atoi(strings.TrimSpace(getenv(config.EnvBackoffLimit)))
+	dir := getenv(config.EnvAttemptsDir)
+	if err != nil || limit < 0 || dir == "" {
+		return 0, 0, false
+	}
+	n, err = countAttempt(dir)
+	return n, limit, err == nil && n > limit+1
 }
 
 // countAttempt counts one more start in dir's file "attempts" and returns the count: the

@@ -728,3 +728,29 @@ func TestBackoffLimitCountsAttemptsInThePod(t *testing.T) {
 		t.Fatalf("an unreadable count: %d %+v", code, rep)
 	}
 }
+
+// A setting that fails every start (a Secret's url that does not parse) under
+// restartPolicy OnFailure stops at the same backoff limit, counted from the variables the
+// controller sets: its starts never reach the run that counts the others (helper-111).
+func TestBackoffLimitCountsStartsWithBadSettings(t *testing.T) {
+	dir, logDir := t.TempDir(), t.TempDir()
+	env := map[string]string{config.EnvBackoffLimit: "1", config.EnvAttemptsDir: dir, config.EnvRedisURL: "http://not-redis", config.EnvKey: "k",
+		config.EnvTerminationLog: filepath.Join(logDir, "report")}
+	for i, want := range []int{70, 70, 0} {
+		var stderr syncBuf
+		code := wrapper.Main([]string{"--", "true"}, func(k string) string { return env[k] }, &stderr)
+		if code != want {
+			t.Fatalf("start %d: exit %d, want %d: %s", i+1, code, want, stderr.String())
+		}
+		if want == 0 {
+			b, err := os.ReadFile(env[config.EnvTerminationLog])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := report.Decode(b)
+			if err != nil || rep.Outcome != report.Error || !strings.Contains(rep.Message, "not run again: this is attempt 3") || !strings.Contains(rep.Message, "--redis-url") {
+				t.Fatalf("start %d's report: %+v %v", i+1, rep, err)
+			}
+		}
+	}
+}
