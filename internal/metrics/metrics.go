@@ -96,7 +96,9 @@ var (
 	ScheduleLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    NameScheduleLag,
 		Help:    "Pod creation time minus the occurrence's scheduled time.",
-		Buckets: prometheus.ExponentialBuckets(0.005, 3, 10),
+		// 5 ms to 44 min: a manager down or far behind (a failover) creates pods minutes
+		// late, which a last bucket of 98 s told as "up to 1m38s" (helper-110).
+		Buckets: prometheus.ExponentialBuckets(0.005, 3, 13),
 	}, namespaceLabels)
 
 	// StartLag is when the job's command started (the report's startedAt, after the lock
