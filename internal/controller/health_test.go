@@ -242,7 +242,7 @@ func TestHealthWakesWhoAskedDuringAFailedFirstRead(t *testing.T) {
 // manager on every replica (each probes). Its answer is now a failure like any other,
 // and so is a panic in a probe.
 func TestHealthHostileRedisIsAnAnswer(t *testing.T) {
-	addr := redistest.StartHostile(t, "$9223372036854775807\r\n", false)
+	addr := redistest.StartHostileRedis(t, "$9223372036854775807\r\n", false)
 	job := types.NamespacedName{Namespace: "ns", Name: "a"}
 	for _, tc := range []struct {
 		name  string

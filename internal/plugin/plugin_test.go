@@ -752,7 +752,7 @@ func TestOutputCannotDriveTheTerminal(t *testing.T) {
 	}
 
 	// A server's error text, in the plugin's error.
-	addr := redistest.StartHostile(t, "-ERR "+strings.NewReplacer("\r", "", "\n", "").Replace(forged)+"\r\n", false)
+	addr := redistest.StartHostileRedis(t, "-ERR "+strings.NewReplacer("\r", "", "\n", "").Replace(forged)+"\r\n", false)
 	sec := &corev1.Secret{}
 	must(t, k8s.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "redis"}, sec))
 	sec.Data = map[string][]byte{"url": []byte("redis://" + addr)}
@@ -769,7 +769,7 @@ func TestOutputCannotDriveTheTerminal(t *testing.T) {
 	// connection) printed a line of its own that looked like the plugin's error about
 	// another namespace's job (helper-97).
 	const blob = "ERR x\nerror: billing/payroll: the lock was stolen"
-	addr = redistest.StartHostile(t, fmt.Sprintf("!%d\r\n%s\r\n", len(blob), blob), false)
+	addr = redistest.StartHostileRedis(t, fmt.Sprintf("!%d\r\n%s\r\n", len(blob), blob), false)
 	sec.Data = map[string][]byte{"url": []byte("redis://" + addr)}
 	must(t, k8s.Update(ctx, sec))
 	for _, args := range [][]string{{"status", "report", "-n", e.ns}, {"status", "-A"}} {

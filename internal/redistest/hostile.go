@@ -17,9 +17,22 @@ const ping = "*1\r\n$4\r\nPING\r\n"
 
 // StartHostile listens on a loopback port until the test ends, as a server that is not
 // Redis, or a hostile one, would: it answers each line a client sends with reply, whatever
-// the command (but a first PING, which it answers +PONG). With endless, it then repeats
-// reply's last byte without end (an endless line). It returns host:port.
+// the command. With endless, it then repeats reply's last byte without end (an endless
+// line). It returns host:port.
 func StartHostile(t testing.TB, reply string, endless bool) string {
+	t.Helper()
+	return startHostile(t, reply, endless, false)
+}
+
+// StartHostileRedis is StartHostile for a hostile server that passes for Redis first: it
+// answers a connection's first PING +PONG (the manager's and the plugin's clients ask it
+// before anything else: lock.probeRedis), then every line with reply.
+func StartHostileRedis(t testing.TB, reply string, endless bool) string {
+	t.Helper()
+	return startHostile(t, reply, endless, true)
+}
+
+func startHostile(t testing.TB, reply string, endless, pong bool) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,18 +45,16 @@ func StartHostile(t testing.TB, reply string, endless bool) string {
 			if err != nil {
 				return
 			}
-			go answer(c, reply, endless)
+			go answer(c, reply, endless, pong)
 		}
 	}()
 	return l.Addr().String()
 }
 
-func answer(c net.Conn, reply string, endless bool) {
+func answer(c net.Conn, reply string, endless, pong bool) {
 	defer c.Close()
 	r := bufio.NewReader(c)
-	// The manager's and the plugin's clients PING a server before they send it anything
-	// else (lock.probeRedis): a hostile Redis answers that one as Redis does.
-	if head, err := r.Peek(len(ping)); err == nil && string(head) == ping {
+	if head, err := r.Peek(len(ping)); pong && err == nil && string(head) == ping {
 		_, _ = r.Discard(len(ping))
 		if _, err := c.Write([]byte("+PONG\r\n")); err != nil {
 			return
