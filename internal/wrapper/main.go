@@ -101,7 +101,7 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) (code int
 		if errors.As(err, &ce) && (ce.Flag == "--help" || ce.Flag == "" || strings.HasSuffix(ce.Msg, "unknown flag")) {
 			fmt.Fprint(stderr, config.Usage())
 		}
-		if n, limit, past := pastLimitFromEnv(getenv); past {
+		if n, limit, past := pastLimitFromEnv(args, getenv, stderr); past {
 			rep.Message = notRunAgain(n, limit) + "; each start failed on its settings: " + err.Error()
 			fmt.Fprintf(stderr, "lockwrap: %s\n", rep.Message)
 			return 0

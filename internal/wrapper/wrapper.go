@@ -1083,15 +1083,22 @@ func notRunAgain(n, limit int) string {
 // others, is not reached) from the backoff variables the controller sets, when they are
 // usable, and reports whether it is past the limit (with the count and the limit): a bad
 // setting that fails every start (a Secret's url that does not parse) is restarted under
-// restartPolicy OnFailure as any other failure is, and stops at the same limit.
-func pastLimitFromEnv(getenv func(string) string) (n, limit int, past bool) {
-	limit, err := strconv.Atoi(strings.TrimSpace(getenv(config.EnvBackoffLimit)))
+// restartPolicy OnFailure as any other failure is, and stops at the same limit. Only a
+// start in the controller's form counts (its settings all in the environment: args begin
+// with "--"): a lockwrap exec'd into the pod with a typo or --help is not an attempt. The
+// limit is read as the flag reads it (any base, no spaces).
+func pastLimitFromEnv(args []string, getenv func(string) string, stderr io.Writer) (n, limit int, past bool) {
+	l, err := strconv.ParseInt(getenv(config.EnvBackoffLimit), 0, 0)
 	dir := getenv(config.EnvAttemptsDir)
-	if err != nil || limit < 0 || dir == "" {
+	if err != nil || l < 0 || dir == "" || len(args) == 0 || args[0] != "--" {
 		return 0, 0, false
 	}
 	n, err = countAttempt(dir)
-	return n, limit, err == nil && n > limit+1
+	if err != nil {
+		fmt.Fprintf(stderr, "lockwrap: warning: $%s: %v: this start is not counted, and the backoff limit not applied to it\n", config.EnvAttemptsDir, err)
+		return 0, 0, false
+	}
+	return n, int(l), n > int(l)+1
 }
 
 // countAttempt counts one more start in dir's file "attempts" and returns the count: the

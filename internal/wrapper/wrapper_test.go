@@ -736,6 +736,15 @@ func TestBackoffLimitCountsStartsWithBadSettings(t *testing.T) {
 	dir, logDir := t.TempDir(), t.TempDir()
 	env := map[string]string{config.EnvBackoffLimit: "1", config.EnvAttemptsDir: dir, config.EnvRedisURL: "http://not-redis", config.EnvKey: "k",
 		config.EnvTerminationLog: filepath.Join(logDir, "report")}
+	// A lockwrap exec'd into the pod with a typo, or --help, is not an attempt.
+	for _, args := range [][]string{{"--help"}, {"--ky", "x", "--", "true"}} {
+		if code := wrapper.Main(args, func(k string) string { return env[k] }, &syncBuf{}); code != 70 {
+			t.Fatalf("%q: exit %d", args, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "attempts")); err == nil {
+		t.Fatal("an exec'd lockwrap with a typo counted an attempt of the pod")
+	}
 	for i, want := range []int{70, 70, 0} {
 		var stderr syncBuf
 		code := wrapper.Main([]string{"--", "true"}, func(k string) string { return env[k] }, &stderr)
