@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
@@ -435,24 +436,70 @@ func (r *LockedCronJobReconciler) withdrawPod(ctx context.Context, w withdrawal,
 
 // releasePods removes the tracking finalizer from the pods of a job that is gone or
 // being deleted (uid: the job's, or "" when it is gone), so that none is left behind.
-// Nothing is counted any more: the job's status goes with it.
+// Nothing is counted any more: the job's status goes with it. A pod still prepared
+// ahead of its instant is deleted as well (preparedForNothing): the garbage collector
+// deletes a deleted job's pods, but not with --cascade=orphan, and then lockwrap in a
+// prepared pod would run the job at its instant for a job that is gone.
 func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name string, uid types.UID) error {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: name}); err != nil {
 		return err
 	}
+	now := r.Clock.Now()
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if !controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) {
-			continue
-		}
 		if ref := metav1.GetControllerOf(pod); ref != nil && uid != "" && ref.UID != uid {
 			continue // another job of the same name
 		}
-		if err := r.releasePod(ctx, pod); err != nil {
+		var err error
+		switch {
+		case preparedForNothing(pod, uid, now):
+			err = r.withdrawOrphan(ctx, pod)
+		case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking):
+			err = r.releasePod(ctx, pod)
+		}
+		if err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// preparedForNothing reports whether pod, of a job being deleted (uid) or gone (""), is
+// still prepared ahead of its instant on the controller's clock (tracking.StillPrepared),
+// neither ended nor being deleted: its occurrence has not come, and no job wants it. Of a
+// job gone, only a pod no job controls any more (orphaned by the garbage collector): one
+// that still names the gone job is the collector's to delete, and one that names
+// another job (created again under the name since) is that job's.
+func preparedForNothing(pod *corev1.Pod, uid types.UID, now time.Time) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if uid == "" && metav1.GetControllerOfNoCopy(pod) != nil {
+		return false
+	}
+	occ, err := runstatus.Occurrence(pod)
+	return err == nil && tracking.StillPrepared(pod, occ, now, time.Time{})
+}
+
+// withdrawOrphan deletes a prepared pod of a deleted job (preparedForNothing), its
+// tracking finalizer taken off and why noted on it (runpod.AnnotationWithdrawnAhead) in
+// one patch, of the pod as seen (a Conflict says to look again), and only that pod (a
+// pod of its name made since is another's).
+func (r *LockedCronJobReconciler) withdrawOrphan(ctx context.Context, pod *corev1.Pod) error {
+	const why = "its LockedCronJob was deleted before the occurrence's instant"
+	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
+	metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runpod.AnnotationWithdrawnAhead, why)
+	if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("withdrawing pod %s of a deleted job: %w", pod.Name, err)
+	}
+	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("withdrawing pod %s of a deleted job: %w", pod.Name, err)
+	}
+	logf.FromContext(ctx).Info("prepared pod of a deleted job withdrawn", "pod", pod.Name, "reason", why)
 	return nil
 }
 

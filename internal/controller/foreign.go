@@ -17,8 +17,10 @@ import (
 // ownPods splits the pods listed for a job (the owner index has them by the job's name)
 // into those the job controls and the others: those of an earlier job of the same name,
 // deleted and created again (kubectl replace --force, delete and apply), whose pods are
-// still there until the garbage collector deletes them. Those are not the job's runs, its
-// active pods or its occurrences.
+// still there until the garbage collector deletes them, and those no job controls any
+// more (orphanedJob: an earlier job of the name deleted with --cascade=orphan, or
+// references removed by hand). Those are not the job's runs, its active pods or its
+// occurrences.
 func ownPods(pods []corev1.Pod, uid types.UID) (own, foreign []corev1.Pod) {
 	for i := range pods {
 		if ref := metav1.GetControllerOfNoCopy(&pods[i]); ref != nil && ref.UID == uid {
@@ -30,25 +32,36 @@ func ownPods(pods []corev1.Pod, uid types.UID) (own, foreign []corev1.Pod) {
 	return own, foreign
 }
 
-// releaseForeign releases the tracking finalizer of pods of an earlier job of job's name
-// (ownPods): no job is left to count them, and the garbage collector waits for it. Their
-// own job's last pass, which releases its pods, may never have come: the pass that finds
-// its job gone finds this one instead. The server says first which job of that name
-// exists: a job cache behind may show one deleted since, and the pods of the one there
-// now are that one's to count.
+// releaseForeign releases the tracking finalizer of the foreign pods (ownPods): no job is
+// left to count them, and the garbage collector waits for it. Their own job's last pass,
+// which releases its pods, may never have come: the pass that finds its job gone finds
+// this one instead. One that no job controls and is still prepared ahead of its instant
+// is deleted as well (preparedForNothing): it would run its job at the instant for no
+// job, and its occurrence is this job's to run in a pod of its own. The server says first
+// which job of that name exists: a job cache behind may show one deleted since, and the
+// pods of the one there now are that one's to count.
 func (r *LockedCronJobReconciler) releaseForeign(ctx context.Context, job *v1alpha1.LockedCronJob, foreign []corev1.Pod) error {
-	var held []*corev1.Pod
+	now := r.Clock.Now()
+	var held, doomed []*corev1.Pod
 	for i := range foreign {
-		if controllerutil.ContainsFinalizer(&foreign[i], runpod.FinalizerTracking) {
-			held = append(held, &foreign[i])
+		switch pod := &foreign[i]; {
+		case preparedForNothing(pod, "", now):
+			doomed = append(doomed, pod)
+		case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking):
+			held = append(held, pod)
 		}
 	}
-	if len(held) == 0 {
+	if len(held)+len(doomed) == 0 {
 		return nil
 	}
 	live, err := liveMeta(ctx, r.APIReader, v1alpha1.GroupVersion.WithKind("LockedCronJob"), client.ObjectKeyFromObject(job))
 	if err != nil {
 		return err
+	}
+	for _, pod := range doomed {
+		if err := r.withdrawOrphan(ctx, pod); err != nil {
+			return err
+		}
 	}
 	for _, pod := range held {
 		if ref := metav1.GetControllerOfNoCopy(pod); live != nil && ref != nil && ref.UID == live.UID {

@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -109,13 +109,15 @@ const ownerIndex = ".metadata.controller.lockedcronjob"
 const ownerIndexName = "field:" + ownerIndex
 
 // ownerIndexKeys is the owner index's key of a pod: its namespace and the name of the
-// LockedCronJob that controls it; none for a pod no LockedCronJob controls.
+// LockedCronJob that controls it, or of the one its label names for a pod no owner
+// controls any more that is still the controller's to deal with (orphanedJob, which a
+// pass takes for a foreign pod); none for any other pod.
 func ownerIndexKeys(obj any) ([]string, error) {
 	o, ok := obj.(client.Object)
 	if !ok {
 		return nil, nil
 	}
-	name, ok := ownerJob(o)
+	name, ok := indexedJob(o)
 	if !ok {
 		return nil, nil
 	}
@@ -1082,12 +1084,48 @@ func ownerJob(o client.Object) (string, bool) {
 	return owner.Name, true
 }
 
+// indexedJob names the job a pass lists pod o for (the owner index): the one that
+// controls it (ownerJob), else, for a pod no owner controls, the one its label names
+// (orphanedJob).
+func indexedJob(o client.Object) (string, bool) {
+	if name, ok := ownerJob(o); ok {
+		return name, true
+	}
+	return orphanedJob(o)
+}
+
+// orphanedJob names the job of a pod that no owner controls (from its runpod.LabelJob)
+// while there is something to do about it: the tracking finalizer holds it, or it was
+// prepared ahead and is not being deleted (its instant may be to come: preparedForNothing).
+// Such a pod is one of a job deleted with --cascade=orphan, whose references the garbage
+// collector took off, or one whose references someone removed by hand. No job counts it
+// any more. The pass that finds its job being deleted releases it; one that did not see
+// it (the manager was down, the collector was quicker, a job of the name was created
+// again since) lists it through the owner index and releases it, deleting it first if
+// it is still prepared ahead of its instant (releasePods, releaseForeign). Without that
+// its finalizer would hold it for good, once deleted, in Terminating, and a prepared one
+// would run its job at the instant for no job.
+func orphanedJob(o client.Object) (string, bool) {
+	if metav1.GetControllerOfNoCopy(o) != nil {
+		return "", false
+	}
+	_, prepared := o.GetAnnotations()[runpod.AnnotationPreparedAhead]
+	if !slices.Contains(o.GetFinalizers(), runpod.FinalizerTracking) && (!prepared || o.GetDeletionTimestamp() != nil) {
+		return "", false
+	}
+	name := o.GetLabels()[runpod.LabelJob]
+	return name, name != ""
+}
+
 // ownerRequest wakes the pass of the job that controls a pod, in the pod's namespace
 // (LockedCronJobs are namespaced). It does what the builder's Owns does, less the
 // RESTMapper look-up Owns makes on every pod event to learn whether the owner is
 // namespaced (issue 13: at 5,000 jobs that look-up made 8% of the manager's allocations).
+//
+// A pod no job controls any more wakes the pass of the job its label names while there
+// is something to do about it (orphanedJob).
 func ownerRequest(_ context.Context, o client.Object) []reconcile.Request {
-	name, ok := ownerJob(o)
+	name, ok := indexedJob(o)
 	if !ok {
 		return nil
 	}

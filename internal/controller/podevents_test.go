@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
 
@@ -14,7 +17,9 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 	base := func() *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "job-1", Namespace: "ns", Finalizers: []string{runpod.FinalizerTracking},
-				Annotations: map[string]string{runpod.AnnotationWrappedContainer: "main"}},
+				Labels:          map[string]string{runpod.LabelJob: "job"},
+				Annotations:     map[string]string{runpod.AnnotationWrappedContainer: "main"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "LockedCronJob", Name: "job", UID: "u", Controller: ptr.To(true)}}},
 			Status: corev1.PodStatus{Phase: corev1.PodPending},
 		}
 	}
@@ -68,6 +73,9 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 		}}, func(p *corev1.Pod) {
 			p.Status.ContainerStatuses[1].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
 		}, true},
+		// The job deleted with --cascade=orphan: the garbage collector takes the
+		// pod's references off, and the finalizer would hold it for good.
+		{"orphaned by its job's deletion", nil, func(p *corev1.Pod) { p.OwnerReferences = nil }, true},
 		{"deleted by someone else, then withdrawn ahead", []func(*corev1.Pod){func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }},
 			func(p *corev1.Pod) { p.Annotations[runpod.AnnotationWithdrawnAhead] = "deleted before its instant" }, true},
 	}
@@ -100,6 +108,22 @@ func TestPodEventsWakeOnlyOnWhatAPassReads(t *testing.T) {
 	held.Finalizers = nil
 	if podEvents.Create(crevent.CreateEvent{Object: held}) {
 		t.Error("a pod being deleted without the tracking finalizer wakes its job: nothing to release")
+	}
+	// A job deleted with --cascade=orphan while no manager ran: its pods, no owner's
+	// any more, are held by the finalizer (and one prepared ahead would run at its
+	// instant). A new leader's first list must wake a pass for each, by its label,
+	// whose job is gone (releasePods).
+	orphan := base()
+	orphan.OwnerReferences = nil
+	if !podEvents.Create(crevent.CreateEvent{Object: orphan}) {
+		t.Error("an orphaned pod that the tracking finalizer holds, first seen, wakes no pass to release it")
+	}
+	if got := ownerRequest(context.Background(), orphan); len(got) != 1 || got[0].Name != "job" || got[0].Namespace != "ns" {
+		t.Errorf("an orphaned pod wakes %v, want the pass of the job its label names", got)
+	}
+	orphan.Finalizers = nil
+	if podEvents.Create(crevent.CreateEvent{Object: orphan}) || len(ownerRequest(context.Background(), orphan)) != 0 {
+		t.Error("an orphaned pod released already wakes a pass")
 	}
 	if !podEvents.Delete(crevent.DeleteEvent{Object: base()}) {
 		t.Error("a pod's delete event does not wake its job")

@@ -30,6 +30,9 @@ import (
 // is counted once either way, and no second pod of its name is made.
 // If the controller is down then, nobody withdraws it: at its instant lockwrap runs the
 // job (still under the lock and the ledger), as a pod created at the instant would.
+// Deleting the job withdraws its prepared pods as well, whatever the propagation:
+// with --cascade=orphan the garbage collector keeps them, and the pass that finds the
+// job being deleted or gone deletes them (releasePods).
 
 // asideRetry is how soon a pass that left an occurrence to its withdrawn pod looks again
 // (the pod's own events usually come first).

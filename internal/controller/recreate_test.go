@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
 	"github.com/lockedcron/lockedcron/internal/report"
@@ -112,6 +113,99 @@ var _ = Describe("A job deleted while no manager ran", func() {
 				return err
 			}, 15*time.Second).Should(Satisfy(apierrors.IsNotFound), "pod %s of the deleted job released and gone", pod.Name)
 		}
+	})
+})
+
+// kubectl delete --cascade=orphan: the API server marks the job deleted and holds it with
+// the orphan finalizer; the garbage collector takes the job's references off its pods,
+// then that finalizer off the job, which goes. Its pods stay, but no job counts them any
+// more, and the occurrence a prepared pod waits for will not come for any job. With a
+// manager running, the pass the deletion wakes deals with them (e2e, on a real garbage
+// collector). Here the manager was down all along: a new leader sees no event of the job,
+// only its pods, no owner's.
+var _ = Describe("A job deleted with --cascade=orphan while no manager ran", func() {
+	// orphanDeleted makes a job prepare its pod for at with a manager, then, the manager
+	// stopped, gives it a pod whose instant has come and deletes it with
+	// --cascade=orphan, doing what the garbage collector does for that. It returns the
+	// two pods, as they were.
+	orphanDeleted := func(ns string, at time.Time) (prepared, running *corev1.Pod) {
+		stop := startManager(clock.RealClock{})
+		j := newJob(ns, "orphaned", dailyAt(at))
+		j.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+		createBefore(j, at)
+		Eventually(func() (err error) { prepared, err = getPod(ns, runpod.Name("orphaned", at)); return err }, 10*time.Second).Should(Succeed(), "prepared ahead")
+		stop()
+		running = createPodFor(j, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+
+		Expect(k8sClient.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+		for _, name := range []string{prepared.Name, running.Name} {
+			pod, err := getPod(ns, name)
+			Expect(err).NotTo(HaveOccurred())
+			patch := client.MergeFrom(pod.DeepCopy())
+			pod.OwnerReferences = nil
+			Expect(k8sClient.Patch(ctx, pod, patch)).To(Succeed())
+		}
+		live := getJob(j)
+		Expect(live.Finalizers).To(ContainElement(metav1.FinalizerOrphanDependents))
+		patch := client.MergeFrom(live.DeepCopy())
+		live.Finalizers = nil
+		Expect(k8sClient.Patch(ctx, live, patch)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(j), &v1alpha1.LockedCronJob{}))
+		}).Should(BeTrue())
+		return prepared, running
+	}
+	// goneBeforeInstant waits for pod (that very pod: a new one of its name may come) to
+	// be gone, before at.
+	goneBeforeInstant := func(pod *corev1.Pod, at time.Time) {
+		GinkgoHelper()
+		Eventually(func() bool {
+			p, err := getPod(pod.Namespace, pod.Name)
+			return apierrors.IsNotFound(err) || err == nil && p.UID != pod.UID
+		}, 10*time.Second, 100*time.Millisecond).Should(BeTrue(), "the prepared pod no job controls is deleted")
+		Expect(time.Now()).To(BeTemporally("<", at), "before its instant")
+	}
+	released := func(pod *corev1.Pod) {
+		GinkgoHelper()
+		Eventually(func() []string {
+			p, err := getPod(pod.Namespace, pod.Name)
+			Expect(err).NotTo(HaveOccurred(), "a pod whose instant had come is kept, as --cascade=orphan asks")
+			return p.Finalizers
+		}, 10*time.Second).ShouldNot(ContainElement(runpod.FinalizerTracking), "released")
+	}
+
+	It("deletes its prepared pod before the instant and releases its others", func() {
+		ns := newNamespace()
+		at := time.Now().Add(20 * time.Second).Truncate(time.Second)
+		prepared, running := orphanDeleted(ns, at)
+
+		startManager(clock.RealClock{})
+		goneBeforeInstant(prepared, at)
+		released(running)
+	})
+
+	// Created again under the name before any manager saw the deletion: the pass is the
+	// new job's, whose own pods the old ones are not. They are released all the same,
+	// and the prepared one deleted, so that the new job prepares the occurrence in a pod
+	// of its own rather than finding the name taken by a pod that runs for nobody.
+	It("does so when a job of its name was created again meanwhile", func() {
+		ns := newNamespace()
+		at := time.Now().Add(25 * time.Second).Truncate(time.Second)
+		prepared, running := orphanDeleted(ns, at)
+		again := newJob(ns, "orphaned", dailyAt(at))
+		again.Spec.PrepareAheadSeconds = ptr.To[int32](300)
+		createBefore(again, at)
+
+		startManager(clock.RealClock{})
+		goneBeforeInstant(prepared, at)
+		released(running)
+		Eventually(func() []metav1.OwnerReference {
+			p, err := getPod(ns, prepared.Name)
+			if err != nil {
+				return nil
+			}
+			return p.OwnerReferences
+		}, time.Until(at), 100*time.Millisecond).Should(ContainElement(HaveField("UID", again.UID)), "the new job prepares the occurrence in its own pod")
 	})
 })
 

@@ -185,7 +185,7 @@ func (c *caughtUp) behind(ctx context.Context, api client.Reader, job *v1alpha1.
 		}
 		ours := false
 		if live != nil {
-			owner, ok := ownerJob(live)
+			owner, ok := indexedJob(live)
 			_, labelled := live.Labels[runpod.LabelJob]
 			ours = ok && owner == job.Name && labelled // one the pod cache holds as the job's
 		}
@@ -230,8 +230,8 @@ func (c *caughtUp) list(ctx context.Context, api client.Reader) error {
 		}
 		err = listPages(ctx, api, corev1.SchemeGroupVersion.WithKind("PodList"), []client.ListOption{client.InNamespace(ns), client.HasLabels{runpod.LabelJob}},
 			func(p *metav1.PartialObjectMetadata) {
-				// A job's pods as a pass lists them: those it controls (the owner index).
-				if name, ok := ownerJob(p); ok {
+				// A job's pods as a pass lists them (the owner index).
+				if name, ok := indexedJob(p); ok {
 					key := types.NamespacedName{Namespace: p.Namespace, Name: name}
 					if pods[key] == nil {
 						pods[key] = map[string]string{}

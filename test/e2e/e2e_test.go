@@ -943,6 +943,47 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		}, time.Until(at.Add(5*time.Second)), time.Second).Should(Succeed())
 	})
 
+	// A job deleted with --cascade=orphan: the garbage collector keeps its pods, but a
+	// prepared pod's occurrence has not come, and the job that wanted it is gone. Left
+	// alone, its lockwrap would run the job at the instant for a job nobody has any more.
+	// The manager deletes it before its instant (envtest covers the other pods, and a
+	// manager that was down meanwhile).
+	It("deletes a prepared pod when its job is deleted with --cascade=orphan: nothing runs at its instant", func() {
+		ns := scenario("orphan")
+		at := time.Now().Add(100 * time.Second).UTC()
+		j := job{ns: ns, name: "orphaned", key: "e2e/orphan-" + suffix,
+			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), ttl: "10s", kill: "2s", sleep: "1s", label: "orphan-" + suffix}
+		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", "  timeZone: UTC\n  prepareAheadSeconds: 150\n  successfulRunsHistoryLimit: 100", 1)
+		out, err := kubectlIn(m, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+
+		var pod corev1.Pod
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			pod = pods.Items[0]
+			g.Expect(pod.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", "job"), HaveField("State.Running", Not(BeNil())))), "lockwrap waits in it")
+		}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
+		Expect(time.Now()).To(BeTemporally("<", at.Add(-20*time.Second)), "prepared well before its instant")
+
+		out, err = kubectl("delete", "lockedcronjob", j.name, "-n", ns, "--cascade=orphan", "--wait", "--timeout=30s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func() bool {
+			var p corev1.Pod
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(&pod), &p))
+		}, 45*time.Second, 250*time.Millisecond).Should(BeTrue(), "the prepared pod of a deleted job is deleted")
+		Expect(time.Now()).To(BeTemporally("<", at), "before its instant")
+		// Through the instant and a little past it: nothing runs, and no pod of the
+		// job's name is left.
+		Consistently(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+			g.Expect(runs(j.label)).To(BeEmpty(), "the deleted job's prepared pod ran it")
+		}, time.Until(at.Add(5*time.Second)), time.Second).Should(Succeed())
+	})
+
 	DescribeTable("kubectl apply rejects an invalid manifest with a clear message",
 		func(patch func(string) string, message string) {
 			ns := "default"
