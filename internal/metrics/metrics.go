@@ -94,8 +94,8 @@ var (
 
 	// ScheduleLag is pod creation time minus scheduled time, per namespace.
 	ScheduleLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    NameScheduleLag,
-		Help:    "Pod creation time minus the occurrence's scheduled time.",
+		Name: NameScheduleLag,
+		Help: "Pod creation time minus the occurrence's scheduled time.",
 		// 5 ms to 44 min: a manager down or far behind (a failover) creates pods minutes
 		// late, which a last bucket of 98 s told as "up to 1m38s" (helper-110).
 		Buckets: prometheus.ExponentialBuckets(0.005, 3, 13),

@@ -591,7 +591,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		at := time.Now().UTC().Add(20 * time.Second)
 		j := job{ns: scenario("backoff"), name: "backoff", key: "e2e/backoff-" + suffix,
 			schedule: fmt.Sprintf("%d %d %d %d %d *", at.Second(), at.Minute(), at.Hour(), at.Day(), int(at.Month())),
-			ttl: "10s", kill: "2s", sleep: "1s", label: "backoff-" + suffix, args: []string{"--exit=3"}, backoffLimit: "1"}
+			ttl:      "10s", kill: "2s", sleep: "1s", label: "backoff-" + suffix, args: []string{"--exit=3"}, backoffLimit: "1"}
 		apply(j)
 		Eventually(func() v1alpha1.Counters { return get(j).Status.Counters }, 3*time.Minute, time.Second).
 			Should(Equal(v1alpha1.Counters{Runs: 1, Failed: 1}))
