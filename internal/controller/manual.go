@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
-	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
@@ -199,7 +198,7 @@ func (r *LockedCronJobReconciler) handleRunRequest(ctx context.Context, p *pass,
 	owners := requestOwners(job)
 	rr := runRequestRecord(id, owners, m)
 	refuse := func(msg string) *corev1.Pod {
-		rr.Refused = printable.Text(msg) // it may quote the API server or a webhook
+		rr.Refused = runstatus.StatusText(msg) // it may quote the API server or a webhook
 		st.LastRunRequest = rr
 		p.eventf(corev1.EventTypeWarning, ReasonManualRunRefused, "run request %q: %s", id, msg)
 		p.log.Info("run request refused", "id", id, "reason", msg)

@@ -23,6 +23,12 @@ import (
 // RecentLimit is how many finished occurrences status.recent keeps.
 const RecentLimit = 10
 
+// MessageLimit is the most bytes a message in status takes (a record's in recent, a run
+// request's refusal), "…" included: what a report says is at most 2 KiB, but a record
+// may quote a condition (up to 32 KiB: a Secret's url, a template's error) or the API
+// server, and ten such records would make the object large (helper-114).
+const MessageLimit = 4096
+
 // Outcomes the controller records itself (no pod ran).
 const (
 	OutcomeSkippedBlackout = "SkippedBlackout"
@@ -342,13 +348,19 @@ func Message(rep report.Report) string {
 	return strings.Join(parts, "; ")
 }
 
+// StatusText is msg as status holds it: escaped (package printable) and cut to
+// MessageLimit.
+func StatusText(msg string) string {
+	return report.Shorten(printable.Text(msg), MessageLimit-len("…"))
+}
+
 // AddRecent records a finished occurrence in status.recent, newest first by when it ran
 // (its occurrence, or a manual run's request time: a re-run of an occurrence from the
 // past is listed as it ran), at most RecentLimit entries.
 func AddRecent(st *v1alpha1.LockedCronJobStatus, rec v1alpha1.RunRecord) {
 	// Its text escaped (package printable): a report, a kubelet's message may be in it; the
 	// holder on one line.
-	rec.Message, rec.Holder = printable.Text(rec.Message), printable.OneLine(rec.Holder)
+	rec.Message, rec.Holder = StatusText(rec.Message), printable.OneLine(rec.Holder)
 	st.Recent = append(st.Recent, rec)
 	sort.SliceStable(st.Recent, func(i, j int) bool {
 		return recordRan(st.Recent[j]).Before(recordRan(st.Recent[i]))

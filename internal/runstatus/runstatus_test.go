@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
+	"github.com/lockedcron/lockedcron/internal/printable"
 	"github.com/lockedcron/lockedcron/internal/report"
 	"github.com/lockedcron/lockedcron/internal/runpod"
 )
@@ -213,6 +215,28 @@ func TestAddRecentKeepsTheNewestTen(t *testing.T) {
 		if want := t0.Add(time.Duration(14-i) * time.Minute); !r.Occurrence.Time.Equal(want) {
 			t.Errorf("recent[%d] = %v, want %v", i, r.Occurrence.Time, want)
 		}
+	}
+}
+
+// TestAddRecentCutsLongMessages: a record may quote a condition's message (up to 32
+// KiB: a Secret's url that names many hosts, a template's error), and one is added at
+// each occurrence while the condition lasts; ten of them, escaped, made the object
+// hundreds of KiB, and with an API server's HTML escaping a status write could pass
+// etcd's limit (helper-114). Each is cut, escaped first, on a UTF-8 boundary.
+func TestAddRecentCutsLongMessages(t *testing.T) {
+	var st v1alpha1.LockedCronJobStatus
+	long := strings.Repeat("<héllo>\x00", 4000)
+	for i := 0; i < RecentLimit; i++ {
+		AddRecent(&st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(t0.Add(time.Duration(i) * time.Minute)), Message: long})
+	}
+	for i, r := range st.Recent {
+		if len(r.Message) > MessageLimit || !strings.HasSuffix(r.Message, "…") || !utf8.ValidString(r.Message) {
+			t.Fatalf("recent[%d].message: %d bytes, ends %q, want at most %d ending in …", i, len(r.Message), r.Message[len(r.Message)-8:], MessageLimit)
+		}
+	}
+	AddRecent(&st, v1alpha1.RunRecord{Occurrence: metav1.NewTime(t0.Add(time.Hour)), Message: "short\n"})
+	if got := st.Recent[0].Message; got != printable.Text("short\n") {
+		t.Errorf("a short message = %q, want it only escaped", got)
 	}
 }
 
