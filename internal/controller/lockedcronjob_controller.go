@@ -10,6 +10,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -480,6 +481,11 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, "UpdateStatus", "%s", report.Shorten(fmt.Sprintf(
 					"status not written, and the job's runs not recorded nor its pods counted until it is: the installed LockedCronJob CRD lacks fields this manager writes (%s): the CRD is older than the manager (helm upgrade does not update CRDs). "+
 						"Apply the CRD of the manager's release (kubectl apply --server-side -f dist/chart/crds/ or the release's install.yaml)", fields), maxEventNote-len("…")))
+			} else if tooLarge(err) {
+				// Not landed, and no retry will land while the job is as large.
+				r.Recorder.Eventf(seriesRef(&job), nil, corev1.EventTypeWarning, ReasonStatusRejected, "UpdateStatus", "%s", report.Shorten(fmt.Sprintf(
+					"status not written, and the job's runs not recorded nor its pods counted until it is: the job would be too large for the API server to store (%v; etcd stores at most 1.5 MiB by default, and the job takes %d KiB). "+
+						"Make spec.template smaller: a large value (an env value, a script, an annotation) belongs in a ConfigMap the pod mounts or reads", err, jsonSize(&job)>>10), maxEventNote-len("…")))
 			} else if answerLost(err) {
 				r.unanswered.keep(&job, sentOn, &p.told) // it may have landed
 			}
@@ -503,6 +509,19 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 8: come back at the next occurrence.
 	return ctrl.Result{RequeueAfter: p.requeue}, nil
+}
+
+// tooLarge reports whether err refuses a write for the object's size: etcd's "request is
+// too large" (the API server passes it on as a 500, which would otherwise be taken for an
+// answer that may have been lost) or the API server's own 413.
+func tooLarge(err error) bool {
+	return apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsInternalError(err) && strings.Contains(err.Error(), "request is too large")
+}
+
+// jsonSize is how many bytes obj takes as JSON (0 if it cannot be encoded).
+func jsonSize(obj any) int {
+	b, _ := json.Marshal(obj)
+	return len(b)
 }
 
 // unknownFields names the fields a strict write was refused for ("" if it was not): the
