@@ -419,6 +419,7 @@ func (r *LockedCronJobReconciler) markCounted(ctx context.Context, p *pass) erro
 // left alone.
 func (r *LockedCronJobReconciler) withdrawPod(ctx context.Context, w withdrawal, key string) error {
 	pod := w.pod
+	w.why = report.Shorten(w.why, runpod.MaxNoteBytes-len("…")) // a kubelet's or scheduler's message may be in it
 	if pod.Annotations[key] != w.why {
 		patch := client.MergeFrom(pod.DeepCopy())
 		metav1.SetMetaDataAnnotation(&pod.ObjectMeta, key, w.why)

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -324,6 +325,25 @@ var TemplateSettable = map[string]bool{config.EnvWatermarkMonotonic: true}
 // redisEnvPrefix begins the variables that hold the Redis URL and credentials.
 const redisEnvPrefix = EnvPrefix + "REDIS_"
 
+// MaxNoteBytes is the most a note the controller adds to a pod (why it was withdrawn)
+// takes.
+const MaxNoteBytes = 4096
+
+// MaxTemplateAnnotationBytes is the most the template's annotations take (keys and
+// values, as the API server counts them): the rest of the API server's limit is room for
+// the controller's (MaxNoteBytes and a few short ones). Past it, a pod the controller
+// must withdraw could not take the note of why, and would not be withdrawn.
+const MaxTemplateAnnotationBytes = apivalidation.TotalAnnotationSizeLimitB - 4*MaxNoteBytes
+
+// annotationBytes is the size of annotations as the API server counts it.
+func annotationBytes(annotations map[string]string) int {
+	n := 0
+	for k, v := range annotations {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 // Build returns the pod for one occurrence. It fails, naming the field, for a template
 // lockwrap cannot be put into.
 func Build(job *v1alpha1.LockedCronJob, occurrence time.Time, opts Options) (*corev1.Pod, error) {
@@ -434,6 +454,9 @@ func build(job *v1alpha1.LockedCronJob, occurrence time.Time, name string, opts 
 		if !strings.HasPrefix(k, ReservedPrefix) {
 			annotations[k] = v
 		}
+	}
+	if n := annotationBytes(annotations); n > MaxTemplateAnnotationBytes {
+		return nil, fmt.Errorf("spec.template.metadata.annotations: %d bytes; at most %d fit, leaving room for the annotations the controller adds to each pod (the API server takes %d in all): move large values to a ConfigMap", n, MaxTemplateAnnotationBytes, apivalidation.TotalAnnotationSizeLimitB)
 	}
 	annotations[AnnotationScheduledTime] = occurrence.UTC().Format(time.RFC3339)
 	annotations[AnnotationWrappedContainer] = c.Name

@@ -287,6 +287,12 @@ func TestBuildRejectsWhatCannotBeWrapped(t *testing.T) {
 			j.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: AttemptsDir + "/x"}}
 		}, "spec.template.spec.containers[0].volumeMounts[0]"},
 		"a Windows pod": {func(j *v1alpha1.LockedCronJob) { j.Spec.Template.Spec.OS = &corev1.PodOS{Name: corev1.Windows} }, "spec.template.spec.os.name"},
+		// Within the API server's 256 KiB, but the pod could not take the note the
+		// controller adds when it withdraws it: the patch refused, at every pass, the pod
+		// never withdrawn (helper-114).
+		"annotations that leave no room for the controller's": {func(j *v1alpha1.LockedCronJob) {
+			j.Spec.Template.Annotations = map[string]string{"a": strings.Repeat("x", 250<<10)}
+		}, "spec.template.metadata.annotations"},
 		// The kubelet would keep under 256 bytes of each termination message: no report fits.
 		"too many containers": {func(j *v1alpha1.LockedCronJob) {
 			for i := 0; i < 48; i++ {
