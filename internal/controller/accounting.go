@@ -435,44 +435,53 @@ func (r *LockedCronJobReconciler) withdrawPod(ctx context.Context, w withdrawal,
 	return nil
 }
 
-// releasePods removes the tracking finalizer from the pods of a job that is gone or
-// being deleted (uid: the job's, or "" when it is gone), so that none is left behind.
-// Nothing is counted any more: the job's status goes with it. A pod still prepared
-// ahead of its instant is deleted as well (preparedForNothing): the garbage collector
-// deletes a deleted job's pods, but not with --cascade=orphan, and then lockwrap in a
-// prepared pod would run the job at its instant for a job that is gone.
-func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name string, uid types.UID) error {
+// releasePods lets go of the pods of a job that is gone or being deleted (uid: the job's,
+// or "" when it is gone; decided: its status's lastScheduleTime, zero when gone), so that
+// none is left behind (letGo). Nothing is counted any more: the job's status goes with it.
+func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name string, uid types.UID, decided time.Time) error {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: name}); err != nil {
 		return err
 	}
-	now := r.Clock.Now()
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if ref := metav1.GetControllerOf(pod); ref != nil && uid != "" && ref.UID != uid {
 			continue // another job of the same name
 		}
-		var err error
-		switch {
-		case preparedForNothing(pod, uid, now):
-			err = r.withdrawOrphan(ctx, pod)
-		case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking):
-			err = r.releasePod(ctx, pod)
-		}
-		if err != nil {
+		if err := r.letGo(ctx, pod, uid, decided); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// letGo lets go of a pod no job will count: a pod of a job being deleted (uid) or gone
+// (""), or one no job controls any more (orphanedJob). One still prepared ahead of its
+// instant is deleted (preparedForNothing): the garbage collector deletes a deleted job's
+// pods, but not with --cascade=orphan, and then lockwrap in it would run the job at its
+// instant for a job that is gone. Any other is released: the tracking finalizer taken
+// off, and, if no job controls it, its mark as prepared (runpod.AnnotationPreparedAhead),
+// by which it stayed among the pods of its label's job (orphanedJob) until it was let go.
+func (r *LockedCronJobReconciler) letGo(ctx context.Context, pod *corev1.Pod, uid types.UID, decided time.Time) error {
+	_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
+	orphan := metav1.GetControllerOfNoCopy(pod) == nil
+	switch {
+	case preparedForNothing(pod, uid, r.Clock.Now(), decided):
+		return r.withdrawOrphan(ctx, pod)
+	case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) || orphan && marked && pod.DeletionTimestamp == nil:
+		return r.releasePod(ctx, pod)
+	}
+	return nil
+}
+
 // preparedForNothing reports whether pod, of a job being deleted (uid) or gone (""), is
-// still prepared ahead of its instant on the controller's clock (tracking.StillPrepared),
-// neither ended nor being deleted: its occurrence has not come, and no job wants it. Of a
-// job gone, only a pod no job controls any more (orphaned by the garbage collector): one
-// that still names the gone job is the collector's to delete, and one that names
-// another job (created again under the name since) is that job's.
-func preparedForNothing(pod *corev1.Pod, uid types.UID, now time.Time) bool {
+// still prepared ahead of its instant (tracking.StillPrepared, on the controller's clock,
+// and after decided, what the job's status had decided), neither ended nor being
+// deleted: its occurrence has not come, and no job wants it. Of a job gone, only a pod
+// no job controls any more (orphaned by the garbage collector, or by hand): one that
+// still names the gone job is the collector's to delete, and one that names another job
+// (created again under the name since) is that job's.
+func preparedForNothing(pod *corev1.Pod, uid types.UID, now, decided time.Time) bool {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return false
 	}
@@ -480,15 +489,16 @@ func preparedForNothing(pod *corev1.Pod, uid types.UID, now time.Time) bool {
 		return false
 	}
 	occ, err := runstatus.Occurrence(pod)
-	return err == nil && tracking.StillPrepared(pod, occ, now, time.Time{})
+	return err == nil && tracking.StillPrepared(pod, occ, now, decided)
 }
 
-// withdrawOrphan deletes a prepared pod of a deleted job (preparedForNothing), its
-// tracking finalizer taken off and why noted on it (runpod.AnnotationWithdrawnAhead) in
-// one patch, of the pod as seen (a Conflict says to look again), and only that pod (a
-// pod of its name made since is another's).
+// withdrawOrphan deletes a prepared pod no job wants (preparedForNothing), its tracking
+// finalizer taken off and why noted on it (runpod.AnnotationWithdrawnAhead) in one patch,
+// of the pod as seen (a Conflict says to look again), and only that pod (a pod of its
+// name made since is another's). It keeps its mark as prepared: until it is gone it stays
+// among the pods of its label's job (orphanedJob), whose occurrence may need its name.
 func (r *LockedCronJobReconciler) withdrawOrphan(ctx context.Context, pod *corev1.Pod) error {
-	const why = "its LockedCronJob was deleted before the occurrence's instant"
+	const why = "no LockedCronJob controls it any more (its job deleted with --cascade=orphan, or its owner reference removed) and its occurrence's instant has not come"
 	patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
 	metav1.SetMetaDataAnnotation(&pod.ObjectMeta, runpod.AnnotationWithdrawnAhead, why)
@@ -500,7 +510,7 @@ func (r *LockedCronJobReconciler) withdrawOrphan(ctx context.Context, pod *corev
 	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("withdrawing pod %s of a deleted job: %w", pod.Name, err)
 	}
-	logf.FromContext(ctx).Info("prepared pod of a deleted job withdrawn", "pod", pod.Name, "reason", why)
+	logf.FromContext(ctx).Info("prepared pod no job controls withdrawn", "pod", pod.Name, "reason", why)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,42 +33,28 @@ func ownPods(pods []corev1.Pod, uid types.UID) (own, foreign []corev1.Pod) {
 	return own, foreign
 }
 
-// releaseForeign releases the tracking finalizer of the foreign pods (ownPods): no job is
-// left to count them, and the garbage collector waits for it. Their own job's last pass,
+// releaseForeign lets go of the foreign pods (ownPods, letGo): no job is left to count
+// them, and the garbage collector waits for their finalizer. Their own job's last pass,
 // which releases its pods, may never have come: the pass that finds its job gone finds
 // this one instead. One that no job controls and is still prepared ahead of its instant
-// is deleted as well (preparedForNothing): it would run its job at the instant for no
-// job, and its occurrence is this job's to run in a pod of its own. The server says first
-// which job of that name exists: a job cache behind may show one deleted since, and the
-// pods of the one there now are that one's to count.
+// is deleted: it would run its job at the instant for no job, and its occurrence is this
+// job's to run in a pod of its own. The server says first which job of that name exists:
+// a job cache behind may show one deleted since, and the pods of the one there now are
+// that one's to count.
 func (r *LockedCronJobReconciler) releaseForeign(ctx context.Context, job *v1alpha1.LockedCronJob, foreign []corev1.Pod) error {
-	now := r.Clock.Now()
-	var held, doomed []*corev1.Pod
-	for i := range foreign {
-		switch pod := &foreign[i]; {
-		case preparedForNothing(pod, "", now):
-			doomed = append(doomed, pod)
-		case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking):
-			held = append(held, pod)
-		}
-	}
-	if len(held)+len(doomed) == 0 {
+	if len(foreign) == 0 {
 		return nil
 	}
 	live, err := liveMeta(ctx, r.APIReader, v1alpha1.GroupVersion.WithKind("LockedCronJob"), client.ObjectKeyFromObject(job))
 	if err != nil {
 		return err
 	}
-	for _, pod := range doomed {
-		if err := r.withdrawOrphan(ctx, pod); err != nil {
-			return err
-		}
-	}
-	for _, pod := range held {
+	for i := range foreign {
+		pod := &foreign[i]
 		if ref := metav1.GetControllerOfNoCopy(pod); live != nil && ref != nil && ref.UID == live.UID {
 			continue // the job there now controls it: this pass's job is one the cache still shows
 		}
-		if err := r.releasePod(ctx, pod); err != nil {
+		if err := r.letGo(ctx, pod, "", time.Time{}); err != nil {
 			return err
 		}
 	}
@@ -78,9 +65,14 @@ func (r *LockedCronJobReconciler) releaseForeign(ctx context.Context, job *v1alp
 // off the pod as seen (its resourceVersion): a cache behind the API server can show a
 // pod deleted since, whose name a new pod has (a job created again), and that pod's
 // finalizer is its job's to take off. A Conflict says to look again.
+//
+// A pod no job controls loses its mark as prepared with it (letGo).
 func (r *LockedCronJobReconciler) releasePod(ctx context.Context, pod *corev1.Pod) error {
 	patch := client.StrategicMergeFrom(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(pod, runpod.FinalizerTracking)
+	if metav1.GetControllerOfNoCopy(pod) == nil {
+		delete(pod.Annotations, runpod.AnnotationPreparedAhead)
+	}
 	if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("releasing pod %s: %w", pod.Name, err)
 	}

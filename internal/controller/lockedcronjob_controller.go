@@ -362,7 +362,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			r.decided.forget(req.NamespacedName)
 			r.unanswered.forget(req.NamespacedName)
 			// No pod of a deleted job keeps the tracking finalizer.
-			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "")
+			return ctrl.Result{}, r.releasePods(ctx, req.Namespace, req.Name, "", time.Time{})
 		}
 		return ctrl.Result{}, err
 	}
@@ -374,7 +374,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		// Foreground deletion waits for the pods: release them.
-		return ctrl.Result{}, r.releasePods(ctx, job.Namespace, job.Name, job.UID)
+		return ctrl.Result{}, r.releasePods(ctx, job.Namespace, job.Name, job.UID, decidedUpTo(&job.Status))
 	}
 	p := newPass(&job, r.Clock.Now(), log)
 
@@ -904,6 +904,15 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			p.requeueAt(asideRetry)
 			p.holdCreates = true
 			return nil
+		case err == nil && !metav1.IsControlledBy(&existing, job) && existing.DeletionTimestamp != nil:
+			// Another's pod on its way out (an earlier job of this name's, withdrawn or
+			// deleted by the garbage collector, its kubelet still stopping it): its end
+			// may wake no pass of this job (a pod no job controls, or none of its label),
+			// so the pass looks again until the name is free, the occurrence still due.
+			p.eventf(corev1.EventTypeNormal, ReasonPodNameTaken, "occurrence %s: pod %s exists, is not ours and is being deleted; starting the occurrence once it is gone", occ, pod.Name)
+			p.requeueAt(asideRetry)
+			p.holdCreates = true
+			return nil
 		case err == nil && !metav1.IsControlledBy(&existing, job):
 			p.eventf(corev1.EventTypeWarning, ReasonPodNameTaken, "occurrence %s: pod %s exists and is not ours", occ, pod.Name)
 			return nil
@@ -1114,8 +1123,10 @@ func indexedJob(o client.Object) (string, bool) {
 }
 
 // orphanedJob names the job of a pod that no owner controls (from its runpod.LabelJob)
-// while there is something to do about it: the tracking finalizer holds it, or it was
-// prepared ahead and is not being deleted (its instant may be to come: preparedForNothing).
+// while there is something to do about it: the tracking finalizer holds it, or it is
+// marked as prepared ahead (its instant may be to come: preparedForNothing; or, withdrawn,
+// its end frees the name its job's occurrence needs). Letting it go takes both off
+// (letGo). Metadata alone says: the takeover's list reads no more.
 // Such a pod is one of a job deleted with --cascade=orphan, whose references the garbage
 // collector took off, or one whose references someone removed by hand. No job counts it
 // any more. The pass that finds its job being deleted releases it; one that did not see
@@ -1129,7 +1140,7 @@ func orphanedJob(o client.Object) (string, bool) {
 		return "", false
 	}
 	_, prepared := o.GetAnnotations()[runpod.AnnotationPreparedAhead]
-	if !slices.Contains(o.GetFinalizers(), runpod.FinalizerTracking) && (!prepared || o.GetDeletionTimestamp() != nil) {
+	if !slices.Contains(o.GetFinalizers(), runpod.FinalizerTracking) && !prepared {
 		return "", false
 	}
 	name := o.GetLabels()[runpod.LabelJob]

@@ -25,7 +25,10 @@ import (
 // instant for a job that is gone: the pass that finds the job being deleted, or gone,
 // deletes it. Every other pod is only released: one whose instant has come (its job
 // may run), one that ended, one of another job of the name, and, once the job is gone,
-// one that still names it (the collector's to delete, or to orphan).
+// one that still names it (the collector's to delete, or to orphan). A pod whose
+// occurrence the job's status had decided is not before its instant, whatever this
+// manager's clock says (a new leader on a slower clock). A pod no job controls loses its
+// mark as prepared once let go: it no longer stands among its label's job's pods.
 func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 	now := time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC)
 	soon, past := now.Add(40*time.Second), now.Add(-20*time.Second)
@@ -46,6 +49,7 @@ func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		uid     types.UID // the job being deleted; "" once it is gone
+		decided time.Time // the job's lastScheduleTime
 		pods    []*corev1.Pod
 		deleted []string
 	}{
@@ -63,12 +67,23 @@ func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 			deleted: []string{"prepared", "orphaned-already"},
 		},
 		{
+			name:    "being deleted, its status ahead of this manager's clock",
+			uid:     "job",
+			decided: soon,
+			pods:    []*corev1.Pod{pod("decided", soon, true, ref("job"), corev1.PodRunning)},
+		},
+		{
 			name: "gone",
 			uid:  "",
 			pods: []*corev1.Pod{
 				pod("orphaned", soon, true, nil, corev1.PodRunning),
 				pod("still-names-it", soon, true, ref("job"), corev1.PodRunning),
 				pod("orphaned-running", past, true, nil, corev1.PodRunning),
+				func() *corev1.Pod {
+					p := pod("orphaned-released", past, true, nil, corev1.PodSucceeded)
+					p.Finalizers = nil
+					return p
+				}(),
 			},
 			deleted: []string{"orphaned"},
 		},
@@ -81,7 +96,7 @@ func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 			}
 			cl := fakeAPI(t, objs...)
 			r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Clock: clocktesting.NewFakePassiveClock(now)}
-			if err := r.releasePods(ctx, "ns", "j", tc.uid); err != nil {
+			if err := r.releasePods(ctx, "ns", "j", tc.uid, tc.decided); err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range tc.pods {
@@ -97,6 +112,8 @@ func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 					t.Errorf("pod %s of another job lost its tracking finalizer", p.Name)
 				case !wantGone && p.Name != "another-jobs" && controllerutil.ContainsFinalizer(&got, runpod.FinalizerTracking):
 					t.Errorf("pod %s kept its tracking finalizer", p.Name)
+				case !wantGone && len(p.OwnerReferences) == 0 && got.Annotations[runpod.AnnotationPreparedAhead] != "":
+					t.Errorf("pod %s, no job's, let go with its mark as prepared: it stays among its label's job's pods", p.Name)
 				}
 			}
 		})

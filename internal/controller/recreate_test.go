@@ -91,6 +91,46 @@ var _ = Describe("A job deleted and created again under the same name", func() {
 	})
 })
 
+// The name an occurrence's pod takes is held, at the instant, by another's pod on its way
+// out (an earlier job's of this name, withdrawn or deleted by the garbage collector, its
+// kubelet slow to stop it), whose end wakes no pass of this job: no job controls it, or
+// no label says whose it is. The occurrence is still due: the pass looks again until the
+// name is free (helper-115: it waited for the next occurrence, and was counted missed).
+var _ = Describe("An occurrence whose pod name another's pod holds while it is deleted", func() {
+	It("starts once that pod is gone", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		at := time.Now().Add(6 * time.Second).Truncate(time.Second)
+		name := runpod.Name("held", at)
+		const hold = "test.lockedcron.io/hold"
+		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: []string{hold}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "busybox"}}}}
+		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, other)).To(Succeed()) // held by its finalizer: Terminating
+		j := newJob(ns, "held", dailyAt(at))
+		createBefore(j, at)
+
+		Eventually(func() []string { return eventNotes(j, ReasonPodNameTaken) }, time.Until(at)+10*time.Second, 100*time.Millisecond).Should(
+			ContainElement(ContainSubstring(name)), "the name taken at the instant")
+		live, err := getPod(ns, name)
+		Expect(err).NotTo(HaveOccurred())
+		patch := client.MergeFrom(live.DeepCopy())
+		live.Finalizers = nil
+		Expect(k8sClient.Patch(ctx, live, patch)).To(Succeed()) // gone now
+		Eventually(func() types.UID {
+			p, err := getPod(ns, name)
+			if err != nil {
+				return ""
+			}
+			if ref := metav1.GetControllerOf(p); ref != nil {
+				return ref.UID
+			}
+			return ""
+		}, 10*time.Second, 100*time.Millisecond).Should(Equal(j.UID), "the occurrence runs in a pod of the job once the name is free")
+		Expect(getJob(j).Status.Counters.Missed).To(BeZero())
+	})
+})
+
 var _ = Describe("A job deleted while no manager ran", func() {
 	// The garbage collector marks its pods deleted, and the tracking finalizer holds
 	// them. A manager that starts then sees each only as a create event, and no event
