@@ -149,8 +149,9 @@ func pairsOf(m map[string]string) pairs {
 }
 
 // maxOwnValue bounds a kept label's or annotation's value: the controller writes short
-// ones (a name, a time, a reason); whoever may patch a pod can write up to 256 KiB.
-const maxOwnValue = 1024
+// ones (a name, a time, a reason cut to as much); whoever may patch a pod can write up to
+// 256 KiB.
+const maxOwnValue = runpod.MaxNoteBytes
 
 // ownPairs is pairsOf of the keys the controller writes (ReservedPrefix, and known to it:
 // vocabulary), each value cut to maxOwnValue bytes. Another key under the prefix, which

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/lockedcron/lockedcron/api/v1alpha1"
@@ -117,5 +120,36 @@ func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWithdrawalNoteIsWrittenOnce: the note of why a pod is withdrawn may quote a
+// kubelet's or the scheduler's message, of any length; the cache holds at most
+// maxOwnValue bytes of it. Cut to more than that, every pass found the cached note
+// different from the one it meant and patched the pod again.
+func TestWithdrawalNoteIsWrittenOnce(t *testing.T) {
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j-1", UID: "u",
+		Labels: map[string]string{runpod.LabelJob: "j"}, Finalizers: []string{runpod.FinalizerTracking}}}
+	patches := 0
+	cl := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pod).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	r := &LockedCronJobReconciler{Client: cl}
+	why := "a blackout began before its job started: Unschedulable: " + strings.Repeat("0/5000 nodes are available: 1 Insufficient cpu. ", 100)
+	for pass := 1; pass <= 3; pass++ {
+		var live corev1.Pod
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.withdrawPod(ctx, withdrawal{cached(t, &live), why}, runpod.AnnotationWithdrawn); err != nil {
+			t.Fatal(err)
+		}
+		if patches != 1 {
+			t.Fatalf("pass %d: %d patches of the note, want 1", pass, patches)
+		}
 	}
 }

@@ -325,15 +325,16 @@ var TemplateSettable = map[string]bool{config.EnvWatermarkMonotonic: true}
 // redisEnvPrefix begins the variables that hold the Redis URL and credentials.
 const redisEnvPrefix = EnvPrefix + "REDIS_"
 
-// MaxNoteBytes is the most a note the controller adds to a pod (why it was withdrawn)
-// takes.
-const MaxNoteBytes = 4096
+// MaxNoteBytes is the most a value the controller writes on a pod takes (the longest: why
+// it was withdrawn, which may quote a kubelet's or the scheduler's message). The
+// manager's cache holds no more of any.
+const MaxNoteBytes = 1024
 
 // MaxTemplateAnnotationBytes is the most the template's annotations take (keys and
 // values, as the API server counts them): the rest of the API server's limit is room for
-// the controller's (MaxNoteBytes and a few short ones). Past it, a pod the controller
-// must withdraw could not take the note of why, and would not be withdrawn.
-const MaxTemplateAnnotationBytes = apivalidation.TotalAnnotationSizeLimitB - 4*MaxNoteBytes
+// the controller's own. Past it, a pod the controller must withdraw could not take the
+// note of why, and would not be withdrawn.
+const MaxTemplateAnnotationBytes = apivalidation.TotalAnnotationSizeLimitB - 16<<10
 
 // annotationBytes is the size of annotations as the API server counts it.
 func annotationBytes(annotations map[string]string) int {
