@@ -348,13 +348,34 @@ func slimJob(obj any) (any, error) {
 	}
 	meta := job.ObjectMeta
 	meta.ManagedFields = nil // in the body
-	return &cachedJob{
+	held := &cachedJob{
 		TypeMeta:    job.TypeMeta,
 		ObjectMeta:  meta,
 		body:        body,
 		rolloutKeys: blackout.IndexKeys(job.Spec.Blackout),
-	}, nil
+	}
+	if len(body) > maxHeldJobBody {
+		// A template bounded only by what etcd stores (a large value in it, which does not
+		// compress), held for every such job in every replica: a tenant's jobs could
+		// exhaust the manager's memory. Held without it, marked (annotationTemplateNotHeld):
+		// a pass reads the job whole from the API server (Reconcile).
+		slim := *job
+		slim.Spec.Template = corev1.PodTemplateSpec{}
+		if small, err := packJob(&slim); err == nil {
+			held.body, held.templateNotHeld = small, true
+		}
+	}
+	return held, nil
 }
+
+// maxHeldJobBody bounds what the cache holds of a job's spec and status, compressed: a
+// job over it is held without its template (slimJob). An ordinary job takes about half a
+// kilobyte; one whose template takes this much holds tens of kilobytes of text in it.
+const maxHeldJobBody = 16 << 10
+
+// annotationTemplateNotHeld marks a job the cache hands out without its template
+// (slimJob): not a key of the API's, only of the cache's copies.
+const annotationTemplateNotHeld = runpod.ReservedPrefix + "template-not-held"
 
 // ownKeys returns of a label or annotation map only the controller's own keys
 // (runpod.ReservedPrefix), m itself when it holds no others. The controller reads no

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"slices"
@@ -1208,4 +1210,56 @@ func TestSlimPodHoldsOnlyTheControllersKeys(t *testing.T) {
 	if got.Labels[runpod.LabelJob] != "j" || got.Annotations[runpod.AnnotationScheduledTime] != "2026-06-06T10:00:00Z" {
 		t.Errorf("the cache lost what a pass reads: %v %v", got.Labels, got.Annotations)
 	}
+}
+
+// TestSlimJobHoldsNoLargeTemplate: a job's template is bounded only by what etcd stores
+// (1.5 MiB); a tenant's jobs each near it (a large value in the template, which does not
+// compress) were held by every replica's cache, and about 150 of them exhausted the
+// manager's memory, stopping every tenant's jobs (helper-114). The cache holds such a
+// job without its template, marked so; a pass reads it whole from the API server.
+func TestSlimJobHoldsNoLargeTemplate(t *testing.T) {
+	big := make([]byte, 300<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range big {
+		big[i] = byte(rng.Uint32())
+	}
+	withContainer := func() *v1alpha1.LockedCronJob {
+		j := plainJob("@hourly")
+		j.Spec.Template.Spec.Containers = []corev1.Container{{Name: "job", Image: "busybox", Command: []string{"/bin/sh", "-c", "echo hi"}}}
+		return j
+	}
+	job := withContainer()
+	job.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: base64.StdEncoding.EncodeToString(big)}}
+	job.Status.LastScheduleTime = &metav1.Time{Time: t0}
+	obj, err := slimJob(job.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := obj.(*cachedJob)
+	if !ok {
+		t.Fatalf("held as %T", obj)
+	}
+	if len(c.body) > maxHeldJobBody {
+		t.Errorf("held %d bytes of the job, want at most %d", len(c.body), maxHeldJobBody)
+	}
+	got := heldJob(t, obj)
+	if _, marked := got.Annotations[annotationTemplateNotHeld]; !marked || len(got.Spec.Template.Spec.Containers) != 0 {
+		t.Errorf("the job is handed out with %d containers, marked %t: want none, marked", len(got.Spec.Template.Spec.Containers), marked)
+	}
+	if got.Spec.Schedule != "@hourly" || !got.Status.LastScheduleTime.Equal(job.Status.LastScheduleTime) {
+		t.Errorf("the rest of the job was not kept: %q %v", got.Spec.Schedule, got.Status.LastScheduleTime)
+	}
+
+	// A job of an ordinary size is held whole, unmarked.
+	got = heldJob(t, must(slimJob(withContainer())))
+	if _, marked := got.Annotations[annotationTemplateNotHeld]; marked || len(got.Spec.Template.Spec.Containers) == 0 {
+		t.Errorf("an ordinary job is handed out marked %t, with %d containers", marked, len(got.Spec.Template.Spec.Containers))
+	}
+}
+
+func must(obj any, err error) any {
+	if err != nil {
+		panic(err)
+	}
+	return obj
 }

@@ -44,6 +44,7 @@ type cachedJob struct {
 	metav1.ObjectMeta          // without its managed fields: they are in body
 	body              []byte   // {"spec":…,"status":…,"managedFields":…}, flate-compressed (packJob)
 	rolloutKeys       []string // the rollout index's keys (rolloutRefKeys), read on every update
+	templateNotHeld   bool     // body holds the job without its template (maxHeldJobBody)
 }
 
 // DeepCopyObject returns a copy of the job it stands for (see cachedJob).
@@ -55,6 +56,9 @@ func (c *cachedJob) DeepCopyObject() runtime.Object {
 		// Handing out a job without its status would let a pass write an empty one over
 		// the stored status.
 		panic(fmt.Sprintf("lockedcron: the cached job %s/%s does not decode: %v", c.Namespace, c.Name, err))
+	}
+	if c.templateNotHeld {
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, annotationTemplateNotHeld, "true")
 	}
 	return job
 }

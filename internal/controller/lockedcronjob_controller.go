@@ -346,7 +346,13 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 1: load the job.
 	var job v1alpha1.LockedCronJob
-	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+	err := r.Get(ctx, req.NamespacedName, &job)
+	if _, notHeld := job.Annotations[annotationTemplateNotHeld]; err == nil && notHeld {
+		// The cache holds it without its template (too large to hold: slimJob): read whole.
+		job = v1alpha1.LockedCronJob{}
+		err = r.APIReader.Get(ctx, req.NamespacedName, &job)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			// The job cache can be behind the job's creation (its pod's event came first; a
 			// new leader's caches): releasing the pods of a job that exists would let one be

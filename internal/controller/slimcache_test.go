@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"encoding/base64"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -70,5 +72,28 @@ var _ = Describe("The slim job cache", func() {
 		Expect(p.Labels).To(HaveKeyWithValue("app", "billing"))
 		Expect(p.Annotations).To(HaveKeyWithValue("prometheus.io/scrape", "true"))
 		Expect(getJob(job).Annotations).To(Equal(job.Annotations))
+	})
+
+	// A job whose template is too large to hold for every job (a large value in it) is
+	// held without it (slimJob, TestSlimJobHoldsNoLargeTemplate): its pass reads it whole
+	// from the API server, and its pods are its template's, the value included.
+	It("runs a job whose template the cache does not hold, from the job as stored", func() {
+		startManager(clock.RealClock{})
+		ns := newNamespace()
+		at := time.Now().Add(5 * time.Second).Truncate(time.Second)
+		job := newJob(ns, "large", dailyAt(at))
+		big := make([]byte, 200<<10)
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range big {
+			big[i] = byte(rng.Uint32()) // does not compress
+		}
+		value := base64.StdEncoding.EncodeToString(big)
+		job.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: value}}
+		createBefore(job, at)
+		Eventually(func() error { _, err := getPod(ns, runpod.Name("large", at)); return err }, time.Until(at)+10*time.Second, 100*time.Millisecond).Should(Succeed())
+		p, err := getPod(ns, runpod.Name("large", at))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "BIG", Value: value}))
+		Expect(getJob(job).Annotations).NotTo(HaveKey(annotationTemplateNotHeld), "the cache's mark is not written to the job")
 	})
 })
