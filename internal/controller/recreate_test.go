@@ -78,16 +78,7 @@ var _ = Describe("A job deleted and created again under the same name", func() {
 		prepared, err := getPod(ns, name)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Delete(ctx, prepared)).To(Succeed()) // as the garbage collector does
-		Eventually(func() types.UID {
-			p, err := getPod(ns, name)
-			if err != nil {
-				return ""
-			}
-			if ref := metav1.GetControllerOf(p); ref != nil {
-				return ref.UID
-			}
-			return ""
-		}, 15*time.Second, 100*time.Millisecond).Should(Equal(replacement.UID), "the occurrence runs in a pod of the new job")
+		Eventually(func() types.UID { return controllerOf(ns, name) }, 15*time.Second, 100*time.Millisecond).Should(Equal(replacement.UID), "the occurrence runs in a pod of the new job")
 	})
 })
 
@@ -117,16 +108,7 @@ var _ = Describe("An occurrence whose pod name another's pod holds while it is d
 		patch := client.MergeFrom(live.DeepCopy())
 		live.Finalizers = nil
 		Expect(k8sClient.Patch(ctx, live, patch)).To(Succeed()) // gone now
-		Eventually(func() types.UID {
-			p, err := getPod(ns, name)
-			if err != nil {
-				return ""
-			}
-			if ref := metav1.GetControllerOf(p); ref != nil {
-				return ref.UID
-			}
-			return ""
-		}, 10*time.Second, 100*time.Millisecond).Should(Equal(j.UID), "the occurrence runs in a pod of the job once the name is free")
+		Eventually(func() types.UID { return controllerOf(ns, name) }, 10*time.Second, 100*time.Millisecond).Should(Equal(j.UID), "the occurrence runs in a pod of the job once the name is free")
 		Expect(getJob(j).Status.Counters.Missed).To(BeZero())
 	})
 })
@@ -268,4 +250,16 @@ func succeededRunOf(j *v1alpha1.LockedCronJob, msg string) *corev1.Pod {
 	finishPod(pod, corev1.PodSucceeded, 0, reportJSON(report.Report{Outcome: report.Succeeded, Key: j.Namespace + "/" + j.Name,
 		Occurrence: "2026-01-01T00:00:00Z", Holder: "test/" + j.Namespace + "/" + pod.Name, Message: msg}))
 	return pod
+}
+
+// controllerOf is the UID of the job that controls pod ns/name ("" if none, or no pod).
+func controllerOf(ns, name string) types.UID {
+	p, err := getPod(ns, name)
+	if err != nil {
+		return ""
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		return ref.UID
+	}
+	return ""
 }

@@ -903,18 +903,7 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		at := time.Now().Add(120 * time.Second).UTC() // room for the pod to start and its withdrawal through the kubelet, on a loaded machine
 		j := job{ns: ns, name: "ahead", key: "e2e/prepared-" + suffix,
 			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), ttl: "10s", kill: "2s", sleep: "1s", label: "prepared-" + suffix}
-		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", "  timeZone: UTC\n  prepareAheadSeconds: 150\n  successfulRunsHistoryLimit: 100", 1)
-		out, err := kubectlIn(m, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), out)
-
-		var pod corev1.Pod
-		Eventually(func(g Gomega) {
-			var pods corev1.PodList
-			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
-			g.Expect(pods.Items).To(HaveLen(1))
-			pod = pods.Items[0]
-			g.Expect(pod.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", "job"), HaveField("State.Running", Not(BeNil())))), "lockwrap waits in it")
-		}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
+		pod := applyPrepared(j)
 		Expect(time.Now()).To(BeTemporally("<", at.Add(-30*time.Second)), "prepared well before its instant")
 
 		suspend(j)
@@ -953,21 +942,10 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		at := time.Now().Add(100 * time.Second).UTC()
 		j := job{ns: ns, name: "orphaned", key: "e2e/orphan-" + suffix,
 			schedule: fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour()), ttl: "10s", kill: "2s", sleep: "1s", label: "orphan-" + suffix}
-		m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", "  timeZone: UTC\n  prepareAheadSeconds: 150\n  successfulRunsHistoryLimit: 100", 1)
-		out, err := kubectlIn(m, "apply", "-f", "-")
-		Expect(err).NotTo(HaveOccurred(), out)
-
-		var pod corev1.Pod
-		Eventually(func(g Gomega) {
-			var pods corev1.PodList
-			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
-			g.Expect(pods.Items).To(HaveLen(1))
-			pod = pods.Items[0]
-			g.Expect(pod.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", "job"), HaveField("State.Running", Not(BeNil())))), "lockwrap waits in it")
-		}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
+		pod := applyPrepared(j)
 		Expect(time.Now()).To(BeTemporally("<", at.Add(-20*time.Second)), "prepared well before its instant")
 
-		out, err = kubectl("delete", "lockedcronjob", j.name, "-n", ns, "--cascade=orphan", "--wait", "--timeout=30s")
+		out, err := kubectl("delete", "lockedcronjob", j.name, "-n", ns, "--cascade=orphan", "--wait", "--timeout=30s")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func() bool {
 			var p corev1.Pod
@@ -1016,6 +994,25 @@ var _ = Describe("lockedcron on a real cluster", Ordered, func() {
 		}, `Unsupported value: "Ignore"`),
 	)
 })
+
+// applyPrepared applies j (a schedule due once within the next 150 s) with timeZone UTC
+// and prepareAheadSeconds 150, and returns its one pod once lockwrap waits in it for the
+// instant.
+func applyPrepared(j job) corev1.Pod {
+	GinkgoHelper()
+	m := strings.Replace(j.manifest(), "  successfulRunsHistoryLimit: 100", "  timeZone: UTC\n  prepareAheadSeconds: 150\n  successfulRunsHistoryLimit: 100", 1)
+	out, err := kubectlIn(m, "apply", "-f", "-")
+	Expect(err).NotTo(HaveOccurred(), out)
+	var pod corev1.Pod
+	Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(k8s.List(ctx, &pods, client.InNamespace(j.ns), client.MatchingLabels{runpod.LabelJob: j.name})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		pod = pods.Items[0]
+		g.Expect(pod.Status.ContainerStatuses).To(ContainElement(And(HaveField("Name", "job"), HaveField("State.Running", Not(BeNil())))), "lockwrap waits in it")
+	}, 60*time.Second, 500*time.Millisecond).Should(Succeed())
+	return pod
+}
 
 // redisCtl drives the local cluster's host Redis (hack/cluster/redis.sh).
 func redisCtl(action string) (string, error) {
