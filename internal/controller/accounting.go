@@ -463,15 +463,35 @@ func (r *LockedCronJobReconciler) releasePods(ctx context.Context, ns, name stri
 // off, and, if no job controls it, its mark as prepared (runpod.AnnotationPreparedAhead),
 // by which it stayed among the pods of its label's job (orphanedJob) until it was let go.
 func (r *LockedCronJobReconciler) letGo(ctx context.Context, pod *corev1.Pod, uid types.UID, decided time.Time) error {
-	_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
-	orphan := metav1.GetControllerOfNoCopy(pod) == nil
-	switch {
-	case preparedForNothing(pod, uid, r.Clock.Now(), decided):
+	switch letGoOf(pod, uid, r.Clock.Now(), decided) {
+	case letGoWithdraw:
 		return r.withdrawOrphan(ctx, pod)
-	case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) || orphan && marked && pod.DeletionTimestamp == nil:
+	case letGoRelease:
 		return r.releasePod(ctx, pod)
 	}
 	return nil
+}
+
+// letGoAction is what letGo does with a pod.
+type letGoAction int
+
+const (
+	letGoNothing  letGoAction = iota
+	letGoWithdraw             // delete it (preparedForNothing)
+	letGoRelease              // take the tracking finalizer (and a no one's pod's mark) off
+)
+
+// letGoOf says what letGo does with pod at now.
+func letGoOf(pod *corev1.Pod, uid types.UID, now, decided time.Time) letGoAction {
+	_, marked := pod.Annotations[runpod.AnnotationPreparedAhead]
+	orphan := metav1.GetControllerOfNoCopy(pod) == nil
+	switch {
+	case preparedForNothing(pod, uid, now, decided):
+		return letGoWithdraw
+	case controllerutil.ContainsFinalizer(pod, runpod.FinalizerTracking) || orphan && marked && pod.DeletionTimestamp == nil:
+		return letGoRelease
+	}
+	return letGoNothing
 }
 
 // preparedForNothing reports whether pod, of a job being deleted (uid) or gone (""), is

@@ -344,6 +344,12 @@ func slimJob(obj any) (any, error) {
 		// back would spend on every job: said at V(1) for each new version of the job.
 		logf.Log.WithName("cache").V(1).Info("job held unpacked: its spec, status or managed fields do not read back from JSON",
 			"namespace", job.Namespace, "name", job.Name, "resourceVersion", job.ResourceVersion, "reason", err.Error())
+		if jsonSize(&job.Spec.Template) > maxHeldJobBody {
+			// Held as decoded, its template is not bounded by the compressed size: a
+			// template past it uncompressed is not held either (see below).
+			job.Spec.Template = corev1.PodTemplateSpec{}
+			metav1.SetMetaDataAnnotation(&job.ObjectMeta, annotationTemplateNotHeld, "true")
+		}
 		return job, nil
 	}
 	meta := job.ObjectMeta

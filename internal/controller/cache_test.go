@@ -1250,6 +1250,22 @@ func TestSlimJobHoldsNoLargeTemplate(t *testing.T) {
 		t.Errorf("the rest of the job was not kept: %q %v", got.Spec.Schedule, got.Status.LastScheduleTime)
 	}
 
+	// A job that does not read back from JSON (a window's sub-second end) is held as
+	// decoded: without its template too.
+	end := metav1.NewTime(time.Date(2026, 12, 4, 10, 0, 0, 5e8, time.UTC))
+	job.Spec.Blackout = &v1alpha1.BlackoutSpec{Windows: []v1alpha1.BlackoutWindow{{Name: "freeze", Start: &metav1.Time{Time: end.Add(-time.Hour)}, End: &end}}}
+	obj, err = slimJob(job.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, ok := obj.(*v1alpha1.LockedCronJob); !ok || len(held.Spec.Template.Spec.Containers) != 0 {
+		t.Errorf("a job that does not read back is held as %T with its template", obj)
+	}
+	got = heldJob(t, obj)
+	if _, marked := got.Annotations[annotationTemplateNotHeld]; !marked || !got.Spec.Blackout.Windows[0].End.Equal(&end) {
+		t.Errorf("a job that does not read back, held without its template, is handed out marked %t, its window's end %v", marked, got.Spec.Blackout.Windows[0].End)
+	}
+
 	// A job of an ordinary size is held whole, unmarked.
 	got = heldJob(t, must(slimJob(withContainer())))
 	if _, marked := got.Annotations[annotationTemplateNotHeld]; marked || len(got.Spec.Template.Spec.Containers) == 0 {

@@ -42,15 +42,21 @@ func ownPods(pods []corev1.Pod, uid types.UID) (own, foreign []corev1.Pod) {
 // a job cache behind may show one deleted since, and the pods of the one there now are
 // that one's to count.
 func (r *LockedCronJobReconciler) releaseForeign(ctx context.Context, job *v1alpha1.LockedCronJob, foreign []corev1.Pod) error {
-	if len(foreign) == 0 {
+	now := r.Clock.Now()
+	var todo []*corev1.Pod
+	for i := range foreign {
+		if letGoOf(&foreign[i], "", now, time.Time{}) != letGoNothing {
+			todo = append(todo, &foreign[i])
+		}
+	}
+	if len(todo) == 0 {
 		return nil
 	}
 	live, err := liveMeta(ctx, r.APIReader, v1alpha1.GroupVersion.WithKind("LockedCronJob"), client.ObjectKeyFromObject(job))
 	if err != nil {
 		return err
 	}
-	for i := range foreign {
-		pod := &foreign[i]
+	for _, pod := range todo {
 		if ref := metav1.GetControllerOfNoCopy(pod); live != nil && ref != nil && ref.UID == live.UID {
 			continue // the job there now controls it: this pass's job is one the cache still shows
 		}

@@ -48,6 +48,7 @@ import (
 	"github.com/lockedcron/lockedcron/internal/runpod"
 	"github.com/lockedcron/lockedcron/internal/runstatus"
 	"github.com/lockedcron/lockedcron/internal/schedule"
+	"github.com/lockedcron/lockedcron/internal/tracking"
 )
 
 // Condition types.
@@ -346,13 +347,7 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 1: load the job.
 	var job v1alpha1.LockedCronJob
-	err := r.Get(ctx, req.NamespacedName, &job)
-	if _, notHeld := job.Annotations[annotationTemplateNotHeld]; err == nil && notHeld {
-		// The cache holds it without its template (too large to hold: slimJob): read whole.
-		job = v1alpha1.LockedCronJob{}
-		err = r.APIReader.Get(ctx, req.NamespacedName, &job)
-	}
-	if err != nil {
+	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The job cache can be behind the job's creation (its pod's event came first; a
 			// new leader's caches): releasing the pods of a job that exists would let one be
@@ -381,6 +376,15 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !job.DeletionTimestamp.IsZero() {
 		// Foreground deletion waits for the pods: release them.
 		return ctrl.Result{}, r.releasePods(ctx, job.Namespace, job.Name, job.UID, decidedUpTo(&job.Status))
+	}
+	if _, notHeld := job.Annotations[annotationTemplateNotHeld]; notHeld {
+		// The cache holds it without its template (too large to hold: slimJob): read whole,
+		// and as the cache would hold it otherwise (the managed fields a pass reads).
+		job = v1alpha1.LockedCronJob{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, &job); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err) // gone: its delete event comes
+		}
+		job.ManagedFields = slimManagedFields(job.ManagedFields)
 	}
 	p := newPass(&job, r.Clock.Now(), log)
 
@@ -914,9 +918,16 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			// Another's pod on its way out (an earlier job of this name's, withdrawn or
 			// deleted by the garbage collector, its kubelet still stopping it): its end
 			// may wake no pass of this job (a pod no job controls, or none of its label),
-			// so the pass looks again until the name is free, the occurrence still due.
-			p.eventf(corev1.EventTypeNormal, ReasonPodNameTaken, "occurrence %s: pod %s exists, is not ours and is being deleted; starting the occurrence once it is gone", occ, pod.Name)
-			p.requeueAt(asideRetry)
+			// so the pass looks again until the name is free, the occurrence still due:
+			// each second through its grace, then as long again as it has been stuck
+			// (up to a minute: a pod on a node that is gone for good may stay for days).
+			stuck := p.now.Sub(existing.DeletionTimestamp.Time)
+			typ := corev1.EventTypeNormal
+			if stuck > tracking.TerminatingGrace {
+				typ = corev1.EventTypeWarning
+			}
+			p.eventf(typ, ReasonPodNameTaken, "occurrence %s: pod %s exists, is not ours and is being deleted; starting the occurrence once it is gone", occ, pod.Name)
+			p.requeueAt(min(max(stuck, asideRetry), time.Minute))
 			p.holdCreates = true
 			return nil
 		case err == nil && !metav1.IsControlledBy(&existing, job):
