@@ -347,7 +347,18 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// 1: load the job.
 	var job v1alpha1.LockedCronJob
-	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+	err := r.Get(ctx, req.NamespacedName, &job)
+	if _, notHeld := job.Annotations[annotationTemplateNotHeld]; err == nil && notHeld {
+		// The cache holds it without its template (too large to hold: slimJob): read whole,
+		// and as the cache would hold it otherwise (the managed fields a pass reads), before
+		// anything reads it (the lost-answer check compares its resourceVersion with the
+		// writes it made; the deletion check) (helper-117).
+		job = v1alpha1.LockedCronJob{}
+		if err = r.APIReader.Get(ctx, req.NamespacedName, &job); err == nil {
+			job.ManagedFields = slimManagedFields(job.ManagedFields)
+		}
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			// The job cache can be behind the job's creation (its pod's event came first; a
 			// new leader's caches): releasing the pods of a job that exists would let one be
@@ -376,15 +387,6 @@ func (r *LockedCronJobReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !job.DeletionTimestamp.IsZero() {
 		// Foreground deletion waits for the pods: release them.
 		return ctrl.Result{}, r.releasePods(ctx, job.Namespace, job.Name, job.UID, decidedUpTo(&job.Status))
-	}
-	if _, notHeld := job.Annotations[annotationTemplateNotHeld]; notHeld {
-		// The cache holds it without its template (too large to hold: slimJob): read whole,
-		// and as the cache would hold it otherwise (the managed fields a pass reads).
-		job = v1alpha1.LockedCronJob{}
-		if err := r.APIReader.Get(ctx, req.NamespacedName, &job); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err) // gone: its delete event comes
-		}
-		job.ManagedFields = slimManagedFields(job.ManagedFields)
 	}
 	p := newPass(&job, r.Clock.Now(), log)
 
@@ -919,15 +921,16 @@ func (r *LockedCronJobReconciler) startOccurrence(ctx context.Context, p *pass, 
 			// deleted by the garbage collector, its kubelet still stopping it): its end
 			// may wake no pass of this job (a pod no job controls, or none of its label),
 			// so the pass looks again until the name is free, the occurrence still due:
-			// each second through its grace, then as long again as it has been stuck
-			// (up to a minute: a pod on a node that is gone for good may stay for days).
+			// each second through its grace, then as long again as it has been stuck, up
+			// to ten seconds (a pod on a node that is gone for good may stay for days; the
+			// occurrence starts at most that late once it is gone).
 			stuck := p.now.Sub(existing.DeletionTimestamp.Time)
 			typ := corev1.EventTypeNormal
 			if stuck > tracking.TerminatingGrace {
 				typ = corev1.EventTypeWarning
 			}
 			p.eventf(typ, ReasonPodNameTaken, "occurrence %s: pod %s exists, is not ours and is being deleted; starting the occurrence once it is gone", occ, pod.Name)
-			p.requeueAt(min(max(stuck, asideRetry), time.Minute))
+			p.requeueAt(min(max(stuck, asideRetry), 10*time.Second))
 			p.holdCreates = true
 			return nil
 		case err == nil && !metav1.IsControlledBy(&existing, job):
