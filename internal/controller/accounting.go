@@ -525,10 +525,10 @@ func (r *LockedCronJobReconciler) withdrawOrphan(ctx context.Context, pod *corev
 	if err := r.Patch(ctx, pod, patch); apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("withdrawing pod %s of a deleted job: %w", pod.Name, err)
+		return fmt.Errorf("withdrawing pod %s, which no job controls: %w", pod.Name, err)
 	}
 	if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("withdrawing pod %s of a deleted job: %w", pod.Name, err)
+		return fmt.Errorf("withdrawing pod %s, which no job controls: %w", pod.Name, err)
 	}
 	logf.FromContext(ctx).Info("prepared pod no job controls withdrawn", "pod", pod.Name, "reason", why)
 	return nil

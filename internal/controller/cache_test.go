@@ -1223,12 +1223,7 @@ func TestSlimJobHoldsNoLargeTemplate(t *testing.T) {
 	for i := range big {
 		big[i] = byte(rng.Uint32())
 	}
-	withContainer := func() *v1alpha1.LockedCronJob {
-		j := plainJob("@hourly")
-		j.Spec.Template.Spec.Containers = []corev1.Container{{Name: "job", Image: "busybox", Command: []string{"/bin/sh", "-c", "echo hi"}}}
-		return j
-	}
-	job := withContainer()
+	job := newJob("ns", "j", "@hourly")
 	job.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "BIG", Value: base64.StdEncoding.EncodeToString(big)}}
 	job.Status.LastScheduleTime = &metav1.Time{Time: t0}
 	obj, err := slimJob(job.DeepCopy())
@@ -1267,15 +1262,12 @@ func TestSlimJobHoldsNoLargeTemplate(t *testing.T) {
 	}
 
 	// A job of an ordinary size is held whole, unmarked.
-	got = heldJob(t, must(slimJob(withContainer())))
+	obj, err = slimJob(newJob("ns", "j", "@hourly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = heldJob(t, obj)
 	if _, marked := got.Annotations[annotationTemplateNotHeld]; marked || len(got.Spec.Template.Spec.Containers) == 0 {
 		t.Errorf("an ordinary job is handed out marked %t, with %d containers", marked, len(got.Spec.Template.Spec.Containers))
 	}
-}
-
-func must(obj any, err error) any {
-	if err != nil {
-		panic(err)
-	}
-	return obj
 }

@@ -98,7 +98,8 @@ func TestReleasePodsWithdrawsThePreparedPodsOfADeletedJob(t *testing.T) {
 				objs = append(objs, p)
 			}
 			cl := fakeAPI(t, objs...)
-			r := &LockedCronJobReconciler{Client: cl, APIReader: cl, Clock: clocktesting.NewFakePassiveClock(now)}
+			r := testReconciler(cl)
+			r.Clock = clocktesting.NewFakePassiveClock(now)
 			if err := r.releasePods(ctx, "ns", "j", tc.uid, tc.decided); err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +139,7 @@ func TestWithdrawalNoteIsWrittenOnce(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}).Build()
-	r := &LockedCronJobReconciler{Client: cl}
+	r := testReconciler(cl)
 	why := "a blackout began before its job started: Unschedulable: " + strings.Repeat("0/5000 nodes are available: 1 Insufficient cpu. ", 100)
 	for pass := 1; pass <= 3; pass++ {
 		var live corev1.Pod
